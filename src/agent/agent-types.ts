@@ -1,0 +1,71 @@
+import type { ContextHistory } from "../context/context-history.js";
+import type { AgentEvent } from "../events/types.js";
+import type { LlmClient } from "../llm/llm-client.js";
+import type { Message, ReasoningEffort, TokenUsage } from "../llm/types.js";
+import type { ToolSet } from "../tools/tool-set.js";
+
+/** SPEC §8. Every field has the spec's default. */
+export interface AgentOptions {
+  /** Default "You are a helpful assistant."; ToolSet static prompts are appended at construction. */
+  systemPrompt?: string;
+  /** Default 20. */
+  maxIterations?: number;
+  /** Default 0.7. */
+  contextCompactRatio?: number;
+  /** The token limit the compaction ratio is measured against. Default 128,000. */
+  tokenLimit?: number;
+  maxOutputTokens?: number;
+  /** Default 4. */
+  maxConcurrentToolCalls?: number;
+  reasoningEffort?: ReasoningEffort;
+  temperature?: number;
+  /** Best-effort event callback; its exceptions are swallowed. */
+  onLog?: (event: AgentEvent) => void;
+  /** Audit callback for every user / assistant / tool message; exceptions swallowed. */
+  onMessageRecorded?: (message: Message) => void;
+}
+
+export interface CreateAgentParams {
+  /** Agent name (events carry it). Default "agent". */
+  name?: string;
+  /** Session id (events carry it). Default "default". */
+  session?: string;
+  llm: LlmClient;
+  model: string;
+  toolSets?: ToolSet[];
+  /** Without a history the agent runs in memory. */
+  history?: ContextHistory;
+  options?: AgentOptions;
+  /** Posts to the session's mailbox (background tasks); set by the host. */
+  post?: (text: string, options?: { type?: string; stackable?: boolean }) => void;
+  /** Injected for deterministic tests. */
+  now?: () => Date;
+  createId?: () => string;
+}
+
+export interface ChatOptions {
+  signal?: AbortSignal;
+  /** Depth of nested agent-to-agent calls (ask_agent). */
+  depth?: number;
+}
+
+export interface ChatResult {
+  result: string;
+  /** Sum over the chat's requests (for billing). */
+  usage: TokenUsage;
+}
+
+export interface Agent {
+  readonly name: string;
+  readonly session: string;
+  /** Runs one chat (the chat machine). Rejects with ChatFailedError / ChatCancelledError. */
+  chat(text: string, options?: ChatOptions): Promise<ChatResult>;
+  /** Manual compaction (`/compact [topic]`). Resolves false when the summary was empty or failed. */
+  compact(topic?: string, options?: { signal?: AbortSignal }): Promise<boolean>;
+  /** `/new`: clears context, history and ToolSet state. */
+  reset(): Promise<void>;
+  /** The last request's prompt + completion tokens. */
+  readonly tokenUsed: number;
+  readonly contextRatio: number;
+  readonly messages: readonly Message[];
+}

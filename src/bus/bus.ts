@@ -1,0 +1,50 @@
+/**
+ * The transport the host, the logger and the UI share. Two implementations with the same subject
+ * semantics: NatsBus (a real nats-server) and LocalBus (in-process, the embedded default).
+ * Payloads are bytes on the wire; these helpers carry UTF-8 JSON strings.
+ */
+
+/** A message received on a subscription. */
+export interface BusMessage {
+  subject: string;
+  /** UTF-8 payload. */
+  data: string;
+  /** Set when the sender expects a reply (request/reply). */
+  reply?: string;
+  headers?: Record<string, string>;
+}
+
+export interface SubscribeOptions {
+  /** Queue group: each message goes to one member of the group. */
+  queue?: string;
+}
+
+export interface Subscription {
+  unsubscribe(): void;
+}
+
+export interface RequestOptions {
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface Bus {
+  /** "nats" or "local": shown to the user. */
+  readonly kind: "nats" | "local";
+  /** Fire-and-forget publish. Never throws for a delivery problem (best-effort). */
+  publish(subject: string, data: string, headers?: Record<string, string>): void;
+  /** Subscribes with NATS wildcards (`*` one token, `>` the rest). */
+  subscribe(
+    subject: string,
+    handler: (message: BusMessage) => void,
+    options?: SubscribeOptions,
+  ): Subscription;
+  /** Request/reply: resolves with the first reply, rejects on timeout or when nobody listens. */
+  request(subject: string, data: string, options?: RequestOptions): Promise<BusMessage>;
+  /** Answers a message received with a `reply` subject. */
+  respond(message: BusMessage, data: string): void;
+  /** Waits until everything published so far has been handed to the transport. */
+  flush(): Promise<void>;
+  /** Drains subscriptions and closes. */
+  close(): Promise<void>;
+}

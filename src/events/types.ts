@@ -1,0 +1,96 @@
+import type { TokenUsage } from "../llm/types.js";
+
+/**
+ * The agent's lifecycle events: one discriminated union on `kind`. These are a public contract
+ * (they go on NATS as `agentloop.events.<agent>.<session>.<kind>` and into JSONL): fields may be
+ * added, never renamed.
+ */
+
+export const EVENT_KINDS = [
+  "ChatStarted",
+  "ModelRequest",
+  "ModelStreamSegmentStart",
+  "ModelStreamSegmentReset",
+  "ModelTextDelta",
+  "ModelReasoningDelta",
+  "ModelResponse",
+  "ToolCallStarted",
+  "ToolCallCompleted",
+  "ToolCallFailed",
+  "ContextCompaction",
+  "ChatCompleted",
+  "ChatFailed",
+  "StateChanged",
+] as const;
+
+export type EventKind = (typeof EVENT_KINDS)[number];
+
+/** `{ name, message }` of an error, as it travels in events and replies. */
+export interface ErrorInfo {
+  name: string;
+  message: string;
+}
+
+/** Fields every event carries. */
+export interface EventBase {
+  agent: string;
+  session: string;
+  chatId: string;
+  /** Per-session sequence number, strictly increasing. */
+  seq: number;
+  /** ISO 8601 timestamp. */
+  ts: string;
+  /** 1-based iteration, 0 for chat-level events. */
+  iteration: number;
+}
+
+export type CompactionPhase = "started" | "completed" | "failed";
+
+/** The kind-specific part of each event. */
+export type EventBody =
+  | { kind: "ChatStarted"; text: string }
+  | { kind: "ModelRequest"; final: boolean; messageCount: number }
+  | { kind: "ModelStreamSegmentStart"; attempt: number }
+  | { kind: "ModelStreamSegmentReset"; attempt: number; reason: string; error: ErrorInfo }
+  | { kind: "ModelTextDelta"; delta: string }
+  | { kind: "ModelReasoningDelta"; delta: string }
+  | {
+      kind: "ModelResponse";
+      content: string;
+      toolCalls: number;
+      usage: TokenUsage;
+      purpose?: "chat" | "compaction";
+    }
+  | { kind: "ToolCallStarted"; toolName: string; toolCallId: string; arguments: string }
+  | { kind: "ToolCallCompleted"; toolName: string; toolCallId: string; result: string; durationMs: number }
+  | {
+      kind: "ToolCallFailed";
+      toolName: string;
+      toolCallId: string;
+      error: ErrorInfo;
+      result: string;
+      durationMs: number;
+    }
+  | {
+      kind: "ContextCompaction";
+      phase: CompactionPhase;
+      topic?: string;
+      error?: ErrorInfo;
+      tokenUsed?: number;
+    }
+  | { kind: "ChatCompleted"; result: string; usage: TokenUsage; tokenUsed: number }
+  | { kind: "ChatFailed"; error: ErrorInfo; cancelled: boolean }
+  | { kind: "StateChanged"; machine: string; state: unknown };
+
+/** One event: the common fields plus the kind's own. */
+export type AgentEvent = EventBase & EventBody;
+
+export type EventOf<K extends EventKind> = Extract<AgentEvent, { kind: K }>;
+
+/** Receives events. Best-effort: implementations must not throw into the loop. */
+export type EventListener = (event: AgentEvent) => void;
+
+export function toErrorInfo(error: unknown): ErrorInfo {
+  if (error instanceof Error) return { name: error.name, message: error.message };
+  return { name: "Error", message: String(error) };
+}

@@ -1,0 +1,34 @@
+import type { Message, ToolCall, ToolDefinition } from "../llm/types.js";
+
+/** What a tool gets besides its arguments. */
+export interface ToolContext {
+  /** Aborted when the chat is cancelled: pass it into every request the tool makes. */
+  signal: AbortSignal;
+  /** Adds a message to the conversation after the tool results (e.g. an image the tool fetched). */
+  appendMessage(message: Message): void;
+  agent: string;
+  session: string;
+  /** Posts a message to this session's mailbox (background task results). Absent without a host. */
+  post?: (text: string, options?: { type?: string; stackable?: boolean }) => void;
+  /** Depth of nested agent-to-agent calls that led to this chat (0 for a user's message). */
+  depth?: number;
+}
+
+/**
+ * A set of tools with optional state. Stateful sets are `copy()`-ed per session; `reset()` clears
+ * that state on `/new`. A prompt-only set returns no tools.
+ */
+export interface ToolSet {
+  readonly name: string;
+  tools(): ToolDefinition[];
+  /** Runs one call; resolves with the result text. Throws for a tool error (the model sees it). */
+  invoke(call: ToolCall, context: ToolContext): Promise<string>;
+  /** Static text appended to the system prompt once, when the agent is built. */
+  prompt(): string;
+  /** Dynamic text prepended to each user message (e.g. a live todo-list snapshot). */
+  iterationPromptInjection(): string;
+  /** A per-session instance. Stateless sets may return themselves. */
+  copy(): ToolSet;
+  /** Clears session state. */
+  reset(): void;
+}

@@ -1,0 +1,123 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+
+/** One request as the fake server saw it: tests assert on outgoing bodies with these. */
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  /** Parsed JSON body (undefined when empty or not JSON). */
+  body: unknown;
+  rawBody: string;
+}
+
+/** What the route returns. */
+export type FakeResponse =
+  /** A JSON body with a status (default 200) and headers. */
+  | { type: "json"; status?: number; headers?: Record<string, string>; body: unknown }
+  /**
+   * A `text/event-stream` response written frame by frame. Each item is a complete SSE frame
+   * text (e.g. `event: x\ndata: {...}\n\n`). `cutAfter`: destroy the socket after that many frames
+   * (a connection cut mid-stream). `delayMs`: pause between frames.
+   */
+  | { type: "sse"; frames: string[]; headers?: Record<string, string>; cutAfter?: number; delayMs?: number }
+  /** Accept the request and never answer (for timeout tests). */
+  | { type: "hang" }
+  /** Destroy the connection without a response. */
+  | { type: "reset" };
+
+export type FakeRoute = (request: RecordedRequest, index: number) => FakeResponse | Promise<FakeResponse>;
+
+export interface FakeHttpServer {
+  /** e.g. `http://127.0.0.1:PORT` */
+  url: string;
+  requests: RecordedRequest[];
+  close(): Promise<void>;
+}
+
+async function readBody(request: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of request) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+async function write(response: ServerResponse, reply: FakeResponse): Promise<void> {
+  if (reply.type === "json") {
+    response.writeHead(reply.status ?? 200, { "content-type": "application/json", ...reply.headers });
+    response.end(JSON.stringify(reply.body));
+    return;
+  }
+  if (reply.type === "hang") return;
+  if (reply.type === "reset") {
+    response.socket?.destroy();
+    return;
+  }
+  response.writeHead(200, {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    connection: "keep-alive",
+    ...reply.headers,
+  });
+  for (let i = 0; i < reply.frames.length; i++) {
+    if (reply.cutAfter !== undefined && i >= reply.cutAfter) {
+      response.socket?.destroy();
+      return;
+    }
+    response.write(reply.frames[i]);
+    if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
+  }
+  if (reply.cutAfter !== undefined && reply.cutAfter <= reply.frames.length) {
+    // Let the frames reach the client, then cut before a clean end.
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    response.socket?.destroy();
+    return;
+  }
+  response.end();
+}
+
+/**
+ * A local HTTP server for wire tests: every request is recorded and answered by `route`, which
+ * gets the request and its 0-based index (so a test can script "429 first, then success").
+ */
+export async function startFakeHttpServer(route: FakeRoute): Promise<FakeHttpServer> {
+  const requests: RecordedRequest[] = [];
+  const sockets = new Set<import("node:net").Socket>();
+  const server: Server = createServer(async (incoming, response) => {
+    const rawBody = await readBody(incoming);
+    let body: unknown;
+    try {
+      body = rawBody ? JSON.parse(rawBody) : undefined;
+    } catch {
+      body = undefined;
+    }
+    const recorded: RecordedRequest = {
+      method: incoming.method ?? "GET",
+      path: incoming.url ?? "/",
+      headers: incoming.headers,
+      body,
+      rawBody,
+    };
+    requests.push(recorded);
+    try {
+      await write(response, await route(recorded, requests.length - 1));
+    } catch (error) {
+      response.writeHead(500, { "content-type": "application/json" });
+      response.end(JSON.stringify({ error: { message: String(error) } }));
+    }
+  });
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
