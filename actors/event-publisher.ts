@@ -1,0 +1,57 @@
+import type { AgentEvent, EventBody } from "../src/events/types.js";
+
+/** Stamps an event body with the session's identity, a per-session seq and a timestamp. */
+export interface EventEmitter {
+  /** Emits one event; listeners' exceptions are swallowed (best-effort). */
+  emit(iteration: number, body: EventBody): void;
+  /** The chat id the next events carry. */
+  chatId: string;
+  /** The seq of the last event emitted. */
+  readonly seq: number;
+}
+
+export interface EventEmitterParams {
+  agent: string;
+  session: string;
+  listeners: ReadonlyArray<(event: AgentEvent) => void>;
+  now?: () => Date;
+}
+
+/**
+ * The best-effort event publisher every actor of a session reports through. A throwing listener
+ * never reaches the chat: observability must not change the conversation.
+ */
+export function createEventEmitter({
+  agent,
+  session,
+  listeners,
+  now = () => new Date(),
+}: EventEmitterParams): EventEmitter {
+  let seq = 0;
+  const emitter: EventEmitter = {
+    chatId: "",
+    get seq() {
+      return seq;
+    },
+    emit(iteration, body) {
+      seq += 1;
+      const event = {
+        agent,
+        session,
+        chatId: emitter.chatId,
+        seq,
+        ts: now().toISOString(),
+        iteration,
+        ...body,
+      } as AgentEvent;
+      for (const listener of listeners) {
+        try {
+          listener(event);
+        } catch {
+          // Best-effort by contract (SPEC §9).
+        }
+      }
+    },
+  };
+  return emitter;
+}

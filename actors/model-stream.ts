@@ -1,0 +1,76 @@
+import { fromCallback } from "xstate";
+import type { StreamEvent } from "../machines/iteration.machine.js";
+import { toErrorInfo } from "../src/events/types.js";
+import type { LlmClient } from "../src/llm/llm-client.js";
+import type { LlmOptions, Message, StreamSink } from "../src/llm/types.js";
+import type { EventEmitter } from "./event-publisher.js";
+
+export interface ModelStreamInput {
+  messages: Message[];
+  options: LlmOptions;
+  iteration: number;
+  isFinal: boolean;
+}
+
+/**
+ * The model-stream actor with the segment collector (SPEC §4). Deltas go straight to the event
+ * emitter, never through the machine (a machine event costs ~20 µs); the machine hears only about
+ * resets and the end. Stopping the actor aborts the request.
+ */
+export function createModelStreamActor(client: LlmClient, events: EventEmitter) {
+  return fromCallback<StreamEvent, ModelStreamInput>(({ input, sendBack }) => {
+    events.emit(input.iteration, {
+      kind: "ModelRequest",
+      final: input.isFinal,
+      messageCount: input.messages.length,
+    });
+    const controller = new AbortController();
+    let isStopped = false;
+    let attempt = 1;
+    let isSegmentOpen = false;
+    const openSegment = () => {
+      if (isSegmentOpen) return;
+      isSegmentOpen = true;
+      events.emit(input.iteration, { kind: "ModelStreamSegmentStart", attempt });
+    };
+    const sink: StreamSink = {
+      onTextDelta(delta) {
+        if (isStopped) return;
+        openSegment();
+        events.emit(input.iteration, { kind: "ModelTextDelta", delta });
+      },
+      onReasoningDelta(delta) {
+        if (isStopped) return;
+        openSegment();
+        events.emit(input.iteration, { kind: "ModelReasoningDelta", delta });
+      },
+      onReset(reason, cause) {
+        if (isStopped) return;
+        events.emit(input.iteration, {
+          kind: "ModelStreamSegmentReset",
+          attempt,
+          reason,
+          error: toErrorInfo(cause),
+        });
+        attempt += 1;
+        isSegmentOpen = false;
+        sendBack({ type: "stream.reset", reason });
+      },
+      onCompleted() {},
+    };
+    client
+      .generateStream({ messages: input.messages, options: input.options, signal: controller.signal }, sink)
+      .then(
+        (response) => {
+          if (!isStopped) sendBack({ type: "stream.completed", response });
+        },
+        (error: unknown) => {
+          if (!isStopped) sendBack({ type: "stream.failed", error: toErrorInfo(error) });
+        },
+      );
+    return () => {
+      isStopped = true;
+      controller.abort();
+    };
+  });
+}

@@ -1,0 +1,399 @@
+import { assign, type PromiseActorLogic, setup } from "xstate";
+import type { ErrorInfo, EventBody } from "../src/events/types.js";
+import { toErrorInfo } from "../src/events/types.js";
+import type { LlmOptions, Message, TokenUsage, ToolDefinition } from "../src/llm/types.js";
+import { addUsage, emptyUsage, withoutTools } from "../src/llm/types.js";
+import { type CompactionOutput, compactionMachine } from "./compaction.machine.js";
+import { type IterationOutput, type IterationProgressEvent, iterationMachine } from "./iteration.machine.js";
+
+/**
+ * The chat loop (SPEC §2): prepare the user message, iterate (generate → tools → back-fill) up to
+ * maxIterations with the last turn forced to text, measure the context, then either compact or
+ * append this chat's messages to the history.
+ *
+ * Pure: `runIteration` (the iteration machine), `compactContext` (the compaction machine) and
+ * `appendHistory` are bound with `.provide()` at the composition root; `report` and
+ * `recordMessage` are the outward actions.
+ */
+
+/** Shown instead of an empty reply (no text and no tool calls). */
+export const EMPTY_REPLY_PLACEHOLDER = "(the model returned no content)";
+
+export interface ChatInput {
+  userText: string;
+  /** Non-empty `iterationPromptInjection()`s of the ToolSets, prepended to the user's text. */
+  injections: string[];
+  systemPrompt: string;
+  /** The conversation so far (no system message). */
+  history: Message[];
+  /** Model, maxTokens, reasoningEffort … (tools are added while preparing). */
+  options: LlmOptions;
+  tools: ToolDefinition[];
+  maxIterations: number;
+  tokenLimit: number;
+  contextCompactRatio: number;
+  /** tokenUsed before this chat. */
+  tokenUsed: number;
+}
+
+export type ChatStatus = "done" | "failed" | "cancelled";
+
+export interface ChatOutput {
+  status: ChatStatus;
+  result: string;
+  /** Sum over the chat's requests (billing). */
+  usage: TokenUsage;
+  /** The last request's prompt + completion tokens (or the summary's after a compaction). */
+  tokenUsed: number;
+  /** The whole conversation after this chat, as it was persisted. */
+  messages: Message[];
+  compacted: boolean;
+  error: ErrorInfo | null;
+}
+
+export interface ChatContext {
+  userText: string;
+  injections: string[];
+  systemPrompt: string;
+  options: LlmOptions;
+  tools: ToolDefinition[];
+  maxIterations: number;
+  tokenLimit: number;
+  contextCompactRatio: number;
+  messages: Message[];
+  /** Index of this chat's first message in `messages`. */
+  chatStart: number;
+  /** 1-based; 0 before the first iteration. */
+  iteration: number;
+  usage: TokenUsage;
+  lastUsage: TokenUsage | null;
+  tokenUsed: number;
+  result: string | null;
+  /** What the current iteration has produced so far (back-filled when the chat is cancelled). */
+  inFlight: { assistant: Message | null; settled: Record<string, Message> };
+  compacted: boolean;
+  error: ErrorInfo | null;
+  /** Set by the final state reached. */
+  status: ChatStatus | null;
+}
+
+export type ChatEvent = { type: "cancel" } | IterationProgressEvent;
+
+/** The user message: the injections, then the user's text. */
+export function buildUserMessage(userText: string, injections: string[]): Message {
+  const parts = injections.filter((text) => text.trim() !== "");
+  return { role: "user", content: parts.length === 0 ? userText : `${parts.join("\n\n")}\n\n${userText}` };
+}
+
+/** An assistant message with nothing in it is left out (providers reject empty turns). */
+function isEmptyAssistant(message: Message): boolean {
+  return (
+    message.role === "assistant" &&
+    (typeof message.content === "string" ? message.content.trim() === "" : message.content.length === 0) &&
+    !message.toolCalls?.length &&
+    !message.thinkingBlocks?.length
+  );
+}
+
+/** Closes what a cancelled or failed iteration left open: every unfinished tool call gets a result. */
+export function backfillInFlight(context: ChatContext): Message[] {
+  const { assistant, settled } = context.inFlight;
+  if (!assistant || isEmptyAssistant(assistant)) return context.messages;
+  const results = (assistant.toolCalls ?? []).map(
+    (call): Message =>
+      settled[call.id] ?? {
+        role: "tool",
+        toolCallId: call.id,
+        toolName: call.name,
+        content: JSON.stringify({ error: "cancelled" }),
+      },
+  );
+  return [...context.messages, assistant, ...results];
+}
+
+function requestMessages(context: ChatContext): Message[] {
+  return [{ role: "system", content: context.systemPrompt }, ...context.messages];
+}
+
+type IterationDone = { type: string; output: IterationOutput };
+
+export const chatMachine = setup({
+  types: {
+    context: {} as ChatContext,
+    input: {} as ChatInput,
+    output: {} as ChatOutput,
+    events: {} as ChatEvent,
+  },
+  actions: {
+    /** Publishes a lifecycle event; bound at the composition root. */
+    report: (_, _params: { iteration: number; body: EventBody }) => {},
+    /** The onMessageRecorded audit hook; bound at the composition root. */
+    recordMessage: (_, _params: { message: Message }) => {},
+    /** Adds the iteration's messages (an empty assistant turn left out) and usage; keeps the answer. */
+    recordIteration: assign(({ context, event }) => {
+      const output = (event as unknown as IterationDone).output;
+      const produced = output.status === "failed" ? [] : output.messages.filter((m) => !isEmptyAssistant(m));
+      const content = output.status === "failed" ? null : output.content;
+      return {
+        messages: [...context.messages, ...produced],
+        usage: addUsage(context.usage, output.usage),
+        lastUsage: output.usage,
+        inFlight: { assistant: null, settled: {} },
+        result: content === null ? context.result : content.trim() === "" ? EMPTY_REPLY_PLACEHOLDER : content,
+      };
+    }),
+    recordFailure: assign({
+      error: ({ event }) => {
+        const output = (event as unknown as IterationDone).output;
+        return output.status === "failed" ? output.error : null;
+      },
+      usage: ({ context, event }) =>
+        addUsage(context.usage, (event as unknown as IterationDone).output.usage),
+    }),
+    recordError: assign({
+      error: ({ event }) => toErrorInfo((event as unknown as { error: unknown }).error),
+    }),
+  },
+  actors: {
+    /** One iteration (the iteration machine, with its actors bound at the composition root). */
+    runIteration: iterationMachine,
+    /** The compaction machine. */
+    compactContext: compactionMachine,
+    appendHistory: {} as PromiseActorLogic<void, { messages: Message[] }>,
+  },
+  guards: {
+    isFinalIteration: ({ context }) => context.iteration >= context.maxIterations,
+    hasIterationFailed: ({ event }) => (event as IterationDone).output.status === "failed",
+    hasAnswered: ({ event }) => (event as IterationDone).output.status === "answered",
+    isOverCompactRatio: ({ context }) =>
+      context.tokenLimit > 0 && context.tokenUsed / context.tokenLimit >= context.contextCompactRatio,
+    hasCompacted: ({ event }) => (event as unknown as { output: CompactionOutput }).output.ok,
+  },
+}).createMachine({
+  id: "chat",
+  context: ({ input }) => ({
+    userText: input.userText,
+    injections: input.injections,
+    systemPrompt: input.systemPrompt,
+    options: input.options,
+    tools: input.tools,
+    maxIterations: Math.max(1, input.maxIterations),
+    tokenLimit: input.tokenLimit,
+    contextCompactRatio: input.contextCompactRatio,
+    messages: input.history,
+    chatStart: input.history.length,
+    iteration: 0,
+    usage: emptyUsage(),
+    lastUsage: null,
+    tokenUsed: input.tokenUsed,
+    result: null,
+    inFlight: { assistant: null, settled: {} },
+    compacted: false,
+    error: null,
+    status: null,
+  }),
+  initial: "preparing",
+  states: {
+    preparing: {
+      entry: [
+        assign(({ context }) => ({
+          messages: [...context.messages, buildUserMessage(context.userText, context.injections)],
+          options: context.tools.length > 0 ? { ...context.options, tools: context.tools } : context.options,
+        })),
+        {
+          type: "recordMessage",
+          params: ({ context }) => ({ message: context.messages[context.messages.length - 1]! }),
+        },
+      ],
+      always: "iterating",
+    },
+    iterating: {
+      initial: "deciding",
+      on: {
+        cancel: "cancelling",
+        "iteration.assembled": {
+          actions: assign({ inFlight: ({ event }) => ({ assistant: event.message, settled: {} }) }),
+        },
+        "iteration.toolSettled": {
+          actions: assign({
+            inFlight: ({ context, event }) => ({
+              assistant: context.inFlight.assistant,
+              settled: { ...context.inFlight.settled, [event.outcome.callId]: event.outcome.message },
+            }),
+          }),
+        },
+      },
+      states: {
+        deciding: {
+          entry: assign({ iteration: ({ context }) => context.iteration + 1 }),
+          always: [{ guard: "isFinalIteration", target: "finalTurn" }, { target: "toolTurn" }],
+        },
+        toolTurn: {
+          invoke: {
+            src: "runIteration",
+            input: ({ context }) => ({
+              messages: requestMessages(context),
+              options: context.options,
+              iteration: context.iteration,
+              isFinal: false,
+            }),
+            onDone: [
+              { guard: "hasIterationFailed", target: "#chat.failing", actions: "recordFailure" },
+              { guard: "hasAnswered", target: "#chat.measuring", actions: "recordIteration" },
+              { target: "deciding", actions: "recordIteration" },
+            ],
+            onError: { target: "#chat.failing", actions: "recordError" },
+          },
+        },
+        finalTurn: {
+          invoke: {
+            src: "runIteration",
+            input: ({ context }) => ({
+              messages: requestMessages(context),
+              options: withoutTools(context.options, context.messages),
+              iteration: context.iteration,
+              isFinal: true,
+            }),
+            onDone: [
+              { guard: "hasIterationFailed", target: "#chat.failing", actions: "recordFailure" },
+              { target: "#chat.measuring", actions: "recordIteration" },
+            ],
+            onError: { target: "#chat.failing", actions: "recordError" },
+          },
+        },
+      },
+    },
+    measuring: {
+      entry: assign({
+        // The last request re-sent the whole context: its size is the context's size. Never a sum.
+        tokenUsed: ({ context }) =>
+          context.lastUsage ? context.lastUsage.prompt + context.lastUsage.completion : context.tokenUsed,
+        result: ({ context }) => context.result ?? EMPTY_REPLY_PLACEHOLDER,
+      }),
+      always: "decidingCompaction",
+    },
+    decidingCompaction: {
+      always: [{ guard: "isOverCompactRatio", target: "compacting" }, { target: "appending" }],
+    },
+    compacting: {
+      on: { cancel: "cancelling" },
+      invoke: {
+        src: "compactContext",
+        input: ({ context }) => ({
+          messages: context.messages,
+          systemPrompt: context.systemPrompt,
+          options: context.options,
+        }),
+        onDone: [
+          {
+            guard: "hasCompacted",
+            target: "done",
+            actions: assign(({ context, event }) => {
+              const output = event.output as Extract<CompactionOutput, { ok: true }>;
+              return {
+                messages: output.messages,
+                tokenUsed: output.tokenUsed,
+                usage: addUsage(context.usage, output.usage),
+                compacted: true,
+              };
+            }),
+          },
+          {
+            // A failed compaction loses nothing: this chat's messages are appended as usual.
+            target: "appending",
+            actions: assign({ usage: ({ context, event }) => addUsage(context.usage, event.output.usage) }),
+          },
+        ],
+        onError: "appending",
+      },
+    },
+    appending: {
+      invoke: {
+        src: "appendHistory",
+        input: ({ context }) => ({ messages: context.messages.slice(context.chatStart) }),
+        onDone: "done",
+        onError: { target: "failed", actions: "recordError" },
+      },
+    },
+    failing: {
+      entry: assign({ messages: ({ context }) => backfillInFlight(context) }),
+      invoke: {
+        src: "appendHistory",
+        input: ({ context }) => ({ messages: context.messages.slice(context.chatStart) }),
+        onDone: "failed",
+        onError: "failed",
+      },
+    },
+    cancelling: {
+      entry: assign({
+        messages: ({ context }) => backfillInFlight(context),
+        error: { name: "ChatCancelledError", message: "the chat was cancelled" },
+      }),
+      invoke: {
+        src: "appendHistory",
+        input: ({ context }) => ({ messages: context.messages.slice(context.chatStart) }),
+        onDone: "cancelled",
+        onError: "cancelled",
+      },
+    },
+    done: {
+      type: "final",
+      entry: [
+        assign({ status: "done" as const }),
+        {
+          type: "report",
+          params: ({ context }) => ({
+            iteration: 0,
+            body: {
+              kind: "ChatCompleted" as const,
+              result: context.result ?? EMPTY_REPLY_PLACEHOLDER,
+              usage: context.usage,
+              tokenUsed: context.tokenUsed,
+            },
+          }),
+        },
+      ],
+    },
+    failed: {
+      type: "final",
+      entry: [
+        assign({ status: "failed" as const }),
+        {
+          type: "report",
+          params: ({ context }) => ({
+            iteration: 0,
+            body: {
+              kind: "ChatFailed" as const,
+              error: context.error ?? { name: "Error", message: "the chat failed" },
+              cancelled: false,
+            },
+          }),
+        },
+      ],
+    },
+    cancelled: {
+      type: "final",
+      entry: [
+        assign({ status: "cancelled" as const }),
+        {
+          type: "report",
+          params: ({ context }) => ({
+            iteration: 0,
+            body: { kind: "ChatFailed" as const, error: context.error!, cancelled: true },
+          }),
+        },
+      ],
+    },
+  },
+  output: ({ context }): ChatOutput => {
+    return {
+      status: context.status ?? "failed",
+      result: context.result ?? EMPTY_REPLY_PLACEHOLDER,
+      usage: context.usage,
+      tokenUsed: context.tokenUsed,
+      messages: context.messages,
+      compacted: context.compacted,
+      error: context.error,
+    };
+  },
+});

@@ -1,0 +1,223 @@
+import pLimit from "p-limit";
+import { createActor, type InspectionEvent, toPromise } from "xstate";
+import { createCompactionRequestActor } from "../../actors/compaction-request.js";
+import { createEventEmitter } from "../../actors/event-publisher.js";
+import { createAppendHistoryActor, createReplaceHistoryActor } from "../../actors/history-writer.js";
+import { createModelStreamActor } from "../../actors/model-stream.js";
+import { createToolCallActor } from "../../actors/tool-call.js";
+import { type ChatOutput, chatMachine } from "../../machines/chat.machine.js";
+import { compactionMachine } from "../../machines/compaction.machine.js";
+import { iterationMachine } from "../../machines/iteration.machine.js";
+import { ContextManager } from "../context/context-manager.js";
+import type { AgentEvent } from "../events/types.js";
+import type { LlmOptions, Message } from "../llm/types.js";
+import type { ToolSet } from "../tools/tool-set.js";
+import type { Agent, AgentOptions, ChatOptions, ChatResult, CreateAgentParams } from "./agent-types.js";
+import { ChatCancelledError, ChatFailedError } from "./chat-errors.js";
+
+export const DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant.";
+export const DEFAULT_MAX_ITERATIONS = 20;
+export const DEFAULT_CONTEXT_COMPACT_RATIO = 0.7;
+export const DEFAULT_TOKEN_LIMIT = 128_000;
+export const DEFAULT_MAX_CONCURRENT_TOOL_CALLS = 4;
+
+/** The system prompt: the agent's own, then each ToolSet's static prompt (SPEC §8). */
+export function buildSystemPrompt(systemPrompt: string, toolSets: readonly ToolSet[]): string {
+  const prompts = toolSets.map((set) => set.prompt().trim()).filter((text) => text !== "");
+  return [systemPrompt, ...prompts].join("\n\n");
+}
+
+function swallow<A extends unknown[]>(callback: ((...args: A) => void) | undefined): (...args: A) => void {
+  if (!callback) return () => {};
+  return (...args) => {
+    try {
+      callback(...args);
+    } catch {
+      // Callbacks are best-effort by contract (SPEC §8).
+    }
+  };
+}
+
+/**
+ * Builds an agent session: the composition root where the pure machines get their actors and
+ * actions (`.provide()`), and the one place that owns the session's context.
+ */
+export async function createAgent(params: CreateAgentParams): Promise<Agent> {
+  const options: AgentOptions = params.options ?? {};
+  const name = params.name ?? "agent";
+  const session = params.session ?? "default";
+  const createId = params.createId ?? (() => crypto.randomUUID());
+  const toolSets = (params.toolSets ?? []).map((set) => set.copy());
+  const systemPrompt = buildSystemPrompt(options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT, toolSets);
+  const maxIterations = options.maxIterations ?? DEFAULT_MAX_ITERATIONS;
+  const contextCompactRatio = options.contextCompactRatio ?? DEFAULT_CONTEXT_COMPACT_RATIO;
+  const onMessageRecorded = swallow(options.onMessageRecorded);
+  const listeners: Array<(event: AgentEvent) => void> = [];
+  if (options.onLog) listeners.push(options.onLog);
+  const events = createEventEmitter({
+    agent: name,
+    session,
+    listeners,
+    ...(params.now ? { now: params.now } : {}),
+  });
+  let depth = 0;
+
+  const baseOptions: LlmOptions = {
+    model: params.model,
+    ...(options.maxOutputTokens !== undefined ? { maxTokens: options.maxOutputTokens } : {}),
+    ...(options.reasoningEffort !== undefined ? { reasoningEffort: options.reasoningEffort } : {}),
+    ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
+  };
+
+  const compaction = compactionMachine.provide({
+    actions: { report: (_, body) => events.emit(0, body) },
+    actors: {
+      requestSummary: createCompactionRequestActor(params.llm, events),
+      replaceHistory: createReplaceHistoryActor(params.history),
+    },
+  });
+  const iteration = iterationMachine.provide({
+    actions: {
+      recordMessage: (_, { message }) => onMessageRecorded(message),
+    },
+    actors: {
+      streamModel: createModelStreamActor(params.llm, events),
+      runToolCall: createToolCallActor({
+        toolSets,
+        limit: pLimit(Math.max(1, options.maxConcurrentToolCalls ?? DEFAULT_MAX_CONCURRENT_TOOL_CALLS)),
+        events,
+        toolContext: () => ({ agent: name, session, depth, ...(params.post ? { post: params.post } : {}) }),
+      }),
+    },
+  });
+  const chat = chatMachine.provide({
+    actions: {
+      report: (_, { iteration: number, body }) => events.emit(number, body),
+      recordMessage: (_, { message }) => onMessageRecorded(message),
+    },
+    actors: {
+      runIteration: iteration,
+      compactContext: compaction,
+      appendHistory: createAppendHistoryActor(params.history),
+    },
+  });
+
+  const manager = await ContextManager.create({
+    ...(params.history ? { history: params.history } : {}),
+    tokenLimit: options.tokenLimit ?? DEFAULT_TOKEN_LIMIT,
+    compactor: async (fork, topic, signal) => {
+      const actor = createActor(compaction, {
+        input: { messages: fork.messages, systemPrompt, options: baseOptions, ...(topic ? { topic } : {}) },
+        inspect: stateReporter(),
+      });
+      const abort = () => actor.stop();
+      signal?.addEventListener("abort", abort, { once: true });
+      try {
+        actor.start();
+        const output = await toPromise(actor);
+        return output.ok ? { messages: output.messages, tokenUsed: output.tokenUsed } : undefined;
+      } catch {
+        return undefined;
+      } finally {
+        signal?.removeEventListener("abort", abort);
+      }
+    },
+  });
+
+  /** StateChanged for every machine in the chat's actor system (chat, iteration, compaction). */
+  function stateReporter() {
+    const lastValues = new WeakMap<object, string>();
+    return (inspection: InspectionEvent) => {
+      // Microsteps arrive in the order the machines move (a child's final snapshot event would
+      // arrive after its parent already moved on); the init event gives a new child's initial state.
+      let snapshot: { value?: unknown };
+      if (inspection.type === "@xstate.event" && inspection.event.type === "xstate.init") {
+        snapshot = inspection.actorRef.getSnapshot() as { value?: unknown };
+      } else if (inspection.type === "@xstate.microstep" || inspection.type === "@xstate.snapshot") {
+        snapshot = inspection.snapshot as { value?: unknown };
+      } else return;
+      if (snapshot.value === undefined) return;
+      const machine = (inspection.actorRef as { logic?: { id?: string } }).logic?.id ?? "unknown";
+      const key = JSON.stringify(snapshot.value);
+      if (lastValues.get(inspection.actorRef) === key) return;
+      lastValues.set(inspection.actorRef, key);
+      const context = (snapshot as { context?: { iteration?: number } }).context;
+      events.emit(machine === "chat" ? 0 : (context?.iteration ?? 0), {
+        kind: "StateChanged",
+        machine,
+        state: snapshot.value,
+      });
+    };
+  }
+
+  // One chat at a time per session: later calls wait their turn.
+  let queue: Promise<unknown> = Promise.resolve();
+  const serialise = <T>(task: () => Promise<T>): Promise<T> => {
+    const run = queue.then(task, task);
+    queue = run.catch(() => undefined);
+    return run;
+  };
+
+  async function runChat(text: string, chatOptions: ChatOptions): Promise<ChatResult> {
+    const { signal } = chatOptions;
+    events.chatId = createId();
+    depth = chatOptions.depth ?? 0;
+    if (signal?.aborted) throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
+    const context = manager.context;
+    events.emit(0, { kind: "ChatStarted", text });
+    const actor = createActor(chat, {
+      input: {
+        userText: text,
+        injections: toolSets.map((set) => set.iterationPromptInjection()).filter((s) => s.trim() !== ""),
+        systemPrompt,
+        history: context.messages,
+        options: baseOptions,
+        tools: toolSets.flatMap((set) => set.tools()),
+        maxIterations,
+        tokenLimit: manager.tokenLimit,
+        contextCompactRatio,
+        tokenUsed: context.tokenUsed,
+      },
+      inspect: stateReporter(),
+    });
+    const cancel = () => actor.send({ type: "cancel" });
+    signal?.addEventListener("abort", cancel, { once: true });
+    let output: ChatOutput;
+    try {
+      actor.start();
+      output = await toPromise(actor);
+    } finally {
+      signal?.removeEventListener("abort", cancel);
+    }
+    context.messages = output.messages;
+    context.tokenUsed = output.tokenUsed;
+    if (output.status === "done") return { result: output.result, usage: output.usage };
+    if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
+    throw new ChatFailedError(output.error ?? { name: "Error", message: "the chat failed" }, output.usage);
+  }
+
+  return {
+    name,
+    session,
+    chat: (text, chatOptions = {}) => serialise(() => runChat(text, chatOptions)),
+    compact: (topic, compactOptions = {}) =>
+      serialise(() => {
+        events.chatId = createId();
+        return manager.compact(topic, compactOptions.signal);
+      }),
+    reset: () =>
+      serialise(async () => {
+        await manager.clear();
+        for (const set of toolSets) set.reset();
+      }),
+    get tokenUsed() {
+      return manager.context.tokenUsed;
+    },
+    get contextRatio() {
+      return manager.contextRatio;
+    },
+    get messages(): readonly Message[] {
+      return manager.context.messages;
+    },
+  };
+}

@@ -1,0 +1,45 @@
+import type { ReasoningEffort } from "../llm/types.js";
+
+/** Provider settings and shared flags, resolved from flags, then env, then defaults (SPEC §12). */
+export interface RuntimeConfig {
+  provider: "anthropic" | "openai-chat" | "openai-responses" | "demo";
+  /** Model name; the provider's default when unset. */
+  model: string;
+  baseUrl?: string;
+  apiKey?: string;
+  maxIterations?: number;
+  reasoningEffort?: ReasoningEffort;
+  /** Token limit the compaction ratio is measured against. */
+  contextWindow: number;
+  /** NATS URL (flag --nats, env NATS_URL, default nats://127.0.0.1:4222). */
+  natsUrl: string;
+  natsCreds?: string;
+  /** SQLite file (flag --db, env AGENTLOOP_DB); undefined = in memory. */
+  db?: string;
+  /** Subject prefix (flag --prefix, env AGENTLOOP_PREFIX, default "agentloop"). */
+  prefix: string;
+}
+
+/** What every command receives. Commands resolve to an exit code; they never call process.exit. */
+export interface CliContext {
+  /** Positional arguments after the command name. */
+  positionals: string[];
+  /** Command-specific flags as parsed (`--port 8080` → { port: "8080" }, `--local` → { local: true }). */
+  flags: Record<string, string | boolean | undefined>;
+  config: RuntimeConfig;
+  env: NodeJS.ProcessEnv;
+  stdout: NodeJS.WritableStream & { isTTY?: boolean };
+  stderr: NodeJS.WritableStream & { isTTY?: boolean };
+  /** Aborted on SIGINT / SIGTERM: long-running commands drain and resolve. */
+  signal: AbortSignal;
+}
+
+/** A user's mistake on the command line: printed as one line, exit code 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+export type Command = (context: CliContext) => Promise<number>;

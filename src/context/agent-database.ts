@@ -1,0 +1,91 @@
+import { mkdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import Database from "better-sqlite3";
+import { z } from "zod";
+import { HistorySchemaVersionError } from "./history-errors.js";
+
+/** The SQLite handle histories share: one per database file and process. */
+export type AgentDatabase = Database.Database;
+
+/**
+ * Schema steps: entry `i` takes the database from version `i` to `i + 1`. The version lives in
+ * `PRAGMA user_version`. Append a step to change the schema; never edit a shipped one.
+ */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE IF NOT EXISTS messages (
+     agent    TEXT    NOT NULL,
+     session  TEXT    NOT NULL,
+     position INTEGER NOT NULL,
+     message  TEXT    NOT NULL, -- one Message as JSON
+     PRIMARY KEY (agent, session, position)
+   ) WITHOUT ROWID`,
+];
+
+/** The schema version this code reads and writes. */
+export const HISTORY_SCHEMA_VERSION = MIGRATIONS.length;
+
+export interface OpenAgentDatabaseOptions {
+  /** How long a write waits for another connection's lock before failing (default 5,000 ms). */
+  busyTimeoutMs?: number;
+}
+
+/**
+ * Opens (creating the file and its folder if needed) the SQLite database that holds agents'
+ * histories, in WAL mode so several connections and processes read while one writes, and brings
+ * its schema up to date. Share the handle between the sessions of a process; close it when done.
+ */
+export function openAgentDatabase(path: string, options: OpenAgentDatabaseOptions = {}): AgentDatabase {
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5_000;
+  if (path !== ":memory:" && !path.startsWith("file:"))
+    mkdirSync(dirname(resolve(path)), { recursive: true });
+  const database = new Database(path, { timeout: busyTimeoutMs });
+  try {
+    database.pragma(`busy_timeout = ${Math.max(0, Math.trunc(busyTimeoutMs))}`);
+    if (!database.memory) database.pragma("journal_mode = WAL");
+    // Safe with WAL (a crash may lose the last commits, never corrupt the file) and much faster.
+    database.pragma("synchronous = NORMAL");
+    migrateAgentDatabase(database);
+  } catch (error) {
+    database.close();
+    throw error;
+  }
+  return database;
+}
+
+/**
+ * Creates or upgrades the schema. Idempotent and safe when several processes open a new file at
+ * once: the check is repeated inside an immediate (write-locked) transaction.
+ */
+export function migrateAgentDatabase(database: AgentDatabase): void {
+  if (schemaVersion(database) === HISTORY_SCHEMA_VERSION) return;
+  database
+    .transaction(() => {
+      const found = schemaVersion(database);
+      if (found > HISTORY_SCHEMA_VERSION) {
+        throw new HistorySchemaVersionError(found, HISTORY_SCHEMA_VERSION, database.name);
+      }
+      for (const step of MIGRATIONS.slice(found)) database.exec(step);
+      database.pragma(`user_version = ${HISTORY_SCHEMA_VERSION}`);
+    })
+    .immediate();
+}
+
+const SessionRow = z.object({ session: z.string(), messageCount: z.number().int() });
+export type SessionSummary = z.infer<typeof SessionRow>;
+
+/** The sessions of `agent` that have stored messages, by name. */
+export function listSessions(database: AgentDatabase, agent: string): SessionSummary[] {
+  const rows = database
+    .prepare(
+      "SELECT session, COUNT(*) AS messageCount FROM messages WHERE agent = ? GROUP BY session ORDER BY session",
+    )
+    .all(agent);
+  return z.array(SessionRow).parse(rows);
+}
+
+function schemaVersion(database: AgentDatabase): number {
+  return z
+    .number()
+    .int()
+    .parse(database.pragma("user_version", { simple: true }));
+}

@@ -1,0 +1,35 @@
+import type { Message } from "../llm/types.js";
+import type { ContextHistory } from "./context-history.js";
+
+/**
+ * A {@link ContextHistory} in process memory, for tests and history-less agents that still want
+ * the persistence semantics: messages are copied in and out (no aliasing with the live context)
+ * and system messages are never stored.
+ */
+export class InMemoryContextHistory implements ContextHistory {
+  #messages: Message[];
+
+  constructor(messages: readonly Message[] = []) {
+    this.#messages = storable(messages);
+  }
+
+  async restore(): Promise<Message[]> {
+    return structuredClone(this.#messages);
+  }
+
+  async append(messages: readonly Message[]): Promise<void> {
+    this.#messages.push(...storable(messages));
+  }
+
+  async replace(messages: readonly Message[]): Promise<void> {
+    this.#messages = storable(messages);
+  }
+
+  async clear(): Promise<void> {
+    this.#messages = [];
+  }
+}
+
+function storable(messages: readonly Message[]): Message[] {
+  return structuredClone(messages.filter((message) => message.role !== "system"));
+}

@@ -1,0 +1,150 @@
+import type Database from "better-sqlite3";
+import { z } from "zod";
+import type { Message } from "../llm/types.js";
+import { type AgentDatabase, migrateAgentDatabase, openAgentDatabase } from "./agent-database.js";
+import type { ContextHistory } from "./context-history.js";
+import { CorruptHistoryError } from "./history-errors.js";
+import { MessageSchema } from "./message-schema.js";
+
+export type SqliteContextHistoryParams = {
+  agent: string;
+  session: string;
+} & (
+  | {
+      /** A database file of its own, opened now and closed by {@link SqliteContextHistory.close}. */ path: string;
+    }
+  | {
+      /** A handle from {@link openAgentDatabase}, shared with other sessions; the caller closes it. */ database: AgentDatabase;
+    }
+);
+
+const StoredRow = z.object({ position: z.number().int(), message: z.string() });
+
+/**
+ * A session's history in SQLite (SPEC §7.1), keyed by agent + session: one row per message, the
+ * message as JSON. Every write is one transaction; every `restore()` reads the file, so another
+ * connection's or process's appends are seen. Rows are validated on the way back: a corrupt row
+ * is a {@link CorruptHistoryError}, never silently skipped. System messages are never stored.
+ */
+export class SqliteContextHistory implements ContextHistory {
+  readonly agent: string;
+  readonly session: string;
+  readonly #database: AgentDatabase;
+  readonly #ownsDatabase: boolean;
+  readonly #select: Statement;
+  readonly #nextPosition: Statement;
+  readonly #insert: Statement;
+  readonly #delete: Statement;
+  readonly #appendRows: (messages: readonly Message[]) => void;
+  readonly #replaceRows: (messages: readonly Message[]) => void;
+
+  constructor(params: SqliteContextHistoryParams) {
+    if (params.agent === "" || params.session === "") {
+      throw new TypeError("SqliteContextHistory needs a non-empty agent and session");
+    }
+    this.agent = params.agent;
+    this.session = params.session;
+    if ("path" in params) {
+      this.#database = openAgentDatabase(params.path);
+      this.#ownsDatabase = true;
+    } else {
+      migrateAgentDatabase(params.database);
+      this.#database = params.database;
+      this.#ownsDatabase = false;
+    }
+    const database = this.#database;
+    this.#select = database.prepare(
+      "SELECT position, message FROM messages WHERE agent = ? AND session = ? ORDER BY position",
+    );
+    this.#nextPosition = database
+      .prepare("SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE agent = ? AND session = ?")
+      .pluck();
+    this.#insert = database.prepare(
+      "INSERT INTO messages (agent, session, position, message) VALUES (?, ?, ?, ?)",
+    );
+    this.#delete = database.prepare("DELETE FROM messages WHERE agent = ? AND session = ?");
+
+    const insertFrom = (start: number, messages: readonly Message[]) => {
+      messages.forEach((message, index) => {
+        this.#insert.run(this.agent, this.session, start + index, JSON.stringify(message));
+      });
+    };
+    // Immediate transactions take the write lock before reading the next position, so two
+    // writers can't pick the same one (and WAL readers never block them).
+    const append = database.transaction((messages: readonly Message[]) => {
+      const next = z.number().int().parse(this.#nextPosition.get(this.agent, this.session));
+      insertFrom(next, messages);
+    });
+    const replace = database.transaction((messages: readonly Message[]) => {
+      this.#delete.run(this.agent, this.session);
+      insertFrom(0, messages);
+    });
+    this.#appendRows = (messages) => append.immediate(messages);
+    this.#replaceRows = (messages) => replace.immediate(messages);
+  }
+
+  async restore(): Promise<Message[]> {
+    const rows = this.#select.all(this.agent, this.session);
+    return rows.map((row) => this.#parseRow(row));
+  }
+
+  async append(messages: readonly Message[]): Promise<void> {
+    const stored = storable(messages);
+    if (stored.length > 0) this.#appendRows(stored);
+  }
+
+  async replace(messages: readonly Message[]): Promise<void> {
+    this.#replaceRows(storable(messages));
+  }
+
+  async clear(): Promise<void> {
+    this.#delete.run(this.agent, this.session);
+  }
+
+  /** Closes the database when this history opened it (`path`); a shared handle stays open. */
+  close(): void {
+    if (this.#ownsDatabase && this.#database.open) this.#database.close();
+  }
+
+  #parseRow(row: unknown): Message {
+    const stored = StoredRow.safeParse(row);
+    if (!stored.success) {
+      throw new CorruptHistoryError(
+        this.#where(-1),
+        `unexpected row shape: ${z.prettifyError(stored.error)}`,
+      );
+    }
+    const where = this.#where(stored.data.position);
+    let json: unknown;
+    try {
+      json = JSON.parse(stored.data.message);
+    } catch (error) {
+      throw new CorruptHistoryError(where, "the message is not valid JSON", error);
+    }
+    const message = MessageSchema.safeParse(json);
+    if (!message.success) {
+      const issues = message.error.issues.map(
+        (issue) => `${issue.path.join(".") || "(message)"}: ${issue.message}`,
+      );
+      throw new CorruptHistoryError(where, `not a valid message: ${issues.join("; ")}`, message.error);
+    }
+    if (message.data.role === "system") {
+      throw new CorruptHistoryError(
+        where,
+        "a system message was stored (system prompts are never persisted)",
+      );
+    }
+    return message.data;
+  }
+
+  #where(position: number) {
+    return { agent: this.agent, session: this.session, position };
+  }
+}
+
+type Statement = Database.Statement<unknown[], unknown>;
+
+/** The system prompt is rebuilt from options and ToolSets, so it is never persisted (SPEC §7.2). */
+function storable(messages: readonly Message[]): Message[] {
+  return messages.filter((message) => message.role !== "system");
+}

@@ -1,0 +1,91 @@
+import type { ToolCall, ToolDefinition } from "../llm/types.js";
+import type { Tool } from "./define-tool.js";
+import { ToolNotFoundError } from "./tool-errors.js";
+import type { ToolContext, ToolSet } from "./tool-set.js";
+
+/**
+ * How to build a ToolSet. A stateless set passes `tools` as an array. A stateful set passes
+ * `initialState` and builds its tools from the state object: every instance (the template, each
+ * `copy()`, and each `reset()`) gets a fresh state and tools bound to it, so sessions never share
+ * state and no tool has to know about copying.
+ */
+export interface CreateToolSetParams<State = undefined> {
+  name: string;
+  /** The tools, or a builder binding them to one instance's state. */
+  tools: readonly Tool[] | ((state: State) => readonly Tool[]);
+  /** Static text appended to the system prompt once, when the agent is built. */
+  prompt?: string;
+  /** Dynamic text prepended to each user message; "" adds nothing. */
+  iterationPromptInjection?: (state: State) => string;
+  /** Creates a fresh session state; present for stateful sets. */
+  initialState?: () => State;
+}
+
+/** A ToolSet built by {@link createToolSet}; `state` is this instance's session state. */
+export interface StatefulToolSet<State> extends ToolSet {
+  readonly state: State;
+  copy(): StatefulToolSet<State>;
+}
+
+/** Builds a {@link ToolSet} from {@link Tool}s (SPEC §6.1). Duplicate tool names throw a `TypeError`. */
+export function createToolSet<State = undefined>(params: CreateToolSetParams<State>): StatefulToolSet<State> {
+  return new ComposedToolSet(params);
+}
+
+class ComposedToolSet<State> implements StatefulToolSet<State> {
+  readonly name: string;
+  #state!: State;
+  #tools = new Map<string, Tool>();
+
+  constructor(private readonly params: CreateToolSetParams<State>) {
+    this.name = params.name;
+    this.#instantiate();
+  }
+
+  get state(): State {
+    return this.#state;
+  }
+
+  tools(): ToolDefinition[] {
+    return [...this.#tools.values()].map((tool) => tool.definition);
+  }
+
+  invoke(call: ToolCall, context: ToolContext): Promise<string> {
+    const tool = this.#tools.get(call.name);
+    if (tool === undefined) return Promise.reject(new ToolNotFoundError(call.name));
+    return tool.invoke(call.arguments, context);
+  }
+
+  prompt(): string {
+    return this.params.prompt ?? "";
+  }
+
+  iterationPromptInjection(): string {
+    return this.params.iterationPromptInjection?.(this.#state) ?? "";
+  }
+
+  copy(): StatefulToolSet<State> {
+    // A stateless set has nothing to isolate: sharing it is cheaper and equivalent.
+    return this.params.initialState === undefined ? this : new ComposedToolSet(this.params);
+  }
+
+  reset(): void {
+    if (this.params.initialState !== undefined) this.#instantiate();
+  }
+
+  #instantiate(): void {
+    const { initialState, tools } = this.params;
+    const state = initialState === undefined ? (undefined as State) : initialState();
+    const list = typeof tools === "function" ? tools(state) : tools;
+    const byName = new Map<string, Tool>();
+    for (const tool of list) {
+      const toolName = tool.definition.name;
+      if (byName.has(toolName)) {
+        throw new TypeError(`tool set "${this.params.name}" defines tool "${toolName}" twice`);
+      }
+      byName.set(toolName, tool);
+    }
+    this.#state = state;
+    this.#tools = byName;
+  }
+}

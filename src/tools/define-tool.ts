@@ -1,0 +1,116 @@
+import { z } from "zod";
+import type { ToolDefinition } from "../llm/types.js";
+import { ToolArgumentsError, ToolError } from "./tool-errors.js";
+import type { ToolContext } from "./tool-set.js";
+
+/** Tool names every provider accepts (OpenAI and Anthropic both cap at 64 of these characters). */
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** A tool built by {@link defineTool}: its definition for the model and a string-in, string-out runner. */
+export interface Tool {
+  readonly definition: ToolDefinition;
+  /**
+   * Parses and validates the model's raw JSON arguments, runs the tool and returns its result text.
+   * Throws {@link ToolArgumentsError} for bad arguments; whatever `execute` throws passes through.
+   */
+  invoke(argumentsJson: string, context: ToolContext): Promise<string>;
+}
+
+export interface DefineToolParams<Schema extends z.ZodType> {
+  name: string;
+  /** Tells the model when and how to use the tool. */
+  description: string;
+  /** An object schema; its JSON Schema (input side) is what the model sees. */
+  parameters: Schema;
+  /** Runs with validated arguments. A string result is returned as is, anything else as JSON. */
+  execute(args: z.output<Schema>, context: ToolContext): unknown;
+}
+
+/**
+ * Builds a {@link Tool} from a zod schema (SPEC §6.1). Invalid definitions (bad name, a schema that
+ * is not an object or not expressible as JSON Schema) throw a `TypeError` at once: those are the
+ * developer's mistakes, not the model's.
+ */
+export function defineTool<Schema extends z.ZodType>(params: DefineToolParams<Schema>): Tool {
+  const { name, description, parameters, execute } = params;
+  if (!TOOL_NAME.test(name)) {
+    throw new TypeError(`invalid tool name ${JSON.stringify(name)}: use 1-64 letters, digits, "_" or "-"`);
+  }
+  const definition: ToolDefinition = {
+    name,
+    description,
+    parameters: toParametersSchema(name, parameters),
+  };
+
+  return {
+    definition,
+    async invoke(argumentsJson, context) {
+      const raw = parseArgumentsJson(name, argumentsJson);
+      const parsed = await parameters.safeParseAsync(raw);
+      if (!parsed.success) {
+        const issues = parsed.error.issues.map(formatIssue);
+        throw new ToolArgumentsError(`invalid arguments for tool "${name}": ${issues.join("; ")}`, {
+          toolName: name,
+          issues,
+          cause: parsed.error,
+        });
+      }
+      return stringifyResult(name, await execute(parsed.data, context));
+    },
+  };
+}
+
+function toParametersSchema(toolName: string, schema: z.ZodType): Record<string, unknown> {
+  let jsonSchema: Record<string, unknown>;
+  try {
+    // "input" describes what the model must send (defaults optional), not what execute receives.
+    jsonSchema = z.toJSONSchema(schema, { io: "input" }) as Record<string, unknown>;
+  } catch (error) {
+    throw new TypeError(`tool "${toolName}": parameters cannot be expressed as JSON Schema`, {
+      cause: error,
+    });
+  }
+  // Providers want a bare object schema; the dialect marker only adds noise to every request.
+  const { $schema: _dialect, ...rest } = jsonSchema;
+  if (rest.type !== "object") {
+    throw new TypeError(`tool "${toolName}": parameters must be an object schema (z.object({...}))`);
+  }
+  return rest;
+}
+
+function parseArgumentsJson(toolName: string, argumentsJson: string): unknown {
+  // Some providers send "" for a call without arguments.
+  if (argumentsJson.trim() === "") return {};
+  try {
+    return JSON.parse(argumentsJson);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ToolArgumentsError(`arguments for tool "${toolName}" are not valid JSON: ${reason}`, {
+      toolName,
+      cause: error,
+    });
+  }
+}
+
+/** `plan[0].status: Invalid option: …` — a path the model can map back to its arguments. */
+function formatIssue(issue: z.core.$ZodIssue): string {
+  const path = issue.path.reduce<string>((text, key) => {
+    if (typeof key === "number") return `${text}[${key}]`;
+    const segment = String(key);
+    return text === "" ? segment : `${text}.${segment}`;
+  }, "");
+  return path === "" ? issue.message : `${path}: ${issue.message}`;
+}
+
+function stringifyResult(toolName: string, result: unknown): string {
+  if (typeof result === "string") return result;
+  if (result === undefined) return "";
+  try {
+    return JSON.stringify(result) ?? "";
+  } catch (error) {
+    throw new ToolError(`tool "${toolName}" returned a result that cannot be serialised`, {
+      toolName,
+      cause: error,
+    });
+  }
+}
