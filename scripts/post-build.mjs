@@ -5,4 +5,4 @@ const assets = [["src/ui/public", "dist/src/ui/public"]];
 for (const [from, to] of assets) {
   if (existsSync(from)) cpSync(from, to, { recursive: true });
 }
-if (existsSync("dist/src/cli/main.js")) chmodSync("dist/src/cli/main.js", 0o755);
+if (existsSync("dist/src/cli/bin.js")) chmodSync("dist/src/cli/bin.js", 0o755);

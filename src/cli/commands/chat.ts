@@ -1,0 +1,138 @@
+import { ChatCancelledError } from "../../agent/chat-errors.js";
+import { createAgent } from "../../agent/create-agent.js";
+import { isValidName } from "../../bus/subjects.js";
+import { SqliteContextHistory } from "../../context/sqlite-context-history.js";
+import type { AgentEvent } from "../../events/types.js";
+import { createBackend } from "../../llm/create-backend.js";
+import { RetryingLlmClient } from "../../llm/retrying-client.js";
+import { builtinToolSets } from "../../tools/builtin/index.js";
+import { type CliContext, type Command, UsageError } from "../cli-context.js";
+import { createPalette, describeEvent } from "../format-event.js";
+import { runRemoteChat } from "./chat-remote.js";
+
+export const EVENT_MODES = ["jsonl", "pretty", "none"] as const;
+export type EventMode = (typeof EVENT_MODES)[number];
+
+/** The tools a local agent gets: the built-ins that need no bus. */
+export const LOCAL_TOOLS = ["todo_list", "current_time"];
+
+export interface ChatArguments {
+  agent: string;
+  session: string;
+  text: string;
+  events: EventMode;
+}
+
+/** Reads and checks `chat`'s own arguments. */
+export function parseChatArguments(context: CliContext): ChatArguments {
+  const { flags, positionals } = context;
+  const text = positionals.join(" ");
+  if (text.trim() === "") throw new UsageError("chat needs a MESSAGE, e.g. agentloop chat --local 'hello'");
+  const agent = typeof flags.agent === "string" ? flags.agent : "assistant";
+  const session = typeof flags.session === "string" ? flags.session : "default";
+  if (!isValidName(agent)) throw new UsageError(`--agent must match ^[A-Za-z0-9_-]{1,64}$, got "${agent}"`);
+  if (!isValidName(session)) throw new UsageError(`--session must match ^[A-Za-z0-9_-]{1,64}$, got "${session}"`);
+  const events = flags.events ?? "none";
+  if (typeof events !== "string" || !(EVENT_MODES as readonly string[]).includes(events)) {
+    throw new UsageError(`--events must be jsonl, pretty or none, got "${String(events)}"`);
+  }
+  return { agent, session, text, events: events as EventMode };
+}
+
+/**
+ * Writes a chat's events the way `--events` asks, for the local and the remote chat alike:
+ * `jsonl` one event per line; `pretty` the answer streamed as it comes with tool calls and resets
+ * as dim lines; `none` nothing until the result.
+ */
+export function createEventPrinter(context: CliContext, mode: EventMode) {
+  const palette = createPalette(context.stdout.isTTY === true);
+  const plain = createPalette(false);
+  let isMidLine = false;
+  const endLine = () => {
+    if (isMidLine) context.stdout.write("\n");
+    isMidLine = false;
+  };
+  return {
+    onEvent(event: AgentEvent) {
+      if (mode === "jsonl") {
+        context.stdout.write(`${JSON.stringify(event)}\n`);
+        return;
+      }
+      if (mode !== "pretty") return;
+      if (event.kind === "ModelTextDelta") {
+        context.stdout.write(event.delta);
+        isMidLine = !event.delta.endsWith("\n");
+        return;
+      }
+      if (event.kind === "ModelReasoningDelta" || event.kind === "StateChanged" || event.kind === "ModelStreamSegmentStart") {
+        return;
+      }
+      if (event.kind === "ChatCompleted") return;
+      endLine();
+      context.stdout.write(`${palette.dim(`· ${describeEvent(event, plain)}`)}\n`);
+    },
+    onResult(result: string, usage: unknown) {
+      if (mode === "jsonl") {
+        context.stdout.write(`${JSON.stringify({ kind: "Result", result, usage })}\n`);
+      } else if (mode === "pretty") {
+        endLine();
+      } else {
+        context.stdout.write(result.endsWith("\n") ? result : `${result}\n`);
+      }
+    },
+  };
+}
+
+/** `agentloop chat [--agent NAME] [--session ID] [--local] [--events jsonl|pretty|none] MESSAGE` */
+export const chatCommand: Command = async (context) => {
+  const args = parseChatArguments(context);
+  if (context.flags.local !== true) return runRemoteChat(context, args);
+  return runLocalChat(context, args);
+};
+
+async function runLocalChat(context: CliContext, args: ChatArguments): Promise<number> {
+  const { config } = context;
+  const backend = createBackend({
+    provider: config.provider,
+    ...(config.apiKey ? { apiKey: config.apiKey } : {}),
+    ...(config.baseUrl ? { baseUrl: config.baseUrl } : {}),
+  });
+  if (config.provider === "demo") {
+    context.stderr.write(
+      "agentloop: using the demo model (offline and deterministic; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real one)\n",
+    );
+  }
+  const history = config.db
+    ? new SqliteContextHistory({ path: config.db, agent: args.agent, session: args.session })
+    : undefined;
+  const printer = createEventPrinter(context, args.events);
+  try {
+    const agent = await createAgent({
+      name: args.agent,
+      session: args.session,
+      llm: new RetryingLlmClient({ backend }),
+      model: config.model,
+      toolSets: builtinToolSets(LOCAL_TOOLS),
+      ...(history ? { history } : {}),
+      options: {
+        tokenLimit: config.contextWindow,
+        ...(config.maxIterations !== undefined ? { maxIterations: config.maxIterations } : {}),
+        ...(config.reasoningEffort !== undefined ? { reasoningEffort: config.reasoningEffort } : {}),
+        onLog: printer.onEvent,
+      },
+    });
+    try {
+      const { result, usage } = await agent.chat(args.text, { signal: context.signal });
+      printer.onResult(result, usage);
+      return 0;
+    } catch (error) {
+      if (error instanceof ChatCancelledError) {
+        context.stderr.write("agentloop: cancelled\n");
+        return 130;
+      }
+      throw error;
+    }
+  } finally {
+    history?.close();
+  }
+}

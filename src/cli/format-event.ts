@@ -1,0 +1,92 @@
+import type { AgentEvent } from "../events/types.js";
+
+/** ANSI styles, or none when the output is not a terminal. */
+export interface Palette {
+  dim(text: string): string;
+  bold(text: string): string;
+  red(text: string): string;
+  green(text: string): string;
+  yellow(text: string): string;
+  cyan(text: string): string;
+  magenta(text: string): string;
+}
+
+const wrap = (open: number, close: number) => (text: string) => `\u001b[${open}m${text}\u001b[${close}m`;
+const identity = (text: string) => text;
+
+export function createPalette(color: boolean): Palette {
+  if (!color) {
+    return { dim: identity, bold: identity, red: identity, green: identity, yellow: identity, cyan: identity, magenta: identity };
+  }
+  return {
+    dim: wrap(2, 22),
+    bold: wrap(1, 22),
+    red: wrap(31, 39),
+    green: wrap(32, 39),
+    yellow: wrap(33, 39),
+    cyan: wrap(36, 39),
+    magenta: wrap(35, 39),
+  };
+}
+
+/** One line of text for the terminal: newlines shown as ⏎, long values cut. */
+export function oneLine(text: string, max = 160): string {
+  const flat = text.replace(/\r?\n/g, " ⏎ ");
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+function usageText(usage: { prompt: number; completion: number; cached: number }): string {
+  return `${usage.prompt} in / ${usage.completion} out${usage.cached ? ` (${usage.cached} cached)` : ""}`;
+}
+
+function stateText(state: unknown): string {
+  if (typeof state === "string") return state;
+  if (state && typeof state === "object") {
+    return Object.entries(state as Record<string, unknown>)
+      .map(([key, child]) => `${key}.${stateText(child)}`)
+      .join(",");
+  }
+  return String(state);
+}
+
+/** The part of the line after the header that says what happened. */
+export function describeEvent(event: AgentEvent, palette: Palette): string {
+  switch (event.kind) {
+    case "ChatStarted":
+      return `${palette.bold("user")} ${oneLine(event.text)}`;
+    case "ModelRequest":
+      return `request${event.final ? " (final, no tools)" : ""} · ${event.messageCount} messages`;
+    case "ModelStreamSegmentStart":
+      return `segment ${event.attempt}`;
+    case "ModelStreamSegmentReset":
+      return palette.yellow(`reset segment ${event.attempt}: ${event.reason} (${oneLine(event.error.message, 100)})`);
+    case "ModelTextDelta":
+      return JSON.stringify(event.delta);
+    case "ModelReasoningDelta":
+      return palette.dim(JSON.stringify(event.delta));
+    case "ModelResponse":
+      return `${event.purpose === "compaction" ? "summary" : "response"} · ${usageText(event.usage)}`;
+    case "ToolCallStarted":
+      return `${palette.cyan(event.toolName)}(${oneLine(event.arguments, 120)}) ${palette.dim(event.toolCallId)}`;
+    case "ToolCallCompleted":
+      return `${palette.cyan(event.toolName)} → ${oneLine(event.result, 120)} ${palette.dim(`${event.durationMs} ms`)}`;
+    case "ToolCallFailed":
+      return palette.red(`${event.toolName} failed: ${oneLine(event.error.message, 120)}`);
+    case "ContextCompaction":
+      return `compaction ${event.phase}${event.topic ? ` (${event.topic})` : ""}${event.error ? `: ${event.error.message}` : ""}`;
+    case "ChatCompleted":
+      return `${palette.green("done")} ${oneLine(event.result, 120)} · ${usageText(event.usage)}`;
+    case "ChatFailed":
+      return palette.red(`${event.cancelled ? "cancelled" : "failed"}: ${event.error.name}: ${oneLine(event.error.message, 120)}`);
+    case "StateChanged":
+      return palette.dim(`${event.machine} → ${stateText(event.state)}`);
+  }
+}
+
+/** `12:04:05.123 bot/s42 #17 i1 ToolCallStarted current_time({}) call_1` */
+export function formatEventLine(event: AgentEvent, palette: Palette = createPalette(false)): string {
+  const time = typeof event.ts === "string" && event.ts.length >= 23 ? event.ts.slice(11, 23) : String(event.ts);
+  const where = palette.magenta(`${event.agent}/${event.session}`);
+  const iteration = event.iteration > 0 ? ` i${event.iteration}` : "";
+  return `${palette.dim(time)} ${where} ${palette.dim(`#${event.seq}${iteration}`)} ${palette.bold(event.kind)} ${describeEvent(event, palette)}`;
+}

@@ -1,0 +1,104 @@
+import { ChatCancelledError, ChatFailedError } from "../agent/chat-errors.js";
+import { ConfigurationError } from "../llm/configuration-error.js";
+import { type CliContext, type Command, UsageError } from "./cli-context.js";
+import { chatCommand } from "./commands/chat.js";
+import { serveCommand } from "./commands/serve.js";
+import { tailCommand } from "./commands/tail.js";
+import { uiCommand } from "./commands/ui.js";
+import { upCommand } from "./commands/up.js";
+import { vizCommand } from "./commands/viz.js";
+import { type FlagKind, parseArgs } from "./parse-args.js";
+import { resolveRuntimeConfig } from "./runtime-config.js";
+
+const GLOBAL_FLAGS: Record<string, FlagKind> = {
+  provider: "string",
+  model: "string",
+  "base-url": "string",
+  "max-iterations": "string",
+  "reasoning-effort": "string",
+  "context-window": "string",
+  nats: "string",
+  "nats-creds": "string",
+  db: "string",
+  prefix: "string",
+  help: "boolean",
+  version: "boolean",
+};
+
+const COMMANDS: Record<string, { run: Command; flags: Record<string, FlagKind>; usage: string }> = {
+  up: { run: upCommand, flags: { port: "string", agents: "string" }, usage: "up [--port N] [--agents FILE]" },
+  serve: { run: serveCommand, flags: { agents: "string" }, usage: "serve [--agents FILE]" },
+  chat: {
+    run: chatCommand,
+    flags: { agent: "string", session: "string", local: "boolean", events: "string" },
+    usage: "chat [--agent NAME] [--session ID] [--local] [--events jsonl|pretty|none] MESSAGE",
+  },
+  tail: { run: tailCommand, flags: { jsonl: "string", since: "string" }, usage: "tail [FILTER] [--jsonl FILE] [--since DURATION|SEQ]" },
+  ui: { run: uiCommand, flags: { port: "string" }, usage: "ui [--port N]" },
+  viz: {
+    run: vizCommand,
+    flags: { machine: "string", format: "string" },
+    usage: "viz [--machine chat|iteration|session|compaction] [--format mermaid|json|svg]",
+  },
+};
+
+const HELP = `agentloop: the agentic loop as statecharts, sessions as actors, events on NATS
+
+Usage: agentloop <command> [options]
+
+Commands:
+${Object.values(COMMANDS)
+  .map((command) => `  agentloop ${command.usage}`)
+  .join("\n")}
+
+Provider and shared options (flags win over the environment):
+  --provider anthropic|openai-chat|openai-responses|demo   (AGENTLOOP_PROVIDER; default: by key, else demo)
+  --model NAME            (AGENTLOOP_MODEL)
+  --base-url URL          (ANTHROPIC_BASE_URL / OPENAI_BASE_URL); keys: ANTHROPIC_API_KEY / OPENAI_API_KEY
+  --max-iterations N      iterations per chat (default 20)
+  --reasoning-effort low|medium|high
+  --context-window N      (AGENTLOOP_CONTEXT_WINDOW) tokens the compaction ratio is measured against
+  --nats URL              (NATS_URL, default nats://127.0.0.1:4222); --nats-creds FILE (NATS_CREDS)
+  --db PATH               (AGENTLOOP_DB) SQLite history file
+  --prefix NAME           (AGENTLOOP_PREFIX) subject prefix, default agentloop
+`;
+
+/** Runs the CLI and resolves with the exit code. Never throws: errors become one line on stderr. */
+export async function main(argv: readonly string[], io: Pick<CliContext, "stdout" | "stderr" | "env" | "signal">): Promise<number> {
+  try {
+    const first = parseArgs(argv, { ...GLOBAL_FLAGS, ...Object.assign({}, ...Object.values(COMMANDS).map((c) => c.flags)) });
+    if (first.flags.version) {
+      io.stdout.write("agentloop 0.1.0\n");
+      return 0;
+    }
+    if (first.command === undefined || first.flags.help || first.command === "help") {
+      io.stdout.write(HELP);
+      return first.command === undefined && !first.flags.help ? 2 : 0;
+    }
+    const command = COMMANDS[first.command];
+    if (!command) throw new UsageError(`unknown command "${first.command}" (try: ${Object.keys(COMMANDS).join(", ")})`);
+    const parsed = parseArgs(argv, { ...GLOBAL_FLAGS, ...command.flags });
+    const config = resolveRuntimeConfig(parsed.flags, io.env);
+    return await command.run({ ...io, positionals: parsed.positionals, flags: parsed.flags, config });
+  } catch (error) {
+    io.stderr.write(`agentloop: ${describeError(error)}\n`);
+    if (error instanceof UsageError || error instanceof ConfigurationError) return 2;
+    if (error instanceof ChatCancelledError) return 130;
+    return 1;
+  }
+}
+
+/** One line, no stack trace. */
+export function describeError(error: unknown): string {
+  if (error instanceof ChatFailedError) return `chat failed: ${error.info.name}: ${oneLine(error.message)}`;
+  if (error instanceof Error) {
+    const prefix = error instanceof UsageError || error instanceof ConfigurationError ? "" : `${error.name}: `;
+    return `${prefix}${oneLine(error.message)}`;
+  }
+  return oneLine(String(error));
+}
+
+function oneLine(text: string): string {
+  const line = text.replace(/\s*\n\s*/g, " ").trim();
+  return line.length > 500 ? `${line.slice(0, 499)}…` : line;
+}

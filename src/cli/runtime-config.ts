@@ -1,0 +1,76 @@
+import { knownContextWindow, resolveProvider } from "../llm/create-backend.js";
+import type { ReasoningEffort } from "../llm/types.js";
+import { type RuntimeConfig, UsageError } from "./cli-context.js";
+
+/** The model each provider uses when none is given. */
+export const DEFAULT_MODELS: Record<RuntimeConfig["provider"], string> = {
+  anthropic: "claude-sonnet-4-5",
+  "openai-chat": "gpt-4o-mini",
+  "openai-responses": "gpt-4.1-mini",
+  demo: "demo",
+};
+
+export const DEFAULT_CONTEXT_WINDOW = 128_000;
+export const DEFAULT_NATS_URL = "nats://127.0.0.1:4222";
+
+type Flags = Record<string, string | boolean | undefined>;
+
+function pick(flags: Flags, name: string, env: NodeJS.ProcessEnv, variable?: string): string | undefined {
+  const flag = flags[name];
+  if (typeof flag === "string" && flag.trim() !== "") return flag.trim();
+  const value = variable ? env[variable] : undefined;
+  return value !== undefined && value.trim() !== "" ? value.trim() : undefined;
+}
+
+/** Parses a positive integer option or says which option is wrong. */
+export function positiveInteger(value: string | undefined, option: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value) || Number(value) < 1 || !Number.isSafeInteger(Number(value))) {
+    throw new UsageError(`${option} must be a positive integer, got "${value}"`);
+  }
+  return Number(value);
+}
+
+export function parseReasoningEffort(value: string | undefined, option: string): ReasoningEffort | undefined {
+  if (value === undefined) return undefined;
+  if (value === "low" || value === "medium" || value === "high") return value;
+  throw new UsageError(`${option} must be low, medium or high, got "${value}"`);
+}
+
+/** Flags first, then environment variables, then defaults (SPEC §12). */
+export function resolveRuntimeConfig(flags: Flags, env: NodeJS.ProcessEnv): RuntimeConfig {
+  const provider = resolveProvider(env, { provider: pick(flags, "provider", env) });
+  const model = pick(flags, "model", env, "AGENTLOOP_MODEL") ?? DEFAULT_MODELS[provider];
+  const baseUrl =
+    pick(flags, "base-url", env) ??
+    (provider === "anthropic" ? env.ANTHROPIC_BASE_URL : provider === "demo" ? undefined : env.OPENAI_BASE_URL);
+  const apiKey = provider === "anthropic" ? env.ANTHROPIC_API_KEY : provider === "demo" ? undefined : env.OPENAI_API_KEY;
+  const maxIterations = positiveInteger(pick(flags, "max-iterations", env, "AGENTLOOP_MAX_ITERATIONS"), "--max-iterations");
+  const reasoningEffort = parseReasoningEffort(
+    pick(flags, "reasoning-effort", env, "AGENTLOOP_REASONING_EFFORT"),
+    "--reasoning-effort",
+  );
+  const contextWindow =
+    positiveInteger(pick(flags, "context-window", env, "AGENTLOOP_CONTEXT_WINDOW"), "--context-window") ??
+    knownContextWindow(model) ??
+    DEFAULT_CONTEXT_WINDOW;
+  const natsCreds = pick(flags, "nats-creds", env, "NATS_CREDS");
+  const db = pick(flags, "db", env, "AGENTLOOP_DB");
+  const prefix = pick(flags, "prefix", env, "AGENTLOOP_PREFIX") ?? "agentloop";
+  if (!/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(prefix)) {
+    throw new UsageError(`--prefix must be NATS subject tokens (letters, digits, _ and -), got "${prefix}"`);
+  }
+  return {
+    provider,
+    model,
+    ...(baseUrl && baseUrl.trim() !== "" ? { baseUrl: baseUrl.trim() } : {}),
+    ...(apiKey && apiKey.trim() !== "" ? { apiKey: apiKey.trim() } : {}),
+    ...(maxIterations !== undefined ? { maxIterations } : {}),
+    ...(reasoningEffort !== undefined ? { reasoningEffort } : {}),
+    contextWindow,
+    natsUrl: pick(flags, "nats", env, "NATS_URL") ?? DEFAULT_NATS_URL,
+    ...(natsCreds !== undefined ? { natsCreds } : {}),
+    ...(db !== undefined ? { db } : {}),
+    prefix,
+  };
+}

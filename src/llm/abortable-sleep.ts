@@ -1,0 +1,30 @@
+import { CancelledError } from "./errors.js";
+
+/** Waits `ms` milliseconds; rejects with a {@link CancelledError} as soon as `signal` aborts. */
+export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(cancelledBy(signal));
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(cancelledBy(signal));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** The error a cancelled LLM operation rejects with; keeps the abort reason as its cause. */
+export function cancelledBy(signal: AbortSignal | undefined): CancelledError {
+  return new CancelledError("The request was cancelled", { cause: signal?.reason });
+}
+
+/** Throws the {@link CancelledError} of an aborted signal; does nothing otherwise. */
+export function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw cancelledBy(signal);
+}
