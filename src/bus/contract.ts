@@ -1,0 +1,156 @@
+import { z } from "zod";
+import { NAME_PATTERN } from "./subjects.js";
+
+/**
+ * The v1 NATS contract (SPEC §11) as zod schemas: what arrives on `<prefix>.agents.<agent>.chat`
+ * and `.control`, and what goes back. Everything that comes off the wire is parsed here, so a
+ * malformed request becomes a `bad_request` reply that says which field is wrong, never a crash.
+ * Unknown extra fields are ignored (stripped), so newer clients can talk to older hosts.
+ */
+
+/** Largest request payload accepted (bytes of UTF-8): nats-server's default `max_payload`. */
+export const MAX_PAYLOAD_BYTES = 1024 * 1024;
+
+/** Stable error codes of the contract: clients switch on these strings. */
+export const ERROR_CODES = [
+  "bad_request",
+  "unknown_agent",
+  "queue_overflow",
+  "cancelled",
+  "llm_error",
+  "internal",
+] as const;
+
+export const ErrorCode = z.enum(ERROR_CODES);
+export type ErrorCode = z.infer<typeof ErrorCode>;
+
+/** The error part of a failed reply. */
+export const ReplyError = z.object({ code: ErrorCode, message: z.string() });
+export type ReplyError = z.infer<typeof ReplyError>;
+
+const SessionName = z
+  .string()
+  .regex(NAME_PATTERN, { error: `must match ${NAME_PATTERN.source} (letters, digits, _ and -)` });
+
+/** A chat message for one session of the agent named in the subject. */
+export const ChatRequest = z.object({
+  session: SessionName,
+  text: z.string().min(1, { error: "must not be empty" }),
+  /** Mailbox message type; stackable messages of the same type coalesce (e.g. `task_result`). */
+  type: z.string().min(1).max(64).default("user"),
+  /** When true and the session is busy, replaces a queued message of the same type. */
+  stackable: z.boolean().default(false),
+  /** The client's own id for the message, echoed in the reply. */
+  id: z.string().min(1).max(256).optional(),
+});
+/** A parsed chat request (defaults applied). */
+export type ChatRequest = z.infer<typeof ChatRequest>;
+/** What a client may send (defaults not yet applied). */
+export type ChatRequestInput = z.input<typeof ChatRequest>;
+
+export const CONTROL_COMMANDS = ["stop", "new", "compact"] as const;
+
+/** Out-of-band commands for one session. */
+export const ControlRequest = z.object({
+  session: SessionName,
+  command: z.enum(CONTROL_COMMANDS),
+  /** Focus of a `compact`. */
+  topic: z.string().max(4096).optional(),
+});
+export type ControlRequest = z.infer<typeof ControlRequest>;
+
+/** Token usage in a reply (the common model's `TokenUsage`). */
+export const ReplyUsage = z.object({
+  prompt: z.number().nonnegative(),
+  completion: z.number().nonnegative(),
+  total: z.number().nonnegative(),
+  cached: z.number().nonnegative(),
+});
+export type ReplyUsage = z.infer<typeof ReplyUsage>;
+
+/** Reply to a chat request. */
+export const ChatReply = z.discriminatedUnion("ok", [
+  z.object({
+    ok: z.literal(true),
+    session: z.string(),
+    result: z.string(),
+    usage: ReplyUsage,
+    id: z.string().optional(),
+  }),
+  z.object({ ok: z.literal(false), error: ReplyError, id: z.string().optional() }),
+]);
+export type ChatReply = z.infer<typeof ChatReply>;
+
+/** Reply to a control request. */
+export const ControlReply = z.discriminatedUnion("ok", [
+  z.object({ ok: z.literal(true) }),
+  z.object({ ok: z.literal(false), error: ReplyError }),
+]);
+export type ControlReply = z.infer<typeof ControlReply>;
+
+/** The outcome of parsing a payload: the value, or a `bad_request` error ready to send back. */
+export type ParseResult<T> =
+  | { ok: true; value: T }
+  | { ok: false; error: { code: "bad_request"; message: string } };
+
+/** A failed reply (for chat and control alike). */
+export function errorReply(code: ErrorCode, message: string): { ok: false; error: ReplyError } {
+  return { ok: false, error: { code, message } };
+}
+
+/** Parses a chat request payload (UTF-8 JSON). */
+export function parseChatRequest(data: string): ParseResult<ChatRequest> {
+  return parsePayload(ChatRequest, data, "chat request");
+}
+
+/** Parses a control request payload (UTF-8 JSON). */
+export function parseControlRequest(data: string): ParseResult<ControlRequest> {
+  return parsePayload(ControlRequest, data, "control request");
+}
+
+/** Parses a chat reply (for clients: the CLI, `ask_agent`). */
+export function parseChatReply(data: string): ParseResult<ChatReply> {
+  return parsePayload(ChatReply, data, "chat reply");
+}
+
+/** Parses a control reply. */
+export function parseControlReply(data: string): ParseResult<ControlReply> {
+  return parsePayload(ControlReply, data, "control reply");
+}
+
+function parsePayload<T>(schema: z.ZodType<T>, data: string, what: string): ParseResult<T> {
+  // Cheap length check first: a UTF-8 string is at most 3 bytes per UTF-16 unit.
+  if (data.length * 3 > MAX_PAYLOAD_BYTES) {
+    const bytes = Buffer.byteLength(data, "utf8");
+    if (bytes > MAX_PAYLOAD_BYTES) {
+      return badRequest(`${what} too large: ${bytes} bytes (max ${MAX_PAYLOAD_BYTES})`);
+    }
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(data);
+  } catch {
+    return badRequest(`${what} is not valid JSON`);
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json)) {
+    return badRequest(`${what} must be a JSON object`);
+  }
+  const parsed = schema.safeParse(json);
+  if (parsed.success) return { ok: true, value: parsed.data };
+  return badRequest(`${what}: ${describeIssue(parsed.error.issues[0], json as Record<string, unknown>)}`);
+}
+
+function describeIssue(issue: z.core.$ZodIssue | undefined, input: Record<string, unknown>): string {
+  if (issue === undefined) return "invalid";
+  const field = issue.path.map(String).join(".");
+  if (field === "") return issue.message;
+  const [first] = issue.path;
+  if (issue.path.length === 1 && input[String(first)] === undefined) {
+    return `missing field "${field}"`;
+  }
+  return `field "${field}": ${issue.message}`;
+}
+
+function badRequest(message: string): { ok: false; error: { code: "bad_request"; message: string } } {
+  return { ok: false, error: { code: "bad_request", message } };
+}

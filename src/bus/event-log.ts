@@ -1,0 +1,212 @@
+import {
+  type Consumer,
+  DeliverPolicy,
+  DiscardPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  jetstream,
+  jetstreamManager,
+  type OrderedConsumerOptions,
+  RetentionPolicy,
+  StorageType,
+  type StreamConfig,
+} from "@nats-io/jetstream";
+import { type NatsConnection, nanos } from "@nats-io/transport-node";
+import type { AgentEvent } from "../events/types.js";
+import { BusError } from "./bus-errors.js";
+import { allEventsPattern, DEFAULT_PREFIX } from "./subjects.js";
+
+/**
+ * The event log: a JetStream stream over `<prefix>.events.>`. Events are published with plain
+ * core-NATS publishes (SPEC §11: hundreds of thousands per second, where acknowledged JetStream
+ * publishes manage a few thousand); the stream captures them server-side, so logging costs the
+ * publisher nothing. Built for nats-server 2.9: one filter subject per consumer and a
+ * stream-level `max_age` (no per-message TTL).
+ */
+
+/** The stream name for the default prefix. */
+export const EVENT_STREAM_NAME = "AGENTLOOP_EVENTS";
+
+/** How long events are kept when the caller does not say (7 days). */
+export const DEFAULT_EVENT_MAX_AGE_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** The dedupe window JetStream defaults to; it may not exceed `max_age`. */
+const DEFAULT_DUPLICATE_WINDOW_MS = 2 * 60 * 1000;
+
+/**
+ * `AGENTLOOP_EVENTS` for the default prefix, `<PREFIX>_EVENTS` otherwise, so hosts with different
+ * prefixes on one server keep separate logs (two streams may not claim overlapping subjects).
+ */
+export function eventStreamName(prefix: string = DEFAULT_PREFIX): string {
+  if (prefix === DEFAULT_PREFIX) return EVENT_STREAM_NAME;
+  return `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_EVENTS`;
+}
+
+export interface EnsureEventStreamOptions {
+  prefix?: string;
+  /** Bucket-level retention (default 7 days): older events are discarded. */
+  maxAgeMs?: number;
+  /** Overrides the name derived from the prefix. */
+  streamName?: string;
+}
+
+/**
+ * Creates the event stream, or updates its subjects and retention when it exists. Idempotent:
+ * every host and `tail` may call it at start.
+ * @returns the stream's name.
+ */
+export async function ensureEventStream(
+  connection: NatsConnection,
+  options: EnsureEventStreamOptions = {},
+): Promise<string> {
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
+  const name = options.streamName ?? eventStreamName(prefix);
+  const maxAgeMs = options.maxAgeMs ?? DEFAULT_EVENT_MAX_AGE_MS;
+  if (!(maxAgeMs > 0)) throw new RangeError(`maxAgeMs must be positive, got ${maxAgeMs}`);
+  const manager = await jetstreamManager(connection);
+  const settings = {
+    subjects: [allEventsPattern(prefix)],
+    max_age: nanos(maxAgeMs),
+    duplicate_window: nanos(Math.min(DEFAULT_DUPLICATE_WINDOW_MS, maxAgeMs)),
+    discard: DiscardPolicy.Old,
+  } satisfies Partial<StreamConfig>;
+  try {
+    const existing = await manager.streams.info(name);
+    await manager.streams.update(name, { ...existing.config, ...settings });
+  } catch (error) {
+    if (!isStreamNotFound(error)) throw error;
+    await manager.streams.add({
+      name,
+      ...settings,
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+    });
+  }
+  return name;
+}
+
+/** Where a replay starts: events from the last `durationMs`, from a stream sequence, or from a time. */
+export type ReplayStart = { durationMs: number } | { seq: number } | { time: Date };
+
+export interface ReplayEventsOptions {
+  /** Subject filter (one subject, NATS wildcards), default `<prefix>.events.>`. */
+  filter?: string;
+  since: ReplayStart;
+  prefix?: string;
+  /** Overrides the name derived from the prefix. */
+  streamName?: string;
+  /** Ends the replay: the iterator throws the signal's reason. */
+  signal?: AbortSignal;
+  /** Clock for `durationMs` (injectable for tests). */
+  now?: () => number;
+}
+
+/** One event read back from the log. */
+export interface StoredEvent {
+  /** Stream sequence: resume a later replay with `{ seq: seq + 1 }`. */
+  seq: number;
+  subject: string;
+  /** When the server stored it. */
+  time: Date;
+  /** The payload as published (JSON). */
+  data: string;
+  event: AgentEvent;
+}
+
+/**
+ * Replays stored events in stream order and finishes once caught up (nothing pending). Runs an
+ * ordered consumer (ephemeral, in memory, no acks) with a single filter subject. Payloads that are
+ * not JSON objects with a `kind` are skipped: the stream captures whatever is published on its
+ * subjects.
+ */
+export async function* replayEvents(
+  connection: NatsConnection,
+  options: ReplayEventsOptions,
+): AsyncGenerator<StoredEvent, void, undefined> {
+  const { signal } = options;
+  signal?.throwIfAborted();
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
+  const streamName = options.streamName ?? eventStreamName(prefix);
+  const consumerOptions: Partial<OrderedConsumerOptions> = {
+    filter_subjects: options.filter ?? allEventsPattern(prefix),
+    ...startOptions(options.since, options.now ?? Date.now),
+  };
+
+  let consumer: Consumer;
+  try {
+    consumer = await jetstream(connection).consumers.get(streamName, consumerOptions);
+  } catch (error) {
+    if (isStreamNotFound(error)) {
+      throw new BusError(`the event log ${streamName} does not exist: no host has created it yet`, {
+        cause: error,
+      });
+    }
+    throw error;
+  }
+  try {
+    const info = await consumer.info(true);
+    if (info.num_pending === 0) return;
+    const messages = await consumer.consume({ max_messages: 256 });
+    const stop = (): void => {
+      messages.stop();
+    };
+    signal?.addEventListener("abort", stop, { once: true });
+    try {
+      for await (const message of messages) {
+        // stop() ends the fetching, not the batch already buffered.
+        if (signal?.aborted) break;
+        const event = parseEvent(message.string());
+        if (event !== undefined) {
+          yield {
+            seq: message.seq,
+            subject: message.subject,
+            time: message.time,
+            data: message.string(),
+            event,
+          };
+        }
+        if (message.info.pending === 0) break;
+      }
+    } finally {
+      signal?.removeEventListener("abort", stop);
+      messages.stop();
+    }
+    signal?.throwIfAborted();
+  } finally {
+    await consumer.delete().catch(() => {
+      // Ephemeral and in memory: the server drops it after its inactivity threshold anyway.
+    });
+  }
+}
+
+function startOptions(since: ReplayStart, now: () => number): Partial<OrderedConsumerOptions> {
+  if ("seq" in since) {
+    if (!Number.isInteger(since.seq) || since.seq < 1) {
+      throw new RangeError(`since.seq must be a positive integer, got ${since.seq}`);
+    }
+    return { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: since.seq };
+  }
+  const time = "time" in since ? since.time : new Date(now() - since.durationMs);
+  if (Number.isNaN(time.getTime())) throw new RangeError("the replay start time is invalid");
+  return { deliver_policy: DeliverPolicy.StartTime, opt_start_time: time.toISOString() };
+}
+
+function parseEvent(data: string): AgentEvent | undefined {
+  try {
+    const value: unknown = JSON.parse(data);
+    if (
+      typeof value === "object" &&
+      value !== null &&
+      typeof (value as { kind?: unknown }).kind === "string"
+    ) {
+      return value as AgentEvent;
+    }
+  } catch {
+    // Not JSON: not one of ours.
+  }
+  return undefined;
+}
+
+function isStreamNotFound(error: unknown): boolean {
+  return error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound;
+}

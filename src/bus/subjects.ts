@@ -1,0 +1,154 @@
+import type { EventKind } from "../events/types.js";
+
+/**
+ * Subject building and matching for the v1 NATS contract (SPEC §11). Pure functions: the host, the
+ * logger, the UI and both bus implementations share them, so `LocalBus` and a real nats-server
+ * agree on what a subject means.
+ *
+ * Layout: `<prefix>.agents.<agent>.chat`, `<prefix>.agents.<agent>.control`,
+ * `<prefix>.events.<agent>.<session>.<Kind>`.
+ */
+
+/** The default subject prefix. */
+export const DEFAULT_PREFIX = "agentloop";
+
+/** Agent and session names: one NATS token, no wildcards, no dots, no whitespace. */
+export const NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** The verbs an agent answers on. */
+export type AgentVerb = "chat" | "control";
+
+/** True when `name` can be an agent or session name (and so a single subject token). */
+export function isValidName(name: unknown): name is string {
+  return typeof name === "string" && NAME_PATTERN.test(name);
+}
+
+/**
+ * True when `prefix` is usable as a subject prefix: one or more dot-separated literal tokens
+ * (e.g. `agentloop` or `acme.agentloop`).
+ */
+export function isValidPrefix(prefix: string): boolean {
+  return isValidSubject(prefix);
+}
+
+/** `<prefix>.agents.<agent>.chat`: request/reply for chat messages. */
+export function chatSubject(prefix: string, agent: string): string {
+  return `${prefix}.agents.${agent}.chat`;
+}
+
+/** `<prefix>.agents.<agent>.control`: request/reply for stop / new / compact. */
+export function controlSubject(prefix: string, agent: string): string {
+  return `${prefix}.agents.${agent}.control`;
+}
+
+/** `<prefix>.agents.*.*`: what a host subscribes to so that one subscription serves every agent. */
+export function agentRequestsPattern(prefix: string): string {
+  return `${prefix}.agents.*.*`;
+}
+
+/**
+ * `<prefix>.events.<agent>.<session>.<Kind>`. On the hot path (one call per text delta), so it
+ * only concatenates: names are validated where they enter the system.
+ */
+export function eventSubject(prefix: string, agent: string, session: string, kind: EventKind): string {
+  return prefix + ".events." + agent + "." + session + "." + kind;
+}
+
+/** `<prefix>.events.>`: every event (also the subject set of the JetStream event log). */
+export function allEventsPattern(prefix: string): string {
+  return `${prefix}.events.>`;
+}
+
+/** `<prefix>.events.<agent|*>.<session|*>.>`: the events of one agent and/or session. */
+export function sessionEventsPattern(prefix: string, agent = "*", session = "*"): string {
+  return `${prefix}.events.${agent}.${session}.>`;
+}
+
+/**
+ * Reads `<prefix>.agents.<agent>.<verb>`. Returns undefined for anything else: another prefix,
+ * an invalid agent name, an unknown verb, extra tokens.
+ */
+export function parseAgentSubject(
+  prefix: string,
+  subject: string,
+): { agent: string; verb: AgentVerb } | undefined {
+  const head = `${prefix}.agents.`;
+  if (!subject.startsWith(head)) return undefined;
+  const rest = subject.slice(head.length).split(".");
+  if (rest.length !== 2) return undefined;
+  const [agent, verb] = rest as [string, string];
+  if (!isValidName(agent)) return undefined;
+  if (verb !== "chat" && verb !== "control") return undefined;
+  return { agent, verb };
+}
+
+const WHITESPACE = /\s/;
+
+/**
+ * True for a subject one may publish to: non-empty dot-separated tokens, no whitespace, and no
+ * wildcard tokens (`*`, `>`). Scans characters without allocating: it runs on every publish.
+ */
+export function isValidSubject(subject: string): boolean {
+  const length = subject.length;
+  if (length === 0) return false;
+  let tokenStart = 0;
+  for (let index = 0; index <= length; index++) {
+    const code = index === length ? 46 : subject.charCodeAt(index);
+    if (code === 46 /* . */) {
+      const tokenLength = index - tokenStart;
+      if (tokenLength === 0) return false;
+      if (tokenLength === 1) {
+        const only = subject.charCodeAt(tokenStart);
+        if (only === 42 /* * */ || only === 62 /* > */) return false;
+      }
+      tokenStart = index + 1;
+    } else if (isForbiddenChar(subject, index, code)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/**
+ * True for a subscription pattern: non-empty dot-separated tokens, no whitespace, `>` only as the
+ * last token. `*` and `>` are wildcards only as whole tokens (`a*` is a literal token), as in NATS.
+ */
+export function isValidPattern(pattern: string): boolean {
+  if (pattern.length === 0) return false;
+  for (let index = 0; index < pattern.length; index++) {
+    if (isForbiddenChar(pattern, index, pattern.charCodeAt(index))) return false;
+  }
+  const tokens = pattern.split(".");
+  for (let index = 0; index < tokens.length; index++) {
+    const token = tokens[index]!;
+    if (token.length === 0) return false;
+    if (token === ">" && index !== tokens.length - 1) return false;
+  }
+  return true;
+}
+
+/** Whitespace and control characters: NATS would split the protocol line on them. */
+function isForbiddenChar(text: string, index: number, code: number): boolean {
+  if (code <= 32 || code === 127) return true;
+  return code > 127 && WHITESPACE.test(text[index]!);
+}
+
+/**
+ * Matches already-split tokens: `*` matches exactly one token, a trailing `>` one or more.
+ * Exposed so that a bus can split each pattern once and each subject once per publish.
+ */
+export function tokensMatch(patternTokens: readonly string[], subjectTokens: readonly string[]): boolean {
+  const patternLength = patternTokens.length;
+  for (let index = 0; index < patternLength; index++) {
+    const token = patternTokens[index]!;
+    if (token === ">") return subjectTokens.length > index;
+    if (index >= subjectTokens.length) return false;
+    if (token !== "*" && token !== subjectTokens[index]) return false;
+  }
+  return subjectTokens.length === patternLength;
+}
+
+/** NATS wildcard matching: `*` = one token, `>` = one or more trailing tokens. */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  return tokensMatch(pattern.split("."), subject.split("."));
+}

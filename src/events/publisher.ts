@@ -1,0 +1,43 @@
+import type { Bus } from "../bus/bus.js";
+import { DEFAULT_PREFIX, eventSubject } from "../bus/subjects.js";
+import type { AgentEvent } from "./types.js";
+
+export interface BusEventPublisherOptions {
+  /** Subject prefix (default `agentloop`). */
+  prefix?: string;
+  /** Told about each failed publish (already counted). Its own exceptions are swallowed too. */
+  onError?: (error: unknown, event: AgentEvent) => void;
+}
+
+/** Publishes one event; never throws. `failures` counts events that could not be published. */
+export interface BusEventPublisher {
+  (event: AgentEvent): void;
+  readonly failures: number;
+}
+
+/**
+ * Publishes each event as JSON on `<prefix>.events.<agent>.<session>.<Kind>` (SPEC §9, §11).
+ * On the hot path (one call per text delta), so it does nothing but build the subject and
+ * stringify: no validation, no copies. Best-effort: a failing bus or an unserialisable event is
+ * counted and swallowed, never thrown into the chat.
+ */
+export function createBusEventPublisher(bus: Bus, options: BusEventPublisherOptions = {}): BusEventPublisher {
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
+  const { onError } = options;
+  let failures = 0;
+  const publish = (event: AgentEvent): void => {
+    try {
+      bus.publish(eventSubject(prefix, event.agent, event.session, event.kind), JSON.stringify(event));
+    } catch (error) {
+      failures++;
+      if (onError !== undefined) {
+        try {
+          onError(error, event);
+        } catch {
+          // Best-effort all the way down.
+        }
+      }
+    }
+  };
+  return Object.defineProperty(publish, "failures", { get: () => failures }) as BusEventPublisher;
+}

@@ -1,0 +1,161 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import type { Bus, BusMessage } from "../../src/bus/bus.js";
+import { LocalBus } from "../../src/bus/local-bus.js";
+import { NatsBus } from "../../src/bus/nats-bus.js";
+import { createBusEventPublisher } from "../../src/events/publisher.js";
+import type { AgentEvent } from "../../src/events/types.js";
+import { uniqueRoot } from "../bus/bus-helpers.js";
+import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+
+function delta(session: string, seq: number): AgentEvent {
+  return {
+    kind: "ModelTextDelta",
+    agent: "bot",
+    session,
+    chatId: `chat-${session}`,
+    seq,
+    ts: "2025-01-01T00:00:00.000Z",
+    iteration: 1,
+    delta: `${session}:${seq}`,
+  };
+}
+
+/** A bus whose publish always throws (a broken transport). */
+function throwingBus(): Bus {
+  const local = new LocalBus();
+  return Object.assign(Object.create(local) as LocalBus, {
+    publish: () => {
+      throw new Error("transport down");
+    },
+  });
+}
+
+describe("createBusEventPublisher", () => {
+  it("publishes each event as JSON on <prefix>.events.<agent>.<session>.<Kind>", async () => {
+    const bus = new LocalBus();
+    const received: BusMessage[] = [];
+    bus.subscribe("agentloop.events.>", (message) => received.push(message));
+    const publish = createBusEventPublisher(bus);
+    const event: AgentEvent = {
+      kind: "ChatCompleted",
+      agent: "bot",
+      session: "s42",
+      chatId: "c1",
+      seq: 9,
+      ts: "2025-01-01T00:00:00.000Z",
+      iteration: 0,
+      result: "done",
+      usage: { prompt: 1, completion: 2, total: 3, cached: 0 },
+      tokenUsed: 3,
+    };
+    publish(event);
+    await bus.flush();
+    expect(received.map((message) => message.subject)).toEqual(["agentloop.events.bot.s42.ChatCompleted"]);
+    expect(JSON.parse(received[0]?.data ?? "")).toEqual(event);
+    expect(publish.failures).toBe(0);
+    await bus.close();
+  });
+
+  it("uses the configured prefix", async () => {
+    const bus = new LocalBus();
+    const received: string[] = [];
+    bus.subscribe("acme.events.*.*.*", (message) => received.push(message.subject));
+    createBusEventPublisher(bus, { prefix: "acme" })(delta("s1", 1));
+    await bus.flush();
+    expect(received).toEqual(["acme.events.bot.s1.ModelTextDelta"]);
+    await bus.close();
+  });
+
+  it("swallows and counts a throwing bus, telling onError", () => {
+    const errors: string[] = [];
+    const publish = createBusEventPublisher(throwingBus(), {
+      onError: (error, event) => errors.push(`${(error as Error).message} @ ${event.seq}`),
+    });
+    expect(() => publish(delta("s1", 1))).not.toThrow();
+    expect(() => publish(delta("s1", 2))).not.toThrow();
+    expect(publish.failures).toBe(2);
+    expect(errors).toEqual(["transport down @ 1", "transport down @ 2"]);
+  });
+
+  it("survives an onError that throws too", () => {
+    const publish = createBusEventPublisher(throwingBus(), {
+      onError: () => {
+        throw new Error("logger down");
+      },
+    });
+    expect(() => publish(delta("s1", 1))).not.toThrow();
+    expect(publish.failures).toBe(1);
+  });
+
+  it("counts an event that cannot be serialised instead of throwing", async () => {
+    const bus = new LocalBus();
+    const publish = createBusEventPublisher(bus);
+    const circular: Record<string, unknown> = {};
+    circular.self = circular;
+    const event: AgentEvent = { ...delta("s1", 1), kind: "StateChanged", machine: "chat", state: circular };
+    expect(() => publish(event)).not.toThrow();
+    expect(publish.failures).toBe(1);
+    await bus.close();
+  });
+});
+
+describe("event delivery with many concurrent streams", () => {
+  let server: NatsServer;
+  beforeAll(async () => {
+    server = await acquireNatsServer(inject("natsUrl"));
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  // The in-process bus is one shared instance; over NATS the subscriber is another connection.
+  const buses: [string, () => Promise<[Bus, Bus]>][] = [
+    [
+      "LocalBus",
+      async () => {
+        const bus = new LocalBus();
+        return [bus, bus];
+      },
+    ],
+    [
+      "NatsBus",
+      () => Promise.all([NatsBus.connect({ url: server.url }), NatsBus.connect({ url: server.url })]),
+    ],
+  ];
+
+  it.each(
+    buses,
+  )("loses no delta and keeps each session's order over %s (8 streams × 500)", async (_, open) => {
+    const [publisherBus, subscriberBus] = await open();
+    const prefix = uniqueRoot();
+    const sessions = Array.from({ length: 8 }, (_, index) => `s${index}`);
+    const received = new Map<string, number[]>(sessions.map((session) => [session, []]));
+    let count = 0;
+    const total = sessions.length * 500;
+    const done = new Promise<void>((resolve) => {
+      subscriberBus.subscribe(`${prefix}.events.bot.*.ModelTextDelta`, (message) => {
+        const event = JSON.parse(message.data) as AgentEvent;
+        received.get(event.session)?.push(event.seq);
+        if (++count === total) resolve();
+      });
+    });
+    await subscriberBus.flush();
+    const publish = createBusEventPublisher(publisherBus, { prefix });
+    // Interleave the streams the way concurrent chats do.
+    for (let seq = 1; seq <= 500; seq++) {
+      for (const session of sessions) publish(delta(session, seq));
+      if (seq % 100 === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      done,
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`got ${count} of ${total}`)), 10_000);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    const expected = Array.from({ length: 500 }, (_, index) => index + 1);
+    for (const session of sessions) expect(received.get(session), session).toEqual(expected);
+    expect(publish.failures).toBe(0);
+    await Promise.all([publisherBus.close(), subscriberBus.close()]);
+  });
+});

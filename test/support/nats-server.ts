@@ -1,0 +1,187 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { accessSync, constants } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createConnection, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+
+/** A nats-server for tests: a private one on a free port, or the one `NATS_URL` names. */
+export interface NatsServer {
+  /** e.g. `nats://127.0.0.1:PORT` */
+  url: string;
+  /** The JetStream store directory ("" when using `NATS_URL`). */
+  storeDir: string;
+  /** Kills the server and removes its store (a no-op for `NATS_URL`). */
+  stop(): Promise<void>;
+}
+
+export interface StartNatsServerOptions {
+  /** Extra command-line arguments, e.g. `["--user", "a", "--pass", "b"]` for auth tests. */
+  args?: string[];
+  /** Ignore `NATS_URL` and always start a private server (auth tests need their own). */
+  isPrivate?: boolean;
+}
+
+const FALLBACK_BINARY = "/usr/sbin/nats-server";
+const READY_TIMEOUT_MS = 10_000;
+const PORT_ATTEMPTS = 3;
+
+/**
+ * Starts `nats-server -a 127.0.0.1 -p PORT -js -sd TMPDIR` and waits until it accepts
+ * connections. With `NATS_URL` set (and `isPrivate` unset) returns that server instead.
+ *
+ * @throws Error when no nats-server binary exists: integration tests fail loudly, never skip.
+ */
+export async function startNatsServer(options: StartNatsServerOptions = {}): Promise<NatsServer> {
+  const external = process.env.NATS_URL;
+  if (external !== undefined && external !== "" && options.isPrivate !== true) {
+    return { url: external, storeDir: "", stop: async () => {} };
+  }
+  const binary = findNatsServerBinary();
+  let lastError: unknown;
+  // The free port can be taken between probing and binding: try a fresh one.
+  for (let attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
+    const storeDir = await mkdtemp(join(tmpdir(), "agentloop-nats-"));
+    try {
+      return await launch(binary, await findFreePort(), storeDir, options.args ?? []);
+    } catch (error) {
+      lastError = error;
+      await rm(storeDir, { recursive: true, force: true });
+    }
+  }
+  throw lastError;
+}
+
+/**
+ * The test's server: the one the global setup provided (pass `inject("natsUrl")`), else a private
+ * one, so a single test file also runs without the global setup.
+ */
+export async function acquireNatsServer(providedUrl: string | undefined): Promise<NatsServer> {
+  if (providedUrl !== undefined && providedUrl !== "") {
+    return { url: providedUrl, storeDir: "", stop: async () => {} };
+  }
+  return startNatsServer();
+}
+
+/** `nats-server` on PATH, else Debian's `/usr/sbin/nats-server`. */
+export function findNatsServerBinary(): string {
+  const candidates = (process.env.PATH ?? "")
+    .split(delimiter)
+    .filter((directory) => directory !== "")
+    .map((directory) => join(directory, "nats-server"));
+  candidates.push(FALLBACK_BINARY);
+  for (const candidate of candidates) {
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // Not here: try the next one.
+    }
+  }
+  throw new Error(
+    [
+      "",
+      "=================================================================",
+      " nats-server NOT FOUND: the NATS integration tests cannot run.",
+      ` Looked on PATH and at ${FALLBACK_BINARY}.`,
+      " Install it (Debian/Ubuntu: `apt-get install nats-server`), or",
+      " point NATS_URL at a running nats-server with JetStream enabled.",
+      "=================================================================",
+    ].join("\n"),
+  );
+}
+
+function findFreePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.unref();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+async function launch(binary: string, port: number, storeDir: string, args: string[]): Promise<NatsServer> {
+  const child = spawn(binary, ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir, ...args], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  // Keep the tail of the log for error messages; never print it.
+  let log = "";
+  child.stderr?.setEncoding("utf8");
+  child.stderr?.on("data", (chunk: string) => {
+    log = (log + chunk).slice(-4000);
+  });
+  // A spawn failure arrives as an "error" event, which would otherwise crash the test process.
+  let hasExited = false;
+  child.once("error", (error) => {
+    hasExited = true;
+    log += `\n${error.message}`;
+  });
+  child.once("exit", () => {
+    hasExited = true;
+  });
+  const killOnExit = (): void => {
+    child.kill("SIGKILL");
+  };
+  process.once("exit", killOnExit);
+
+  const stop = async (): Promise<void> => {
+    process.removeListener("exit", killOnExit);
+    await terminate(child);
+    await rm(storeDir, { recursive: true, force: true });
+  };
+
+  try {
+    await waitUntilAccepting(
+      port,
+      () => hasExited,
+      () => log,
+    );
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url: `nats://127.0.0.1:${port}`, storeDir, stop };
+}
+
+async function waitUntilAccepting(port: number, hasExited: () => boolean, log: () => string): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (true) {
+    if (hasExited()) {
+      throw new Error(`nats-server exited during start-up (port ${port}):\n${log()}`);
+    }
+    if (await canConnect(port)) return;
+    if (Date.now() > deadline) {
+      throw new Error(
+        `nats-server did not accept connections on port ${port} within ${READY_TIMEOUT_MS} ms:\n${log()}`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: "127.0.0.1", port });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => {
+      socket.destroy();
+      resolve(false);
+    });
+  });
+}
+
+async function terminate(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+  await exited;
+  clearTimeout(timer);
+}
