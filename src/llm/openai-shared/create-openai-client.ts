@@ -1,0 +1,48 @@
+import OpenAI from "openai";
+import { AuthenticationError } from "../errors.js";
+
+/** How to reach an OpenAI (or OpenAI-compatible) server. Every field is optional. */
+export interface OpenAIBackendOptions {
+  /** Defaults to `OPENAI_API_KEY`. Keyless servers (vLLM, llama.cpp, Ollama) need only a base URL. */
+  apiKey?: string;
+  /** e.g. `http://localhost:8000/v1`. Defaults to `OPENAI_BASE_URL`, else the SDK's OpenAI URL. */
+  baseUrl?: string;
+  defaultHeaders?: Record<string, string>;
+  /** Injected for tests and proxies; defaults to the global `fetch`. */
+  fetch?: typeof globalThis.fetch;
+}
+
+/** Sent to keyless OpenAI-compatible servers: the SDK refuses to build a client without a key. */
+export const PLACEHOLDER_API_KEY = "not-needed";
+
+/** Environment the client reads; a parameter so tests need not touch `process.env`. */
+export type OpenAIEnvironment = Record<string, string | undefined>;
+
+/**
+ * Builds the SDK client both OpenAI backends use. The SDK's retries are off (`maxRetries: 0`):
+ * retrying belongs to the LLM client, which knows about resets and billing. The SDK's own logging
+ * is off unless `OPENAI_LOG` asks for it, because every failure it would log reaches the caller
+ * as an LlmError anyway (and a malformed chunk would otherwise be printed to the console).
+ *
+ * @throws AuthenticationError when there is no API key and no base URL to a keyless server.
+ */
+export function createOpenAIClient(
+  options: OpenAIBackendOptions,
+  env: OpenAIEnvironment = process.env,
+): OpenAI {
+  const baseURL = options.baseUrl ?? env.OPENAI_BASE_URL;
+  const apiKey = options.apiKey ?? env.OPENAI_API_KEY ?? (baseURL ? PLACEHOLDER_API_KEY : undefined);
+  if (apiKey === undefined) {
+    throw new AuthenticationError(
+      "no OpenAI API key: set OPENAI_API_KEY, pass apiKey, or give a base URL for a keyless OpenAI-compatible server",
+    );
+  }
+  return new OpenAI({
+    apiKey,
+    baseURL,
+    maxRetries: 0,
+    defaultHeaders: options.defaultHeaders,
+    fetch: options.fetch,
+    logLevel: env.OPENAI_LOG ? undefined : "off",
+  });
+}
