@@ -60,6 +60,8 @@ async function write(response: ServerResponse, reply: FakeResponse): Promise<voi
   });
   for (let i = 0; i < reply.frames.length; i++) {
     if (reply.cutAfter !== undefined && i >= reply.cutAfter) {
+      // Let the frames already written reach the client, then cut before a clean end.
+      await new Promise((resolve) => setTimeout(resolve, 10));
       response.socket?.destroy();
       return;
     }
