@@ -1,0 +1,155 @@
+import Anthropic from "@anthropic-ai/sdk";
+import { z } from "zod";
+import { InvalidResponseError, type LlmError, RequestTimeoutError } from "../errors.js";
+import type { BackendSink, GenerateRequest, GenerateResponse, LlmBackend } from "../types.js";
+import { AnthropicStreamAccumulator, type StreamDelta } from "./anthropic-stream-accumulator.js";
+import { AnthropicMessageResponse, AnthropicStreamEvent } from "./anthropic-wire-schema.js";
+import { fromAnthropicMessage } from "./from-anthropic-message.js";
+import { mapAnthropicError } from "./map-anthropic-error.js";
+import { RequestDeadline } from "./request-deadline.js";
+import { toAnthropicRequest } from "./to-anthropic-request.js";
+
+export interface AnthropicBackendOptions {
+  /**
+   * Default: `ANTHROPIC_API_KEY`; without either the SDK's own chain applies
+   * (`ANTHROPIC_AUTH_TOKEN`, profiles), and with a `baseUrl` but no credential at all requests go
+   * out without one (a keyless local server).
+   */
+  apiKey?: string;
+  /** Default: `ANTHROPIC_BASE_URL`, else the SDK's (https://api.anthropic.com). */
+  baseUrl?: string;
+  /** Sent with every request (e.g. `anthropic-beta`, or a proxy's own header). */
+  defaultHeaders?: Record<string, string>;
+}
+
+/** Time to first byte of a stream, when the options give none. */
+export const DEFAULT_FIRST_BYTE_TIMEOUT_MS = 60_000;
+/** Total time of a non-streaming request, when the options give none. */
+export const DEFAULT_TOTAL_TIMEOUT_MS = 5 * 60_000;
+/** Total time of a streaming request, when the options give none. */
+export const DEFAULT_STREAM_TOTAL_TIMEOUT_MS = 30 * 60_000;
+
+/** A sink callback threw: that is the caller's error, passed on as it is, never mapped. */
+class SinkFailure {
+  constructor(readonly error: unknown) {}
+}
+
+/**
+ * The Anthropic Messages API backend, on the official SDK. One request, one attempt: the SDK's
+ * retries are off (`maxRetries: 0`) because retrying, with reset semantics, belongs to the client.
+ * Timeouts are enforced here (the SDK's own covers only the wait for headers) through an abort
+ * signal linked to the caller's; a timeout is reported as {@link RequestTimeoutError}, an abort
+ * by the caller as `CancelledError`. Every failure is an `LlmError` (see mapAnthropicError).
+ *
+ * @see https://docs.anthropic.com/en/api/messages
+ */
+export class AnthropicBackend implements LlmBackend {
+  readonly provider = "anthropic";
+  private readonly client: Anthropic;
+
+  constructor(options: AnthropicBackendOptions = {}) {
+    const apiKey = options.apiKey ?? nonEmpty(process.env.ANTHROPIC_API_KEY);
+    // A server of our own given without any credential (a local proxy, an Anthropic-compatible
+    // server) is keyless: the explicit null stops the SDK from refusing to send without one.
+    const isKeyless =
+      apiKey === undefined && options.baseUrl !== undefined && !nonEmpty(process.env.ANTHROPIC_AUTH_TOKEN);
+    this.client = new Anthropic({
+      // null: ANTHROPIC_API_KEY was read above, the SDK must not fall back to it again.
+      apiKey: apiKey ?? null,
+      // undefined lets the SDK read ANTHROPIC_BASE_URL.
+      baseURL: options.baseUrl,
+      defaultHeaders: isKeyless ? { authorization: null, ...options.defaultHeaders } : options.defaultHeaders,
+      maxRetries: 0,
+      // Every SDK failure reaches the caller as an error, so the SDK's own log lines (e.g. a
+      // malformed frame, logged before it throws) would only repeat it. ANTHROPIC_LOG still wins.
+      logLevel: process.env.ANTHROPIC_LOG ? undefined : "off",
+    });
+  }
+
+  async generate(request: GenerateRequest): Promise<GenerateResponse> {
+    const totalMs = request.options.totalTimeoutMs ?? DEFAULT_TOTAL_TIMEOUT_MS;
+    const deadline = new RequestDeadline(request.signal, { totalMs });
+    try {
+      const body = toAnthropicRequest(request.messages, request.options);
+      const message: unknown = await this.client.messages.create(
+        { ...body, stream: false },
+        { signal: deadline.signal, timeout: totalMs, maxRetries: 0 },
+      );
+      return fromAnthropicMessage(parseWire(AnthropicMessageResponse, message));
+    } catch (error) {
+      throw toLlmError(error, deadline, request.signal);
+    } finally {
+      deadline.dispose();
+    }
+  }
+
+  async generateStream(request: GenerateRequest, sink: BackendSink): Promise<GenerateResponse> {
+    const totalMs = request.options.totalTimeoutMs ?? DEFAULT_STREAM_TOTAL_TIMEOUT_MS;
+    const firstByteMs = request.options.firstByteTimeoutMs ?? DEFAULT_FIRST_BYTE_TIMEOUT_MS;
+    const deadline = new RequestDeadline(request.signal, { totalMs, firstByteMs });
+    try {
+      const body = toAnthropicRequest(request.messages, request.options);
+      const stream = await this.client.messages.create(
+        { ...body, stream: true },
+        { signal: deadline.signal, timeout: totalMs, maxRetries: 0 },
+      );
+      const accumulator = new AnthropicStreamAccumulator();
+      for await (const raw of stream) {
+        // Events already buffered still come after an abort: none may reach the sink.
+        if (deadline.signal.aborted) break;
+        deadline.markFirstByte();
+        const delta = accumulator.push(parseWire(AnthropicStreamEvent, raw));
+        if (delta) deliver(sink, delta);
+        // Nothing may reach the sink after the response is complete.
+        if (accumulator.isComplete) break;
+      }
+      // The SDK ends the iteration quietly when the request is aborted; a timeout or the
+      // caller's abort must still surface as an error.
+      if (deadline.signal.aborted) throw deadline.signal.reason;
+      return accumulator.finish();
+    } catch (error) {
+      if (error instanceof SinkFailure) throw error.error;
+      throw toLlmError(error, deadline, request.signal);
+    } finally {
+      deadline.dispose();
+    }
+  }
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === "" ? undefined : value;
+}
+
+function deliver(sink: BackendSink, delta: StreamDelta): void {
+  try {
+    if (delta.kind === "text") sink.onTextDelta(delta.text);
+    else sink.onReasoningDelta(delta.text);
+  } catch (error) {
+    throw new SinkFailure(error);
+  }
+}
+
+function parseWire<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    throw new InvalidResponseError(`anthropic: unexpected response shape: ${z.prettifyError(result.error)}`);
+  }
+  return result.data;
+}
+
+/** A timeout of ours wins over what the abort looked like to the SDK (a user abort). */
+function toLlmError(error: unknown, deadline: RequestDeadline, signal: AbortSignal | undefined): LlmError {
+  const { firstByteMs, totalMs } = deadline.options;
+  const options = { cause: error };
+  switch (deadline.expiredBy) {
+    case "first-byte":
+      return new RequestTimeoutError(
+        `anthropic: no response within ${firstByteMs} ms (time to first byte)`,
+        options,
+      );
+    case "total":
+      return new RequestTimeoutError(`anthropic: the request took longer than ${totalMs} ms`, options);
+    default:
+      return mapAnthropicError(error, signal);
+  }
+}
