@@ -34,7 +34,7 @@ const COMMANDS: Record<string, { run: Command; flags: Record<string, FlagKind>; 
     usage: "chat [--agent NAME] [--session ID] [--local] [--events jsonl|pretty|none] MESSAGE",
   },
   tail: { run: tailCommand, flags: { jsonl: "string", since: "string" }, usage: "tail [FILTER] [--jsonl FILE] [--since DURATION|SEQ]" },
-  ui: { run: uiCommand, flags: { port: "string" }, usage: "ui [--port N]" },
+  ui: { run: uiCommand, flags: { port: "string", host: "string" }, usage: "ui [--port N] [--host ADDR]" },
   viz: {
     run: vizCommand,
     flags: { machine: "string", format: "string" },

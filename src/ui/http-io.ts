@@ -1,0 +1,63 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+
+/** Small request/response helpers for the UI server (node:http, no framework). */
+
+/** A request the client got wrong: answered with `status` and `{ ok: false, error }`. */
+export class HttpError extends Error {
+  readonly status: number;
+  readonly code: string;
+
+  constructor(status: number, code: string, message: string) {
+    super(message);
+    this.name = new.target.name;
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** Writes `body` as JSON with `status`. */
+export function sendJson(response: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  response.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(text),
+    "cache-control": "no-store",
+  });
+  response.end(text);
+}
+
+/** Writes a JSON error reply: `{ ok: false, error: { code, message } }`. */
+export function sendError(response: ServerResponse, status: number, code: string, message: string): void {
+  sendJson(response, status, { ok: false, error: { code, message } });
+}
+
+/**
+ * Reads a JSON request body of at most `limitBytes`. Requiring `application/json` also keeps
+ * other web pages out: a cross-site form cannot send that content type without a CORS preflight,
+ * which this server never grants.
+ */
+export async function readJsonBody(request: IncomingMessage, limitBytes: number): Promise<unknown> {
+  const type = request.headers["content-type"] ?? "";
+  if (!/^application\/json\b/i.test(type)) {
+    throw new HttpError(415, "bad_request", "the body must be JSON (content-type: application/json)");
+  }
+  const declared = Number(request.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > limitBytes) {
+    throw new HttpError(413, "bad_request", `the body is too large (max ${limitBytes} bytes)`);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request) {
+    const buffer = chunk as Buffer;
+    size += buffer.length;
+    if (size > limitBytes)
+      throw new HttpError(413, "bad_request", `the body is too large (max ${limitBytes} bytes)`);
+    chunks.push(buffer);
+  }
+  const text = Buffer.concat(chunks).toString("utf8");
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new HttpError(400, "bad_request", "the body is not valid JSON");
+  }
+}

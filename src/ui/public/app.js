@@ -1,0 +1,414 @@
+// agentloop UI: plain browser JavaScript, no build step, no external assets.
+// Data flow: /api/events (SSE) feeds the sessions list and the selected session's transcript and
+// statechart; selecting a session replays its stored events first (/api/sessions/<a>/<s>/events).
+
+import { element, formatTime } from "./dom.js";
+import { activeStateIds, formatStateValue, summarizeStates } from "./state-values.js";
+import { TranscriptView } from "./transcript-view.js";
+
+const transcript = document.querySelector('[data-testid="transcript"]');
+const sessionList = document.querySelector('[data-testid="session-list"]');
+const sessionsEmpty = document.querySelector('[data-testid="sessions-empty"]');
+const selectedTitle = document.querySelector('[data-testid="selected-session"]');
+const selectedState = document.querySelector('[data-testid="selected-state"]');
+const connectionStatus = document.querySelector('[data-testid="connection-status"]');
+const busKind = document.querySelector('[data-testid="bus-kind"]');
+const composer = document.querySelector('[data-testid="composer"]');
+const controlStatus = document.querySelector('[data-testid="control-status"]');
+const tabs = document.querySelector('[data-testid="statechart-tabs"]');
+const chartState = document.querySelector('[data-testid="statechart-state"]');
+const chartHost = document.querySelector('[data-testid="statechart"]');
+const zoom = document.querySelector('[data-testid="chart-zoom"]');
+
+const app = {
+  /** key "agent/session" → summary (as /api/sessions returns, kept current from events). */
+  sessions: new Map(),
+  /** key → <li>. */
+  items: new Map(),
+  selected: null,
+  view: null,
+  /** Live events of the selected session that arrived while its history was loading. */
+  pending: null,
+  generation: 0,
+  machines: ["chat", "iteration", "session", "compaction"],
+  activeMachine: "chat",
+  /** machine → { pane, svg } */
+  charts: new Map(),
+};
+
+function keyOf(agent, session) {
+  return `${agent}/${session}`;
+}
+
+function splitKey(key) {
+  const index = key.indexOf("/");
+  return [key.slice(0, index), key.slice(index + 1)];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions
+
+function mergeSummary(summary) {
+  const key = keyOf(summary.agent, summary.session);
+  const known = app.sessions.get(key);
+  if (known && known.lastSeq > summary.lastSeq) return;
+  app.sessions.set(key, {
+    ...known,
+    ...summary,
+    states: { ...(known ? known.states : {}), ...summary.states },
+  });
+  renderSession(key);
+}
+
+function ensureSession(agent, session) {
+  const key = keyOf(agent, session);
+  if (!app.sessions.has(key)) {
+    app.sessions.set(key, {
+      agent,
+      session,
+      status: "idle",
+      state: "",
+      states: {},
+      lastActivity: new Date().toISOString(),
+      lastSeq: -1,
+    });
+    renderSession(key);
+  }
+  return key;
+}
+
+function recordEvent(event) {
+  const key = ensureSession(event.agent, event.session);
+  const summary = app.sessions.get(key);
+  summary.lastActivity = event.ts;
+  summary.lastSeq = event.seq;
+  if (event.kind === "ChatStarted") summary.status = "running";
+  else if (event.kind === "ChatCompleted") summary.status = "completed";
+  else if (event.kind === "ChatFailed") summary.status = event.cancelled ? "cancelled" : "failed";
+  else if (event.kind === "StateChanged") {
+    summary.states[event.machine] = event.state;
+    summary.state = summarizeStates(summary.states);
+  }
+  renderSession(key);
+  return key;
+}
+
+function renderSession(key) {
+  const summary = app.sessions.get(key);
+  let item = app.items.get(key);
+  if (!item) {
+    item = element(
+      "li",
+      {
+        className: "session-item",
+        "data-testid": "session-item",
+        "data-agent": summary.agent,
+        "data-session": summary.session,
+        role: "option",
+        tabindex: "0",
+        "aria-selected": String(key === app.selected),
+      },
+      element(
+        "span",
+        { className: "session-name" },
+        element("span", { className: "agent" }, `${summary.agent} / `),
+        summary.session,
+      ),
+      element("span", { className: "session-status", "data-testid": "session-status" }),
+      element("span", { className: "session-state", "data-testid": "session-state" }),
+      element("span", { className: "session-activity", "data-testid": "session-activity" }),
+    );
+    item.addEventListener("click", () => select(key));
+    item.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" || event.key === " ") {
+        event.preventDefault();
+        select(key);
+      }
+    });
+    app.items.set(key, item);
+    // New sessions go on top; existing rows never move, so nothing jumps under the pointer.
+    sessionList.prepend(item);
+    sessionsEmpty.hidden = true;
+  }
+  const status = item.querySelector('[data-testid="session-status"]');
+  status.textContent = summary.status;
+  status.setAttribute("data-status", summary.status);
+  item.querySelector('[data-testid="session-state"]').textContent = summary.state || "–";
+  item.querySelector('[data-testid="session-activity"]').textContent = formatTime(summary.lastActivity);
+  if (key === app.selected) updateSelectedState();
+}
+
+async function refreshSessions() {
+  try {
+    const response = await fetch("/api/sessions");
+    const body = await response.json();
+    // Oldest first, so that prepending leaves the most recent on top.
+    for (const summary of [...body.sessions].reverse()) mergeSummary(summary);
+  } catch {
+    // The SSE stream keeps the list current; a failed refresh only loses older sessions.
+  }
+}
+
+async function select(key) {
+  const generation = ++app.generation;
+  app.selected = key;
+  for (const [itemKey, item] of app.items) item.setAttribute("aria-selected", String(itemKey === key));
+  const [agent, session] = splitKey(key);
+  selectedTitle.textContent = `${agent} / ${session}`;
+  composer.elements.agent.value = agent;
+  composer.elements.session.value = session;
+  if (app.view) app.view.dispose();
+  transcript.replaceChildren();
+  app.view = new TranscriptView(transcript);
+  app.pending = [];
+  updateSelectedState();
+  let replayed = [];
+  try {
+    const response = await fetch(
+      `/api/sessions/${encodeURIComponent(agent)}/${encodeURIComponent(session)}/events`,
+    );
+    if (response.ok) replayed = (await response.json()).events || [];
+  } catch {
+    replayed = [];
+  }
+  if (generation !== app.generation) return;
+  const chatIds = new Set();
+  let lastSeq = -1;
+  for (const event of replayed) {
+    app.view.apply(event);
+    chatIds.add(event.chatId);
+    lastSeq = Math.max(lastSeq, event.seq);
+  }
+  // Live events already in the replay are skipped (same chat, seq not newer).
+  for (const event of app.pending) {
+    if (event.seq <= lastSeq && chatIds.has(event.chatId)) continue;
+    app.view.apply(event);
+  }
+  app.pending = null;
+  transcript.setAttribute("data-loaded", "true");
+  highlightAll();
+}
+
+function updateSelectedState() {
+  const summary = app.selected ? app.sessions.get(app.selected) : undefined;
+  selectedState.textContent = summary?.state ?? "";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statecharts
+
+function buildTabs() {
+  tabs.replaceChildren();
+  for (const machine of app.machines) {
+    const tab = element(
+      "button",
+      {
+        type: "button",
+        className: "tab",
+        role: "tab",
+        "data-testid": `statechart-tab-${machine}`,
+        "aria-selected": String(machine === app.activeMachine),
+      },
+      machine,
+    );
+    tab.addEventListener("click", () => showMachine(machine));
+    tabs.append(tab);
+  }
+}
+
+async function showMachine(machine) {
+  app.activeMachine = machine;
+  for (const tab of tabs.children) {
+    tab.setAttribute("aria-selected", String(tab.textContent === machine));
+  }
+  let chart = app.charts.get(machine);
+  if (!chart) {
+    const pane = element("div", { "data-testid": `chart-${machine}`, "data-machine": machine });
+    chart = { pane, svg: null };
+    app.charts.set(machine, chart);
+    chartHost.append(pane);
+    try {
+      const response = await fetch(`/api/machines/${encodeURIComponent(machine)}.svg`);
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      // Our own server's drawing: trusted markup, inlined so CSS classes can highlight states.
+      pane.innerHTML = await response.text();
+      chart.svg = pane.querySelector("svg");
+      pane.setAttribute("data-loaded", "true");
+    } catch (error) {
+      pane.replaceChildren(
+        element(
+          "p",
+          { className: "chart-message" },
+          `The ${machine} statechart is not available (${error.message}).`,
+        ),
+      );
+    }
+  }
+  for (const other of app.charts.values()) other.pane.hidden = other !== chart;
+  highlight(machine);
+}
+
+function highlight(machine) {
+  const chart = app.charts.get(machine);
+  const summary = app.selected ? app.sessions.get(app.selected) : undefined;
+  const value = summary ? summary.states[machine] : undefined;
+  if (machine === app.activeMachine) {
+    chartState.textContent =
+      value === undefined ? `${machine}: no state seen yet` : `${machine}: ${formatStateValue(value)}`;
+  }
+  if (!chart || !chart.svg) return;
+  for (const node of chart.svg.querySelectorAll(".active, .active-leaf"))
+    node.classList.remove("active", "active-leaf");
+  if (value === undefined) return;
+  for (const { id, isLeaf } of activeStateIds(machine, value)) {
+    const node = chart.svg.querySelector(`[data-state-id="${CSS.escape(id)}"]`);
+    if (!node) continue;
+    node.classList.add("active");
+    if (isLeaf) node.classList.add("active-leaf");
+  }
+}
+
+function highlightAll() {
+  for (const machine of app.charts.keys()) highlight(machine);
+  if (!app.charts.has(app.activeMachine)) highlight(app.activeMachine);
+}
+
+zoom.addEventListener("click", () => {
+  const isFull = chartHost.classList.toggle("full-size");
+  zoom.setAttribute("aria-pressed", String(isFull));
+});
+
+// ---------------------------------------------------------------------------------------------
+// Live events
+
+function onEvent(event) {
+  if (!event || typeof event.kind !== "string") return;
+  const key = recordEvent(event);
+  if (key !== app.selected) return;
+  if (app.pending) app.pending.push(event);
+  else app.view.apply(event);
+  if (event.kind === "StateChanged") highlight(event.machine);
+}
+
+function connect() {
+  const source = new EventSource("/api/events");
+  source.onopen = () => {
+    connectionStatus.textContent = "live";
+    connectionStatus.setAttribute("data-state", "live");
+    refreshSessions();
+    // After a reconnect, events may have been missed: reload the selected session's history.
+    if (app.selected && app.hasConnected) select(app.selected);
+    app.hasConnected = true;
+  };
+  source.onmessage = (message) => {
+    let event;
+    try {
+      event = JSON.parse(message.data);
+    } catch {
+      return;
+    }
+    onEvent(event);
+  };
+  source.onerror = () => {
+    connectionStatus.textContent = "reconnecting…";
+    connectionStatus.setAttribute("data-state", "reconnecting");
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Composer: chat and control requests
+
+function setStatus(text, kind) {
+  controlStatus.textContent = text;
+  controlStatus.setAttribute("data-kind", kind || "info");
+}
+
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  let reply;
+  try {
+    reply = await response.json();
+  } catch {
+    reply = { ok: false, error: { code: "bad_reply", message: `HTTP ${response.status}` } };
+  }
+  return reply;
+}
+
+function describeError(reply) {
+  return reply?.error ? `${reply.error.code}: ${reply.error.message}` : "unknown error";
+}
+
+composer.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const agent = composer.elements.agent.value.trim();
+  const session = composer.elements.session.value.trim();
+  const text = composer.elements.text.value;
+  if (!composer.reportValidity() || text.trim() === "") return;
+  const key = ensureSession(agent, session);
+  if (app.selected !== key) select(key);
+  composer.elements.text.value = "";
+  setStatus(`sent to ${agent} / ${session}, waiting for the reply…`);
+  try {
+    const reply = await post("/api/chat", { agent, session, text });
+    if (reply.ok)
+      setStatus(`reply from ${agent} / ${session} · ${reply.usage ? reply.usage.total : "?"} tokens`, "ok");
+    else setStatus(describeError(reply), "error");
+  } catch (error) {
+    setStatus(`request failed: ${error.message}`, "error");
+  }
+});
+
+composer.elements.text.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    composer.requestSubmit();
+  }
+});
+
+for (const button of composer.querySelectorAll("button[data-command]")) {
+  button.addEventListener("click", async () => {
+    const command = button.getAttribute("data-command");
+    const agent = composer.elements.agent.value.trim();
+    const session = composer.elements.session.value.trim();
+    if (!composer.elements.agent.checkValidity() || !composer.elements.session.checkValidity()) {
+      composer.reportValidity();
+      return;
+    }
+    const body = { agent, session, command };
+    const topic = composer.elements.topic.value.trim();
+    if (command === "compact" && topic !== "") body.topic = topic;
+    setStatus(`${command}…`);
+    try {
+      const reply = await post("/api/control", body);
+      setStatus(
+        reply.ok ? `${command}: done` : `${command}: ${describeError(reply)}`,
+        reply.ok ? "ok" : "error",
+      );
+    } catch (error) {
+      setStatus(`${command} failed: ${error.message}`, "error");
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start
+
+async function start() {
+  try {
+    const info = await (await fetch("/api/info")).json();
+    busKind.textContent = `bus: ${info.bus}`;
+    if (Array.isArray(info.machines) && info.machines.length > 0) app.machines = info.machines;
+  } catch {
+    busKind.textContent = "bus: ?";
+  }
+  if (!app.machines.includes(app.activeMachine)) app.activeMachine = app.machines[0];
+  buildTabs();
+  showMachine(app.activeMachine);
+  connect();
+}
+
+start();

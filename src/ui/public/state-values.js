@@ -1,0 +1,40 @@
+// XState state values on the page; the server has the same rules (src/ui/format-state-value.ts).
+
+export function formatStateValue(value) {
+  if (typeof value === "string") return value;
+  if (!value || typeof value !== "object") return "";
+  return Object.entries(value)
+    .map(([key, inner]) => {
+      const rest = formatStateValue(inner);
+      if (rest === "") return key;
+      return rest.includes(", ") ? `${key}.(${rest})` : `${key}.${rest}`;
+    })
+    .join(", ");
+}
+
+/** Same as the server's summarizeStates (src/ui/format-state-value.ts). */
+export function summarizeStates(states) {
+  if (states.chat !== undefined) {
+    const chat = formatStateValue(states.chat);
+    if (chat.startsWith("iterating") && states.iteration !== undefined) {
+      return `chat: ${chat} · iteration: ${formatStateValue(states.iteration)}`;
+    }
+    return `chat: ${chat}`;
+  }
+  const machines = Object.keys(states);
+  const preferred = states.session !== undefined ? "session" : machines[0];
+  return preferred === undefined ? "" : `${preferred}: ${formatStateValue(states[preferred])}`;
+}
+
+/** The `data-state-id`s of every active state node (ancestors and leaves) of a state value. */
+export function activeStateIds(prefix, value) {
+  if (typeof value === "string") return [{ id: `${prefix}.${value}`, isLeaf: true }];
+  if (!value || typeof value !== "object") return [];
+  const ids = [];
+  for (const [key, inner] of Object.entries(value)) {
+    const id = `${prefix}.${key}`;
+    const below = activeStateIds(id, inner);
+    ids.push({ id, isLeaf: below.length === 0 }, ...below);
+  }
+  return ids;
+}
