@@ -16,7 +16,15 @@ const identity = (text: string) => text;
 
 export function createPalette(color: boolean): Palette {
   if (!color) {
-    return { dim: identity, bold: identity, red: identity, green: identity, yellow: identity, cyan: identity, magenta: identity };
+    return {
+      dim: identity,
+      bold: identity,
+      red: identity,
+      green: identity,
+      yellow: identity,
+      cyan: identity,
+      magenta: identity,
+    };
   }
   return {
     dim: wrap(2, 22),
@@ -59,7 +67,9 @@ export function describeEvent(event: AgentEvent, palette: Palette): string {
     case "ModelStreamSegmentStart":
       return `segment ${event.attempt}`;
     case "ModelStreamSegmentReset":
-      return palette.yellow(`reset segment ${event.attempt}: ${event.reason} (${oneLine(event.error.message, 100)})`);
+      return palette.yellow(
+        `reset segment ${event.attempt}: ${event.reason} (${oneLine(event.error.message, 100)})`,
+      );
     case "ModelTextDelta":
       return JSON.stringify(event.delta);
     case "ModelReasoningDelta":
@@ -77,7 +87,9 @@ export function describeEvent(event: AgentEvent, palette: Palette): string {
     case "ChatCompleted":
       return `${palette.green("done")} ${oneLine(event.result, 120)} · ${usageText(event.usage)}`;
     case "ChatFailed":
-      return palette.red(`${event.cancelled ? "cancelled" : "failed"}: ${event.error.name}: ${oneLine(event.error.message, 120)}`);
+      return palette.red(
+        `${event.cancelled ? "cancelled" : "failed"}: ${event.error.name}: ${oneLine(event.error.message, 120)}`,
+      );
     case "StateChanged":
       return palette.dim(`${event.machine} → ${stateText(event.state)}`);
   }
@@ -85,7 +97,8 @@ export function describeEvent(event: AgentEvent, palette: Palette): string {
 
 /** `12:04:05.123 bot/s42 #17 i1 ToolCallStarted current_time({}) call_1` */
 export function formatEventLine(event: AgentEvent, palette: Palette = createPalette(false)): string {
-  const time = typeof event.ts === "string" && event.ts.length >= 23 ? event.ts.slice(11, 23) : String(event.ts);
+  const time =
+    typeof event.ts === "string" && event.ts.length >= 23 ? event.ts.slice(11, 23) : String(event.ts);
   const where = palette.magenta(`${event.agent}/${event.session}`);
   const iteration = event.iteration > 0 ? ` i${event.iteration}` : "";
   return `${palette.dim(time)} ${where} ${palette.dim(`#${event.seq}${iteration}`)} ${palette.bold(event.kind)} ${describeEvent(event, palette)}`;

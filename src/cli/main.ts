@@ -33,7 +33,11 @@ const COMMANDS: Record<string, { run: Command; flags: Record<string, FlagKind>; 
     flags: { agent: "string", session: "string", local: "boolean", events: "string" },
     usage: "chat [--agent NAME] [--session ID] [--local] [--events jsonl|pretty|none] MESSAGE",
   },
-  tail: { run: tailCommand, flags: { jsonl: "string", since: "string" }, usage: "tail [FILTER] [--jsonl FILE] [--since DURATION|SEQ]" },
+  tail: {
+    run: tailCommand,
+    flags: { jsonl: "string", since: "string" },
+    usage: "tail [FILTER] [--jsonl FILE] [--since DURATION|SEQ]",
+  },
   ui: { run: uiCommand, flags: { port: "string", host: "string" }, usage: "ui [--port N] [--host ADDR]" },
   viz: {
     run: vizCommand,
@@ -64,9 +68,15 @@ Provider and shared options (flags win over the environment):
 `;
 
 /** Runs the CLI and resolves with the exit code. Never throws: errors become one line on stderr. */
-export async function main(argv: readonly string[], io: Pick<CliContext, "stdout" | "stderr" | "env" | "signal">): Promise<number> {
+export async function main(
+  argv: readonly string[],
+  io: Pick<CliContext, "stdout" | "stderr" | "env" | "signal">,
+): Promise<number> {
   try {
-    const first = parseArgs(argv, { ...GLOBAL_FLAGS, ...Object.assign({}, ...Object.values(COMMANDS).map((c) => c.flags)) });
+    const first = parseArgs(argv, {
+      ...GLOBAL_FLAGS,
+      ...Object.assign({}, ...Object.values(COMMANDS).map((c) => c.flags)),
+    });
     if (first.flags.version) {
       io.stdout.write("agentloop 0.1.0\n");
       return 0;
@@ -76,7 +86,8 @@ export async function main(argv: readonly string[], io: Pick<CliContext, "stdout
       return first.command === undefined && !first.flags.help ? 2 : 0;
     }
     const command = COMMANDS[first.command];
-    if (!command) throw new UsageError(`unknown command "${first.command}" (try: ${Object.keys(COMMANDS).join(", ")})`);
+    if (!command)
+      throw new UsageError(`unknown command "${first.command}" (try: ${Object.keys(COMMANDS).join(", ")})`);
     const parsed = parseArgs(argv, { ...GLOBAL_FLAGS, ...command.flags });
     const config = resolveRuntimeConfig(parsed.flags, io.env);
     return await command.run({ ...io, positionals: parsed.positionals, flags: parsed.flags, config });
@@ -92,7 +103,8 @@ export async function main(argv: readonly string[], io: Pick<CliContext, "stdout
 export function describeError(error: unknown): string {
   if (error instanceof ChatFailedError) return `chat failed: ${error.info.name}: ${oneLine(error.message)}`;
   if (error instanceof Error) {
-    const prefix = error instanceof UsageError || error instanceof ConfigurationError ? "" : `${error.name}: `;
+    const prefix =
+      error instanceof UsageError || error instanceof ConfigurationError ? "" : `${error.name}: `;
     return `${prefix}${oneLine(error.message)}`;
   }
   return oneLine(String(error));

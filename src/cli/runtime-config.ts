@@ -43,9 +43,17 @@ export function resolveRuntimeConfig(flags: Flags, env: NodeJS.ProcessEnv): Runt
   const model = pick(flags, "model", env, "AGENTLOOP_MODEL") ?? DEFAULT_MODELS[provider];
   const baseUrl =
     pick(flags, "base-url", env) ??
-    (provider === "anthropic" ? env.ANTHROPIC_BASE_URL : provider === "demo" ? undefined : env.OPENAI_BASE_URL);
-  const apiKey = provider === "anthropic" ? env.ANTHROPIC_API_KEY : provider === "demo" ? undefined : env.OPENAI_API_KEY;
-  const maxIterations = positiveInteger(pick(flags, "max-iterations", env, "AGENTLOOP_MAX_ITERATIONS"), "--max-iterations");
+    (provider === "anthropic"
+      ? env.ANTHROPIC_BASE_URL
+      : provider === "demo"
+        ? undefined
+        : env.OPENAI_BASE_URL);
+  const apiKey =
+    provider === "anthropic" ? env.ANTHROPIC_API_KEY : provider === "demo" ? undefined : env.OPENAI_API_KEY;
+  const maxIterations = positiveInteger(
+    pick(flags, "max-iterations", env, "AGENTLOOP_MAX_ITERATIONS"),
+    "--max-iterations",
+  );
   const reasoningEffort = parseReasoningEffort(
     pick(flags, "reasoning-effort", env, "AGENTLOOP_REASONING_EFFORT"),
     "--reasoning-effort",

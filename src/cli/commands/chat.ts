@@ -3,6 +3,7 @@ import { createAgent } from "../../agent/create-agent.js";
 import { isValidName } from "../../bus/subjects.js";
 import { SqliteContextHistory } from "../../context/sqlite-context-history.js";
 import type { AgentEvent } from "../../events/types.js";
+import { ConfigurationError } from "../../llm/configuration-error.js";
 import { createBackend } from "../../llm/create-backend.js";
 import { RetryingLlmClient } from "../../llm/retrying-client.js";
 import { builtinToolSets } from "../../tools/builtin/index.js";
@@ -31,7 +32,8 @@ export function parseChatArguments(context: CliContext): ChatArguments {
   const agent = typeof flags.agent === "string" ? flags.agent : "assistant";
   const session = typeof flags.session === "string" ? flags.session : "default";
   if (!isValidName(agent)) throw new UsageError(`--agent must match ^[A-Za-z0-9_-]{1,64}$, got "${agent}"`);
-  if (!isValidName(session)) throw new UsageError(`--session must match ^[A-Za-z0-9_-]{1,64}$, got "${session}"`);
+  if (!isValidName(session))
+    throw new UsageError(`--session must match ^[A-Za-z0-9_-]{1,64}$, got "${session}"`);
   const events = flags.events ?? "none";
   if (typeof events !== "string" || !(EVENT_MODES as readonly string[]).includes(events)) {
     throw new UsageError(`--events must be jsonl, pretty or none, got "${String(events)}"`);
@@ -64,7 +66,11 @@ export function createEventPrinter(context: CliContext, mode: EventMode) {
         isMidLine = !event.delta.endsWith("\n");
         return;
       }
-      if (event.kind === "ModelReasoningDelta" || event.kind === "StateChanged" || event.kind === "ModelStreamSegmentStart") {
+      if (
+        event.kind === "ModelReasoningDelta" ||
+        event.kind === "StateChanged" ||
+        event.kind === "ModelStreamSegmentStart"
+      ) {
         return;
       }
       if (event.kind === "ChatCompleted") return;
@@ -92,19 +98,20 @@ export const chatCommand: Command = async (context) => {
 
 async function runLocalChat(context: CliContext, args: ChatArguments): Promise<number> {
   const { config } = context;
-  const backend = createBackend({
-    provider: config.provider,
-    ...(config.apiKey ? { apiKey: config.apiKey } : {}),
-    ...(config.baseUrl ? { baseUrl: config.baseUrl } : {}),
-  });
+  const backend = createBackend(
+    {
+      provider: config.provider,
+      ...(config.apiKey ? { apiKey: config.apiKey } : {}),
+      ...(config.baseUrl ? { baseUrl: config.baseUrl } : {}),
+    },
+    context.env,
+  );
   if (config.provider === "demo") {
     context.stderr.write(
       "agentloop: using the demo model (offline and deterministic; set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real one)\n",
     );
   }
-  const history = config.db
-    ? new SqliteContextHistory({ path: config.db, agent: args.agent, session: args.session })
-    : undefined;
+  const history = config.db ? openHistory(config.db, args) : undefined;
   const printer = createEventPrinter(context, args.events);
   try {
     const agent = await createAgent({
@@ -134,5 +141,15 @@ async function runLocalChat(context: CliContext, args: ChatArguments): Promise<n
     }
   } finally {
     history?.close();
+  }
+}
+
+function openHistory(path: string, args: ChatArguments): SqliteContextHistory {
+  try {
+    return new SqliteContextHistory({ path, agent: args.agent, session: args.session });
+  } catch (error) {
+    throw new ConfigurationError(
+      `cannot open --db ${path}: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
 }

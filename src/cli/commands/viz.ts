@@ -1,5 +1,5 @@
-import { renderMachine, VIZ_FORMATS, type VizFormat } from "../../viz/render-machine.js";
 import { getMachine, MACHINE_NAMES } from "../../viz/machines.js";
+import { renderMachine, VIZ_FORMATS, type VizFormat } from "../../viz/render-machine.js";
 import { type Command, UsageError } from "../cli-context.js";
 
 /** `agentloop viz [--machine chat|iteration|session|compaction] [--format mermaid|json|svg]` */

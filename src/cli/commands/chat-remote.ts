@@ -1,0 +1,106 @@
+import type { BusMessage } from "../../bus/bus.js";
+import { BusTimeoutError, NoRespondersError } from "../../bus/bus-errors.js";
+import { parseChatReply } from "../../bus/contract.js";
+import { NatsBus } from "../../bus/nats-bus.js";
+import { redactNatsUrl } from "../../bus/nats-url.js";
+import { chatSubject, sessionEventsPattern } from "../../bus/subjects.js";
+import type { AgentEvent } from "../../events/types.js";
+import { parseAgentEvent } from "../../ui/parse-agent-event.js";
+import type { CliContext } from "../cli-context.js";
+import { createEventPrinter } from "./chat.js";
+
+/** How long a remote chat may take before the CLI gives up waiting (the host keeps running it). */
+export const REMOTE_CHAT_TIMEOUT_MS = 30 * 60 * 1000;
+
+export interface RemoteChatArguments {
+  agent: string;
+  session: string;
+  text: string;
+  events: "jsonl" | "pretty" | "none";
+}
+
+/**
+ * `agentloop chat` without `--local`: one message to a running host over NATS (SPEC §12). Subscribes
+ * to the session's events first, sends the chat request, prints the chat's events as the local mode
+ * does (`jsonl`: one event per line, then `{"kind":"Result","result":…,"usage":…}`), and resolves
+ * with the exit code: 0, or non-zero after one line on stderr.
+ *
+ * Only this chat's events are printed: those of the chat whose `ChatStarted` carries this text, so
+ * another client's chat queued in the same session does not end up in the output.
+ */
+export async function runRemoteChat(context: CliContext, args: RemoteChatArguments): Promise<number> {
+  const { config } = context;
+  const url = redactNatsUrl(config.natsUrl);
+  const fail = (line: string, code = 1) => {
+    context.stderr.write(`agentloop: ${line}\n`);
+    return code;
+  };
+  let bus: NatsBus;
+  try {
+    bus = await NatsBus.connect({
+      url: config.natsUrl,
+      name: "agentloop chat",
+      ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
+    });
+  } catch (error) {
+    return fail(
+      `cannot reach NATS at ${url}: ${messageOf(error)} (run \`agentloop up\`, or chat with --local)`,
+    );
+  }
+  const printer = createEventPrinter(context, args.events);
+  let chatId: string | undefined;
+  const onEvent = (event: AgentEvent) => {
+    if (chatId === undefined) {
+      if (event.kind !== "ChatStarted" || event.text !== args.text) return;
+      chatId = event.chatId;
+    }
+    if (event.chatId === chatId) printer.onEvent(event);
+  };
+  try {
+    const subscription =
+      args.events === "none"
+        ? undefined
+        : bus.subscribe(sessionEventsPattern(config.prefix, args.agent, args.session), (message) => {
+            const event = parseAgentEvent(message.data);
+            if (event !== undefined) onEvent(event);
+          });
+    try {
+      // The subscription must be in place at the server before the chat can start.
+      await bus.flush();
+      let reply: BusMessage;
+      try {
+        reply = await bus.request(
+          chatSubject(config.prefix, args.agent),
+          JSON.stringify({ session: args.session, text: args.text }),
+          { timeoutMs: REMOTE_CHAT_TIMEOUT_MS, signal: context.signal },
+        );
+      } catch (error) {
+        if (context.signal.aborted) return fail("cancelled (the host may still be running the chat)", 130);
+        if (error instanceof NoRespondersError) {
+          return fail(
+            `no agent host serves "${args.agent}" at ${url} (start one with \`agentloop serve\` or \`agentloop up\`)`,
+          );
+        }
+        if (error instanceof BusTimeoutError)
+          return fail(`no reply from agent "${args.agent}" within 30 minutes`);
+        return fail(`the request failed: ${messageOf(error)}`);
+      }
+      const parsed = parseChatReply(reply.data);
+      if (!parsed.ok) return fail(`unreadable reply from the host: ${parsed.error.message}`);
+      if (!parsed.value.ok) {
+        const { code, message } = parsed.value.error;
+        return fail(`${code}: ${message}`, code === "cancelled" ? 130 : 1);
+      }
+      printer.onResult(parsed.value.result, parsed.value.usage);
+      return 0;
+    } finally {
+      subscription?.unsubscribe();
+    }
+  } finally {
+    await bus.close();
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,179 @@
+import { createWriteStream, type WriteStream } from "node:fs";
+import type { Bus } from "../../bus/bus.js";
+import { type ReplayStart, replayEvents } from "../../bus/event-log.js";
+import { NatsBus } from "../../bus/nats-bus.js";
+import { redactNatsUrl } from "../../bus/nats-url.js";
+import { allEventsPattern, isValidPattern } from "../../bus/subjects.js";
+import type { AgentEvent, EventKind } from "../../events/types.js";
+import { parseAgentEvent } from "../../ui/parse-agent-event.js";
+import { type CliContext, type Command, UsageError } from "../cli-context.js";
+import { createPalette, formatEventLine } from "../format-event.js";
+import { untilAborted } from "./serve.js";
+
+/** Events `up`'s built-in logger leaves out: one per token or per state, they would drown the rest. */
+export const NOISY_EVENT_KINDS: readonly EventKind[] = [
+  "ModelTextDelta",
+  "ModelReasoningDelta",
+  "StateChanged",
+];
+
+export interface EventLogger {
+  /** Prints the event (and appends it to the JSONL file when there is one). */
+  write(event: AgentEvent): void;
+  /** Flushes and closes the JSONL file. */
+  close(): Promise<void>;
+}
+
+/**
+ * The logging service's output (SPEC §13): one readable line per event on `stdout`, coloured only
+ * on a TTY, and optionally every event as one JSON object per line appended to `jsonlPath`.
+ */
+export function createEventLogger(options: {
+  stdout: CliContext["stdout"];
+  jsonlPath?: string;
+  /** Kinds printed to stdout are all but these (the JSONL file still gets everything). */
+  skipKinds?: readonly EventKind[];
+}): EventLogger {
+  const palette = createPalette(options.stdout.isTTY === true);
+  const skip = new Set(options.skipKinds ?? []);
+  let file: WriteStream | undefined;
+  if (options.jsonlPath !== undefined) file = createWriteStream(options.jsonlPath, { flags: "a" });
+  return {
+    write(event) {
+      file?.write(`${JSON.stringify(event)}\n`);
+      if (!skip.has(event.kind)) options.stdout.write(`${formatEventLine(event, palette)}\n`);
+    },
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        if (file === undefined) return resolve();
+        file.once("error", reject);
+        file.end(() => resolve());
+      }),
+  };
+}
+
+/** `--since 90s | 5m | 2h | 1d | 1500ms` (a duration) or `--since 42` (a stream sequence). */
+export function parseSince(value: string | boolean | undefined): ReplayStart | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === "string") {
+    if (/^\d+$/.test(value) && Number(value) >= 1) return { seq: Number(value) };
+    const duration = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(value);
+    if (duration) {
+      const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[duration[2] as "ms"];
+      return { durationMs: Number(duration[1]) * unit };
+    }
+  }
+  throw new UsageError(
+    `--since must be a duration (e.g. 90s, 5m, 2h, 1d) or a stream sequence number, got "${String(value)}"`,
+  );
+}
+
+/** Identity of an event across the log and the live feed (seq restarts when a session is rebuilt). */
+function eventKey(event: AgentEvent): string {
+  return `${event.agent}\u0000${event.session}\u0000${event.chatId}\u0000${event.seq}\u0000${event.kind}`;
+}
+
+/**
+ * Follows `filter` on `bus`, first replaying the stored events `since` from the JetStream log when
+ * asked. Live events arriving during the replay are held back and printed after it, minus those
+ * the replay already printed, so nothing is lost or shown twice. Resolves when `signal` aborts.
+ */
+export async function followEvents(options: {
+  bus: Bus;
+  prefix: string;
+  filter: string;
+  since?: ReplayStart;
+  logger: EventLogger;
+  signal: AbortSignal;
+  /** Told about payloads on the filter that are not events. */
+  onInvalid?: (subject: string) => void;
+}): Promise<void> {
+  const { bus, logger } = options;
+  let held: AgentEvent[] | undefined = options.since === undefined ? undefined : [];
+  const subscription = bus.subscribe(options.filter, (message) => {
+    const event = parseAgentEvent(message.data);
+    if (event === undefined) {
+      options.onInvalid?.(message.subject);
+      return;
+    }
+    if (held !== undefined) held.push(event);
+    else logger.write(event);
+  });
+  try {
+    if (options.since !== undefined) {
+      if (!(bus instanceof NatsBus))
+        throw new UsageError("--since needs a NATS server with JetStream (the event log)");
+      await bus.flush();
+      const replayed = new Set<string>();
+      for await (const stored of replayEvents(bus.connection, {
+        filter: options.filter,
+        since: options.since,
+        prefix: options.prefix,
+        signal: options.signal,
+      })) {
+        replayed.add(eventKey(stored.event));
+        logger.write(stored.event);
+      }
+      const backlog = held ?? [];
+      held = undefined;
+      for (const event of backlog) if (!replayed.has(eventKey(event))) logger.write(event);
+    }
+    await untilAborted(options.signal);
+  } finally {
+    subscription.unsubscribe();
+  }
+}
+
+/**
+ * `agentloop tail [FILTER] [--jsonl FILE] [--since DURATION|SEQ]`: the logging service (SPEC §12):
+ * prints every event on the subject filter (default `<prefix>.events.>`) until SIGINT / SIGTERM.
+ */
+export const tailCommand: Command = async (context) => {
+  const { config, flags, positionals } = context;
+  if (positionals.length > 1) throw new UsageError("tail takes one FILTER (a subject pattern)");
+  const filter = positionals[0] ?? allEventsPattern(config.prefix);
+  if (!isValidPattern(filter)) throw new UsageError(`FILTER must be a NATS subject pattern, got "${filter}"`);
+  if (flags.jsonl === true || flags.jsonl === "") throw new UsageError("--jsonl needs a FILE");
+  const since = parseSince(flags.since);
+  const url = redactNatsUrl(config.natsUrl);
+  let bus: NatsBus;
+  try {
+    bus = await NatsBus.connect({
+      url: config.natsUrl,
+      name: "agentloop tail",
+      ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
+    });
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    context.stderr.write(`agentloop tail: cannot reach NATS at ${url}: ${reason}\n`);
+    return 1;
+  }
+  const logger = createEventLogger({
+    stdout: context.stdout,
+    ...(typeof flags.jsonl === "string" ? { jsonlPath: flags.jsonl } : {}),
+  });
+  let hasWarned = false;
+  try {
+    await followEvents({
+      bus,
+      prefix: config.prefix,
+      filter,
+      ...(since === undefined ? {} : { since }),
+      logger,
+      signal: context.signal,
+      onInvalid: (subject) => {
+        if (hasWarned) return;
+        hasWarned = true;
+        context.stderr.write(`agentloop tail: skipping payloads that are not events (first on ${subject})\n`);
+      },
+    });
+    return 0;
+  } catch (error) {
+    // Stopped during the replay: that is a normal end.
+    if (context.signal.aborted) return 0;
+    throw error;
+  } finally {
+    await logger.close();
+    await bus.close();
+  }
+};

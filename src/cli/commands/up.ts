@@ -1,0 +1,82 @@
+import type { Bus } from "../../bus/bus.js";
+import { LocalBus } from "../../bus/local-bus.js";
+import { NatsBus } from "../../bus/nats-bus.js";
+import { redactNatsUrl } from "../../bus/nats-url.js";
+import { allEventsPattern } from "../../bus/subjects.js";
+import { describeAgents, startHostService } from "../../host/host-service.js";
+import { startUiServer } from "../../ui/ui-server.js";
+import { type Command, UsageError } from "../cli-context.js";
+import { loadAgentsFromFlags, untilAborted } from "./serve.js";
+import { createEventLogger, followEvents, NOISY_EVENT_KINDS } from "./tail.js";
+
+/** How long `up` waits for a NATS server before falling back to the in-process bus. */
+const NATS_PROBE_TIMEOUT_MS = 2_000;
+
+/**
+ * `agentloop up [--port N] [--agents FILE]`: the host, the logger and the UI in one process
+ * (SPEC §12). The bus is NATS when a server answers at the configured URL, else the in-process bus
+ * (said on stderr). The logger prints one line per event, leaving out per-token deltas and state
+ * changes (`agentloop tail` shows everything). Prints the UI's URL; SIGINT / SIGTERM stops it all.
+ */
+export const upCommand: Command = async (context) => {
+  const { config } = context;
+  const port = parsePort(context.flags.port);
+  const definitions = await loadAgentsFromFlags(context);
+  const url = redactNatsUrl(config.natsUrl);
+  const nats = await NatsBus.tryConnect(config.natsUrl, NATS_PROBE_TIMEOUT_MS, {
+    name: "agentloop up",
+    ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
+  });
+  let bus: Bus;
+  if (nats !== undefined) bus = nats;
+  else {
+    bus = new LocalBus();
+    context.stderr.write(
+      `agentloop up: no NATS server at ${url}; using the in-process bus (same subjects, this process only)\n`,
+    );
+  }
+  const log = (line: string) => context.stderr.write(`agentloop up: ${line}\n`);
+  const logger = createEventLogger({ stdout: context.stdout, skipKinds: NOISY_EVENT_KINDS });
+  const stopLogger = new AbortController();
+  try {
+    const service = await startHostService({ bus, definitions, config, env: context.env, log });
+    const following = followEvents({
+      bus,
+      prefix: config.prefix,
+      filter: allEventsPattern(config.prefix),
+      logger,
+      signal: stopLogger.signal,
+    });
+    try {
+      const ui = await startUiServer({
+        bus,
+        prefix: config.prefix,
+        port,
+        ...(nats === undefined ? {} : { natsConnection: nats.connection }),
+      });
+      const where = nats === undefined ? "in-process" : `${url} (nats)`;
+      context.stdout.write(`agentloop up: UI ${ui.url}\n`);
+      context.stdout.write(`agentloop up: bus ${where}; agents: ${describeAgents(definitions)}\n`);
+      await untilAborted(context.signal);
+      await ui.close();
+    } finally {
+      await service.close();
+      stopLogger.abort();
+      await following;
+    }
+    return 0;
+  } finally {
+    stopLogger.abort();
+    await logger.close();
+    await bus.close();
+  }
+};
+
+function parsePort(value: string | boolean | undefined): number {
+  if (value === undefined) return 0;
+  const port = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
+    throw new UsageError(`--port must be a number from 0 to 65535, got "${String(value)}"`);
+  }
+  return port;
+}

@@ -1,0 +1,135 @@
+import { describe, expect, it } from "vitest";
+import { UsageError } from "../../src/cli/cli-context.js";
+import { parseArgs } from "../../src/cli/parse-args.js";
+import {
+  DEFAULT_CONTEXT_WINDOW,
+  DEFAULT_MODELS,
+  resolveRuntimeConfig,
+} from "../../src/cli/runtime-config.js";
+import { ConfigurationError } from "../../src/llm/configuration-error.js";
+
+const KNOWN = { provider: "string", local: "boolean", events: "string", session: "string" } as const;
+
+describe("parseArgs", () => {
+  it("splits the command, positionals and flags in both --name value and --name=value forms", () => {
+    expect(
+      parseArgs(["chat", "--local", "--events=jsonl", "--session", "s1", "hello", "world"], KNOWN),
+    ).toEqual({
+      command: "chat",
+      positionals: ["hello", "world"],
+      flags: { local: true, events: "jsonl", session: "s1" },
+    });
+  });
+
+  it("treats everything after -- as positionals, flags included", () => {
+    const parsed = parseArgs(["chat", "--", "--local", "-x"], KNOWN);
+    expect(parsed.positionals).toEqual(["--local", "-x"]);
+    expect(parsed.flags).toEqual({});
+  });
+
+  it("accepts a value that starts with a single dash (a negative number is the caller's to reject)", () => {
+    expect(parseArgs(["chat", "--session", "-1"], KNOWN).flags.session).toBe("-1");
+  });
+
+  it.each([
+    [["chat", "--nope"], "unknown option --nope"],
+    [["chat", "-x"], "unknown option -x"],
+    [["chat", "--session"], "--session needs a value"],
+    [["chat", "--session", "--local"], "--session needs a value"],
+    [["chat", "--local=yes"], "--local takes no value"],
+  ])("%j is a UsageError: %s", (argv, message) => {
+    expect(() => parseArgs(argv, KNOWN)).toThrow(new UsageError(message));
+  });
+});
+
+describe("resolveRuntimeConfig", () => {
+  it("without a provider or a key the provider is demo, with the defaults", () => {
+    expect(resolveRuntimeConfig({}, {})).toEqual({
+      provider: "demo",
+      model: DEFAULT_MODELS.demo,
+      contextWindow: DEFAULT_CONTEXT_WINDOW,
+      natsUrl: "nats://127.0.0.1:4222",
+      prefix: "agentloop",
+    });
+  });
+
+  it("picks the provider by key: anthropic first, then openai-chat", () => {
+    expect(resolveRuntimeConfig({}, { OPENAI_API_KEY: "k" }).provider).toBe("openai-chat");
+    expect(resolveRuntimeConfig({}, { OPENAI_API_KEY: "k", ANTHROPIC_API_KEY: "k" }).provider).toBe(
+      "anthropic",
+    );
+  });
+
+  it("flags win over the environment", () => {
+    const config = resolveRuntimeConfig(
+      {
+        provider: "openai-responses",
+        model: "m-flag",
+        "base-url": "http://flag",
+        "max-iterations": "3",
+        "context-window": "500",
+      },
+      {
+        AGENTLOOP_PROVIDER: "anthropic",
+        AGENTLOOP_MODEL: "m-env",
+        OPENAI_BASE_URL: "http://env",
+        OPENAI_API_KEY: "key",
+        AGENTLOOP_CONTEXT_WINDOW: "900",
+      },
+    );
+    expect(config).toMatchObject({
+      provider: "openai-responses",
+      model: "m-flag",
+      baseUrl: "http://flag",
+      apiKey: "key",
+      maxIterations: 3,
+      contextWindow: 500,
+    });
+  });
+
+  it("reads the environment when no flag is given", () => {
+    const config = resolveRuntimeConfig(
+      {},
+      {
+        AGENTLOOP_PROVIDER: "anthropic",
+        AGENTLOOP_MODEL: "claude-x",
+        ANTHROPIC_BASE_URL: "http://anthropic.local",
+        AGENTLOOP_CONTEXT_WINDOW: "1234",
+        AGENTLOOP_DB: "/tmp/x.db",
+        NATS_URL: "nats://elsewhere:4222",
+      },
+    );
+    expect(config).toMatchObject({
+      provider: "anthropic",
+      model: "claude-x",
+      baseUrl: "http://anthropic.local",
+      contextWindow: 1234,
+      db: "/tmp/x.db",
+      natsUrl: "nats://elsewhere:4222",
+    });
+  });
+
+  it("the context window defaults to the model's known window, else 128,000", () => {
+    expect(resolveRuntimeConfig({ provider: "anthropic" }, {}).contextWindow).toBe(200_000);
+    expect(resolveRuntimeConfig({ provider: "openai-chat", model: "my-local-model" }, {}).contextWindow).toBe(
+      128_000,
+    );
+  });
+
+  it.each([
+    [{ "max-iterations": "0" }, /--max-iterations must be a positive integer, got "0"/],
+    [{ "max-iterations": "two" }, /--max-iterations must be a positive integer/],
+    [{ "max-iterations": "1.5" }, /--max-iterations must be a positive integer/],
+    [{ "context-window": "-5" }, /--context-window must be a positive integer/],
+    [{ "reasoning-effort": "extreme" }, /--reasoning-effort must be low, medium or high, got "extreme"/],
+    [{ prefix: "a b" }, /--prefix must be NATS subject tokens/],
+  ])("%j is a UsageError", (flags, message) => {
+    expect(() => resolveRuntimeConfig(flags, {})).toThrow(UsageError);
+    expect(() => resolveRuntimeConfig(flags, {})).toThrow(message);
+  });
+
+  it("an unknown provider is a ConfigurationError naming the choices", () => {
+    expect(() => resolveRuntimeConfig({ provider: "gemini" }, {})).toThrow(ConfigurationError);
+    expect(() => resolveRuntimeConfig({}, { AGENTLOOP_PROVIDER: "gemini" })).toThrow(/AGENTLOOP_PROVIDER/);
+  });
+});

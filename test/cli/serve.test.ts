@@ -1,0 +1,101 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { NatsBus } from "../../src/bus/nats-bus.js";
+import { chatSubject } from "../../src/bus/subjects.js";
+import { record, uniqueRoot } from "../bus/bus-helpers.js";
+import { startServe, waitUntilServing } from "../host/running-serve.js";
+import { linesOf, runCli, stackLines } from "../support/cli.js";
+import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+
+let server: NatsServer;
+let bus: NatsBus;
+let directory: string;
+
+beforeAll(async () => {
+  server = await acquireNatsServer(inject("natsUrl"));
+  bus = await NatsBus.connect({ url: server.url, name: "serve-test" });
+  directory = await mkdtemp(join(tmpdir(), "agentloop-serve-"));
+});
+
+afterAll(async () => {
+  await bus.close();
+  await server.stop();
+  await rm(directory, { recursive: true, force: true });
+});
+
+async function ask(prefix: string, agent: string, payload: unknown): Promise<Record<string, unknown>> {
+  const reply = await bus.request(chatSubject(prefix, agent), JSON.stringify(payload), { timeoutMs: 15_000 });
+  return JSON.parse(reply.data) as Record<string, unknown>;
+}
+
+describe("agentloop serve", () => {
+  it("serves the default agent on NATS, prints one line, and exits 0 on SIGINT", async () => {
+    const prefix = uniqueRoot();
+    const serve = startServe(["--nats", server.url, "--prefix", prefix]);
+    await waitUntilServing(bus, prefix, serve);
+    const reply = await ask(prefix, "assistant", { session: "s1", text: "hello there" });
+    expect(reply).toMatchObject({ ok: true, session: "s1", result: expect.stringMatching(/^\[demo\] /) });
+    const run = await serve.stop();
+    expect(run.code).toBe(0);
+    expect(linesOf(run.stdout)).toHaveLength(1);
+    expect(run.stdout).toMatch(
+      new RegExp(
+        `^agentloop serve: bus nats://127\\.0\\.0\\.1:\\d+ \\(nats, prefix ${prefix}\\); agents: assistant \\(demo model\\) — the demo model is offline`,
+      ),
+    );
+    expect(run.stderr).toBe("agentloop serve: stopping: finishing running chats\n");
+  });
+
+  it("serves the agents of an agents file, and only those", async () => {
+    const prefix = uniqueRoot();
+    const path = join(directory, "two.json");
+    await writeFile(path, JSON.stringify({ agents: [{ name: "writer" }, { name: "critic", tools: [] }] }));
+    const serve = startServe(["--nats", server.url, "--prefix", prefix, "--agents", path]);
+    await waitUntilServing(bus, prefix, serve, "writer");
+    expect(await ask(prefix, "critic", { session: "s1", text: "hi" })).toMatchObject({ ok: true });
+    expect(await ask(prefix, "assistant", { session: "s1", text: "hi" })).toMatchObject({
+      ok: false,
+      error: { code: "unknown_agent" },
+    });
+    const run = await serve.stop();
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain("agents: writer (demo model), critic (demo model)");
+  });
+
+  it("lets a running chat finish when stopped", async () => {
+    const prefix = uniqueRoot();
+    const serve = startServe(["--nats", server.url, "--prefix", prefix]);
+    await waitUntilServing(bus, prefix, serve);
+    const started = record(bus, `${prefix}.events.assistant.slow.ChatStarted`);
+    await bus.flush();
+    const reply = ask(prefix, "assistant", { session: "slow", text: "tell me something" });
+    await started.waitFor(1, 10_000);
+    const run = await serve.stop();
+    expect(await reply).toMatchObject({ ok: true, result: expect.stringMatching(/^\[demo\] /) });
+    expect(run.code).toBe(0);
+    started.unsubscribe();
+  });
+
+  it("refuses a bad agents file at start with the path and the field", async () => {
+    const path = join(directory, "bad.json");
+    await writeFile(path, JSON.stringify({ agents: [{ name: "ok" }, { name: "not ok" }] }));
+    const run = await runCli(["serve", "--nats", server.url, "--agents", path]);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    expect(linesOf(run.stderr)).toEqual([
+      `agentloop: agents file ${path}: agents[1].name: must match ^[A-Za-z0-9_-]{1,64}$`,
+    ]);
+    const missing = await runCli(["serve", "--nats", server.url, "--agents"]);
+    expect(missing).toMatchObject({ code: 2 });
+  });
+
+  it("says in one line when NATS cannot be reached", async () => {
+    const run = await runCli(["serve", "--nats", "nats://127.0.0.1:1"]);
+    expect(run.code).toBe(1);
+    expect(linesOf(run.stderr)).toHaveLength(1);
+    expect(run.stderr).toMatch(/^agentloop serve: cannot reach NATS at nats:\/\/127\.0\.0\.1:1: /);
+    expect(stackLines(run.stderr)).toEqual([]);
+  });
+});
