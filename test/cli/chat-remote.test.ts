@@ -35,12 +35,19 @@ describe("agentloop chat (remote, through a running host)", () => {
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
     const { events, last } = parseJsonl(run.stdout);
-    expect(events[0]).toMatchObject({ kind: "ChatStarted", text: "what time is it?", agent: "assistant", session: "r1" });
+    expect(events[0]).toMatchObject({
+      kind: "ChatStarted",
+      text: "what time is it?",
+      agent: "assistant",
+      session: "r1",
+    });
     expect(new Set(events.map((event) => event.chatId)).size).toBe(1);
     const completed = events.find((event) => event.kind === "ChatCompleted");
     expect(completed).toMatchObject({ result: last.result });
     expect(last.result).toMatch(/^\[demo\] /);
-    expect(last.usage).toEqual(expect.objectContaining({ prompt: expect.any(Number), total: expect.any(Number) }));
+    expect(last.usage).toEqual(
+      expect.objectContaining({ prompt: expect.any(Number), total: expect.any(Number) }),
+    );
     // The demo model calls current_time when asked for the time: its events are part of the chat.
     expect(events.map((event) => event.kind)).toContain("ToolCallCompleted");
     const deltas = events.flatMap((event) => (event.kind === "ModelTextDelta" ? [event.delta] : []));

@@ -1,4 +1,5 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -97,5 +98,67 @@ describe("agentloop serve", () => {
     expect(linesOf(run.stderr)).toHaveLength(1);
     expect(run.stderr).toMatch(/^agentloop serve: cannot reach NATS at nats:\/\/127\.0\.0\.1:1: /);
     expect(stackLines(run.stderr)).toEqual([]);
+  });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0));
+    });
+  });
+}
+
+describe("agentloop up", () => {
+  it("without NATS: host, logger and UI on the in-process bus; a chat from the UI is answered and logged", async () => {
+    const port = await freePort();
+    const controller = new AbortController();
+    const up = runCli(["up", "--nats", "nats://127.0.0.1:1", "--port", String(port)], {
+      signal: controller.signal,
+    });
+    let exited = false;
+    void up.then(() => {
+      exited = true;
+    });
+    const base = `http://127.0.0.1:${port}`;
+    let response: Response | undefined;
+    const deadline = Date.now() + 15_000;
+    while (response === undefined) {
+      if (exited) throw new Error(`up exited: ${JSON.stringify(await up)}`);
+      try {
+        response = await fetch(`${base}/api/chat`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ agent: "assistant", session: "ui1", text: "hello from the page" }),
+        });
+      } catch (error) {
+        if (Date.now() > deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    }
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({
+      ok: true,
+      session: "ui1",
+      result: expect.stringMatching(/^\[demo\] /),
+    });
+    controller.abort();
+    const run = await up;
+    expect(run.code).toBe(0);
+    expect(linesOf(run.stderr)).toEqual([
+      "agentloop up: no NATS server at nats://127.0.0.1:1; using the in-process bus (same subjects, this process only)",
+    ]);
+    const lines = linesOf(run.stdout);
+    expect(lines[0]).toBe(`agentloop up: UI ${base}/`);
+    expect(lines[1]).toMatch(/^agentloop up: bus in-process; agents: assistant \(demo model\)/);
+    // The logger: one line per event, per-token deltas left out.
+    expect(
+      lines.some((line) => / assistant\/ui1 #\d+ ChatStarted user hello from the page$/.test(line)),
+    ).toBe(true);
+    expect(lines.some((line) => /ChatCompleted done \[demo\]/.test(line))).toBe(true);
+    expect(lines.some((line) => / ModelTextDelta /.test(line))).toBe(false);
   });
 });

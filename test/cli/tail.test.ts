@@ -58,13 +58,19 @@ describe("agentloop tail", () => {
     const before = await chatAndCollect("t1", "first message");
     const jsonl = join(directory, "since.jsonl");
     const controller = new AbortController();
-    const tail = runCli(["tail", "--nats", server.url, "--prefix", prefix, "--since", "1h", "--jsonl", jsonl], {
-      signal: controller.signal,
-    });
+    const tail = runCli(
+      ["tail", "--nats", server.url, "--prefix", prefix, "--since", "1h", "--jsonl", jsonl],
+      {
+        signal: controller.signal,
+      },
+    );
     const isT1 = (event: AgentEvent) => event.session === "t1";
     await waitForFile(jsonl, (events) => events.filter(isT1).length >= before.length);
     const after = await chatAndCollect("t2", "second message");
-    await waitForFile(jsonl, (events) => events.filter((event) => event.session === "t2").length >= after.length);
+    await waitForFile(
+      jsonl,
+      (events) => events.filter((event) => event.session === "t2").length >= after.length,
+    );
     controller.abort();
     const run = await tail;
     expect(run.code).toBe(0);
@@ -85,7 +91,16 @@ describe("agentloop tail", () => {
     const controller = new AbortController();
     const jsonl = join(directory, "filter.jsonl");
     const tail = runCli(
-      ["tail", `${prefix}.events.*.*.ChatCompleted`, "--nats", server.url, "--prefix", prefix, "--jsonl", jsonl],
+      [
+        "tail",
+        `${prefix}.events.*.*.ChatCompleted`,
+        "--nats",
+        server.url,
+        "--prefix",
+        prefix,
+        "--jsonl",
+        jsonl,
+      ],
       { signal: controller.signal },
     );
     // Live only: keep chatting until the tail (subscribing in the background) has seen one.

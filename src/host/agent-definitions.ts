@@ -1,0 +1,208 @@
+import { readFile } from "node:fs/promises";
+import { z } from "zod";
+import { NAME_PATTERN } from "../bus/subjects.js";
+import type { RuntimeConfig } from "../cli/cli-context.js";
+import { ConfigurationError } from "../llm/configuration-error.js";
+import { knownContextWindow, ProviderName } from "../llm/create-backend.js";
+import type { ReasoningEffort } from "../llm/types.js";
+
+/** The agent a host serves when no agents file is given. */
+export const DEFAULT_AGENT_NAME = "assistant";
+
+/** The built-in ToolSets the default agent gets (SPEC §12); `shell` is opt-in, never a default. */
+export const DEFAULT_AGENT_TOOLS: readonly string[] = ["todo_list", "current_time", "ask_agent"];
+
+/** One agent in an agents file (SPEC §12). Unknown fields are refused: they are usually typos. */
+export const AgentDefinition = z
+  .object({
+    name: z.string().regex(NAME_PATTERN, { error: `must match ${NAME_PATTERN.source}` }),
+    systemPrompt: z.string().min(1).optional(),
+    provider: ProviderName.optional(),
+    model: z.string().min(1).optional(),
+    baseUrl: z.url().optional(),
+    tools: z.array(z.string().min(1)).optional(),
+    maxIterations: z.number().int().min(1).max(1000).optional(),
+    reasoningEffort: z.enum(["low", "medium", "high"]).optional(),
+    contextWindow: z.number().int().min(1).optional(),
+  })
+  .strict();
+export type AgentDefinition = z.infer<typeof AgentDefinition>;
+
+/** The agents file: `{ "agents": [ … ] }`, names unique. */
+export const AgentsFile = z
+  .object({ agents: z.array(AgentDefinition).min(1, { error: "must list at least one agent" }) })
+  .strict()
+  .superRefine((file, context) => {
+    const seen = new Set<string>();
+    file.agents.forEach((agent, index) => {
+      if (seen.has(agent.name)) {
+        context.addIssue({
+          code: "custom",
+          path: ["agents", index, "name"],
+          message: `duplicate agent "${agent.name}"`,
+        });
+      }
+      seen.add(agent.name);
+    });
+  });
+export type AgentsFile = z.infer<typeof AgentsFile>;
+
+/** An agent with every setting decided: the file's values, else the CLI's. */
+export interface ResolvedAgentDefinition {
+  name: string;
+  /** Undefined: the agent's default prompt. */
+  systemPrompt?: string;
+  provider: ProviderName;
+  model: string;
+  /** Undefined: the provider's SDK environment (`ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`). */
+  baseUrl?: string;
+  /** Undefined: the provider's key variable (`ANTHROPIC_API_KEY` / `OPENAI_API_KEY`). */
+  apiKey?: string;
+  tools: string[];
+  maxIterations?: number;
+  reasoningEffort?: ReasoningEffort;
+  /** The token limit the compaction ratio is measured against. */
+  contextWindow: number;
+}
+
+/** A bad agents file: the message names the file and the field. */
+export class AgentDefinitionsError extends ConfigurationError {
+  readonly path: string;
+
+  constructor(path: string, reason: string, options: { cause?: unknown } = {}) {
+    super(`agents file ${path}: ${reason}`, options);
+    this.path = path;
+  }
+}
+
+export interface ResolveAgentsOptions {
+  /** ToolSet names agents may use (a registry's names); others are refused. */
+  knownTools: readonly string[];
+  /** The model to use when an agent switches provider without naming one (the CLI's per-provider default). */
+  defaultModel?: (provider: ProviderName) => string | undefined;
+}
+
+/**
+ * Reads and validates the `--agents` file, filling unset fields from the CLI configuration. With no
+ * path: one agent `assistant` with all built-in tools.
+ *
+ * @throws AgentDefinitionsError naming the path and the field when the file is unreadable or wrong.
+ */
+export async function loadAgentDefinitions(
+  path: string | undefined,
+  config: RuntimeConfig,
+  options: ResolveAgentsOptions,
+): Promise<ResolvedAgentDefinition[]> {
+  if (path === undefined) {
+    return resolveAgentDefinitions(
+      { agents: [{ name: DEFAULT_AGENT_NAME, tools: [...DEFAULT_AGENT_TOOLS] }] },
+      config,
+      {
+        ...options,
+        knownTools: [...options.knownTools, ...DEFAULT_AGENT_TOOLS],
+      },
+    );
+  }
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : errorMessage(error);
+    throw new AgentDefinitionsError(path, `cannot be read (${reason})`, { cause: error });
+  }
+  return parseAgentDefinitions(text, path, config, options);
+}
+
+/** {@link loadAgentDefinitions} for text already read (`source` names it in errors). */
+export function parseAgentDefinitions(
+  text: string,
+  source: string,
+  config: RuntimeConfig,
+  options: ResolveAgentsOptions,
+): ResolvedAgentDefinition[] {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new AgentDefinitionsError(source, `is not valid JSON (${errorMessage(error)})`, { cause: error });
+  }
+  const parsed = AgentsFile.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new AgentDefinitionsError(source, issue === undefined ? "invalid" : describeIssue(issue), {
+      cause: parsed.error,
+    });
+  }
+  try {
+    return resolveAgentDefinitions(parsed.data, config, options);
+  } catch (error) {
+    if (error instanceof ConfigurationError)
+      throw new AgentDefinitionsError(source, error.message, { cause: error });
+    throw error;
+  }
+}
+
+/**
+ * Fills each agent's unset fields from the CLI configuration. The CLI's key and base URL only apply
+ * to agents on the CLI's provider: another provider's come from its own environment variables.
+ */
+export function resolveAgentDefinitions(
+  file: AgentsFile,
+  config: RuntimeConfig,
+  options: ResolveAgentsOptions,
+): ResolvedAgentDefinition[] {
+  const known = new Set(options.knownTools);
+  return file.agents.map((agent, index) => {
+    for (const [toolIndex, tool] of (agent.tools ?? []).entries()) {
+      if (!known.has(tool)) {
+        throw new ConfigurationError(
+          `agents[${index}].tools[${toolIndex}]: unknown tool set "${tool}" (known: ${[...known].join(", ")})`,
+        );
+      }
+    }
+    const provider = agent.provider ?? config.provider;
+    const sameProvider = provider === config.provider;
+    const model = agent.model ?? (sameProvider ? config.model : options.defaultModel?.(provider));
+    if (model === undefined || model === "") {
+      throw new ConfigurationError(
+        `agents[${index}].model: agent "${agent.name}" uses provider ${provider} (the CLI uses ${config.provider}): name its model`,
+      );
+    }
+    const contextWindow =
+      agent.contextWindow ??
+      (agent.model === undefined ? undefined : knownContextWindow(agent.model)) ??
+      config.contextWindow;
+    const baseUrl = agent.baseUrl ?? (sameProvider ? config.baseUrl : undefined);
+    const apiKey = sameProvider ? config.apiKey : undefined;
+    const maxIterations = agent.maxIterations ?? config.maxIterations;
+    const reasoningEffort = agent.reasoningEffort ?? config.reasoningEffort;
+    return {
+      name: agent.name,
+      provider,
+      model,
+      tools: agent.tools ?? [...DEFAULT_AGENT_TOOLS],
+      contextWindow,
+      ...(agent.systemPrompt === undefined ? {} : { systemPrompt: agent.systemPrompt }),
+      ...(baseUrl === undefined ? {} : { baseUrl }),
+      ...(apiKey === undefined ? {} : { apiKey }),
+      ...(maxIterations === undefined ? {} : { maxIterations }),
+      ...(reasoningEffort === undefined ? {} : { reasoningEffort }),
+    };
+  });
+}
+
+function describeIssue(issue: z.core.$ZodIssue): string {
+  const field = issue.path.reduce<string>((text, key) => {
+    if (typeof key === "number") return `${text}[${key}]`;
+    return text === "" ? String(key) : `${text}.${String(key)}`;
+  }, "");
+  if (issue.code === "unrecognized_keys") {
+    const where = field === "" ? "" : `${field}: `;
+    return `${where}unknown field${issue.keys.length === 1 ? "" : "s"} ${issue.keys.map((key) => `"${key}"`).join(", ")}`;
+  }
+  return field === "" ? issue.message : `${field}: ${issue.message}`;
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

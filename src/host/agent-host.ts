@@ -1,0 +1,244 @@
+import type { Agent } from "../agent/agent-types.js";
+import type { Bus, BusMessage, Subscription } from "../bus/bus.js";
+import {
+  type ChatReply,
+  type ControlReply,
+  type ControlRequest,
+  errorReply,
+  parseChatRequest,
+  parseControlRequest,
+} from "../bus/contract.js";
+import { DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
+import { describeFailure, type SessionError } from "./describe-failure.js";
+import { readRequestDepth } from "./request-depth.js";
+import { SessionActor } from "./session-actor.js";
+import { type ManagerTimers, SessionManager, SessionManagerClosedError } from "./session-manager.js";
+
+/** How long `close()` lets running chats finish by default before cancelling them. */
+export const DEFAULT_GRACE_MS = 30_000;
+
+/** What the host hands an agent factory: the session's mailbox, for ToolContext.post. */
+export interface SessionHooks {
+  post(text: string, options?: { type?: string; stackable?: boolean }): void;
+}
+
+/** Builds the agent of one session, restoring its history (see create-session-agent.ts). */
+export type SessionAgentFactory = (agent: string, session: string, hooks: SessionHooks) => Promise<Agent>;
+
+export interface AgentHostOptions {
+  bus: Bus;
+  /** Subject prefix; default `agentloop`. */
+  prefix?: string;
+  /** The agents this host answers for; any other name gets `unknown_agent`. */
+  agents: readonly string[];
+  createAgent: SessionAgentFactory;
+  /** Queue group shared by every host serving these subjects; default `<prefix>_host`. */
+  queueGroup?: string;
+  /** Mailbox limit per session; default 200. */
+  maxQueue?: number;
+  /** Idle sessions are passivated after this long; default 12 h. */
+  idleTimeoutMs?: number;
+  sweepIntervalMs?: number;
+  /** How long `close()` waits for running chats by default (30 s). */
+  graceMs?: number;
+  now?: () => number;
+  timers?: ManagerTimers;
+  /** One-line notices (failed session creations, passivation problems). Default: none. */
+  log?: (line: string) => void;
+}
+
+/**
+ * The agent host (SPEC §10, §11): answers `<prefix>.agents.<agent>.chat` and `.control` in a
+ * queue group, validating every payload (a malformed one gets `bad_request` and the host goes on
+ * serving), and routes each message to its session's actor. Sessions publish their events
+ * through the agent factory's event listener on `<prefix>.events.<agent>.<session>.<Kind>`.
+ */
+export class AgentHost {
+  readonly prefix: string;
+  readonly agents: readonly string[];
+  readonly sessions: SessionManager;
+  readonly #bus: Bus;
+  readonly #agentNames: ReadonlySet<string>;
+  readonly #createAgent: SessionAgentFactory;
+  readonly #queueGroup: string;
+  readonly #maxQueue: number | undefined;
+  readonly #graceMs: number;
+  readonly #now: (() => number) | undefined;
+  readonly #log: (line: string) => void;
+  readonly #inFlight = new Set<Promise<void>>();
+  #subscriptions: Subscription[] = [];
+  #closing: Promise<void> | undefined;
+
+  constructor(options: AgentHostOptions) {
+    this.#bus = options.bus;
+    this.prefix = options.prefix ?? DEFAULT_PREFIX;
+    this.agents = [...options.agents];
+    this.#agentNames = new Set(options.agents);
+    this.#createAgent = options.createAgent;
+    this.#queueGroup = options.queueGroup ?? `${this.prefix.replace(/\./g, "_")}_host`;
+    this.#maxQueue = options.maxQueue;
+    this.#graceMs = options.graceMs ?? DEFAULT_GRACE_MS;
+    this.#now = options.now;
+    this.#log = options.log ?? (() => {});
+    this.sessions = new SessionManager({
+      createSession: (agent, session) => this.#createSession(agent, session),
+      ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
+      ...(options.sweepIntervalMs === undefined ? {} : { sweepIntervalMs: options.sweepIntervalMs }),
+      ...(options.now === undefined ? {} : { now: options.now }),
+      ...(options.timers === undefined ? {} : { timers: options.timers }),
+      log: this.#log,
+    });
+  }
+
+  /** Requests being handled right now. */
+  get inFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  /** Subscribes and starts passivating idle sessions. */
+  start(): this {
+    if (this.#subscriptions.length > 0 || this.#closing !== undefined) return this;
+    const handler = (message: BusMessage) => this.#track(this.#handle(message));
+    const queue = { queue: this.#queueGroup };
+    this.#subscriptions = [
+      this.#bus.subscribe(`${this.prefix}.agents.*.chat`, handler, queue),
+      this.#bus.subscribe(`${this.prefix}.agents.*.control`, handler, queue),
+    ];
+    this.sessions.start();
+    return this;
+  }
+
+  /**
+   * Graceful shutdown: stops accepting requests, lets running chats finish for up to `graceMs`,
+   * then cancels what is left (those callers are answered `cancelled`), waits until every session
+   * has let go of its agent and every reply is sent. The bus stays open (its owner closes it).
+   */
+  close(options: { graceMs?: number } = {}): Promise<void> {
+    this.#closing ??= (async () => {
+      for (const subscription of this.#subscriptions) subscription.unsubscribe();
+      this.#subscriptions = [];
+      await this.sessions.close({ graceMs: options.graceMs ?? this.#graceMs });
+      await Promise.allSettled([...this.#inFlight]);
+      await this.#bus.flush().catch(() => {});
+    })();
+    return this.#closing;
+  }
+
+  async #createSession(agent: string, session: string): Promise<SessionActor> {
+    let actor: SessionActor | undefined;
+    const hooks: SessionHooks = {
+      // Posts before the actor exists cannot happen (tools run inside chats), but stay harmless.
+      post: (text, postOptions) => actor?.post(text, postOptions),
+    };
+    try {
+      const created = await this.#createAgent(agent, session, hooks);
+      actor = new SessionActor({
+        agent: created,
+        ...(this.#maxQueue === undefined ? {} : { maxQueue: this.#maxQueue }),
+        ...(this.#now === undefined ? {} : { now: this.#now }),
+      });
+      return actor;
+    } catch (error) {
+      this.#log(`could not start session ${agent}/${session}: ${describeFailure(error).message}`);
+      throw error;
+    }
+  }
+
+  #track(work: Promise<void>): void {
+    this.#inFlight.add(work);
+    void work.finally(() => this.#inFlight.delete(work));
+  }
+
+  async #handle(message: BusMessage): Promise<void> {
+    try {
+      const route = parseAgentSubject(this.prefix, message.subject);
+      if (route === undefined) {
+        const token = message.subject.split(".").at(-2) ?? "";
+        this.#reply(message, errorReply("bad_request", `invalid agent name ${JSON.stringify(token)}`));
+        return;
+      }
+      if (!this.#agentNames.has(route.agent)) {
+        this.#reply(
+          message,
+          errorReply(
+            "unknown_agent",
+            `no agent named "${route.agent}" (this host serves: ${this.agents.join(", ")})`,
+          ),
+        );
+        return;
+      }
+      if (route.verb === "chat") await this.#handleChat(message, route.agent);
+      else await this.#handleControl(message, route.agent);
+    } catch (error) {
+      // Only a bug gets here: answer `internal` and keep serving.
+      this.#log(`internal error answering ${message.subject}: ${describeFailure(error).message}`);
+      this.#reply(message, errorReply("internal", describeFailure(error).message));
+    }
+  }
+
+  async #handleChat(message: BusMessage, agent: string): Promise<void> {
+    const parsed = parseChatRequest(message.data);
+    if (!parsed.ok) {
+      this.#reply(message, parsed);
+      return;
+    }
+    const request = parsed.value;
+    const echo = request.id === undefined ? {} : { id: request.id };
+    const depth = readRequestDepth(message.data);
+    if (!depth.ok) {
+      this.#reply(message, { ...depth, ...echo });
+      return;
+    }
+    let reply: ChatReply;
+    try {
+      const outcome = await this.sessions.use(agent, request.session, (actor) =>
+        actor.chat({
+          text: request.text,
+          type: request.type,
+          stackable: request.stackable,
+          depth: depth.value,
+        }),
+      );
+      reply = outcome.ok
+        ? { ok: true, session: request.session, result: outcome.result, usage: outcome.usage, ...echo }
+        : { ok: false, error: outcome.error, ...echo };
+    } catch (error) {
+      reply = { ok: false, error: sessionStartError(error), ...echo };
+    }
+    this.#reply(message, reply);
+  }
+
+  async #handleControl(message: BusMessage, agent: string): Promise<void> {
+    const parsed = parseControlRequest(message.data);
+    if (!parsed.ok) {
+      this.#reply(message, parsed);
+      return;
+    }
+    let reply: ControlReply;
+    try {
+      reply = await this.#control(agent, parsed.value);
+    } catch (error) {
+      reply = { ok: false, error: sessionStartError(error) };
+    }
+    this.#reply(message, reply);
+  }
+
+  async #control(agent: string, request: ControlRequest): Promise<ControlReply> {
+    if (request.command === "stop") {
+      // Nothing runs in a session that is not live: no need to build it just to stop it.
+      return this.sessions.find(agent, request.session)?.stop() ?? { ok: true };
+    }
+    if (request.command === "new") return this.sessions.use(agent, request.session, (actor) => actor.reset());
+    return this.sessions.use(agent, request.session, (actor) => actor.compact(request.topic));
+  }
+
+  #reply(message: BusMessage, reply: ChatReply | ControlReply): void {
+    if (message.reply === undefined) return;
+    this.#bus.respond(message, JSON.stringify(reply));
+  }
+}
+
+function sessionStartError(error: unknown): SessionError {
+  if (error instanceof SessionManagerClosedError) return { code: "cancelled", message: error.message };
+  return { code: "internal", message: `cannot start the session: ${describeFailure(error).message}` };
+}

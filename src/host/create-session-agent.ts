@@ -1,0 +1,174 @@
+import type { Agent } from "../agent/agent-types.js";
+import { createAgent } from "../agent/create-agent.js";
+import type { Bus } from "../bus/bus.js";
+import { DEFAULT_PREFIX } from "../bus/subjects.js";
+import { type AgentDatabase, openAgentDatabase } from "../context/agent-database.js";
+import type { ContextHistory } from "../context/context-history.js";
+import { InMemoryContextHistory } from "../context/in-memory-history.js";
+import { SqliteContextHistory } from "../context/sqlite-context-history.js";
+import { createBusEventPublisher } from "../events/publisher.js";
+import type { AgentEvent } from "../events/types.js";
+import { ConfigurationError } from "../llm/configuration-error.js";
+import { createBackend, type ProviderEnvironment } from "../llm/create-backend.js";
+import type { LlmClient } from "../llm/llm-client.js";
+import { RetryingLlmClient } from "../llm/retrying-client.js";
+import type { LlmBackend } from "../llm/types.js";
+import { createAskAgentToolSet } from "../tools/ask-agent.js";
+import { createBuiltinToolSetRegistry, type ToolSetRegistry } from "../tools/builtin/index.js";
+import { createShellToolSet, type ShellToolSetOptions } from "../tools/shell.js";
+import type { ToolSet } from "../tools/tool-set.js";
+import type { ResolvedAgentDefinition } from "./agent-definitions.js";
+import type { SessionAgentFactory } from "./agent-host.js";
+
+export interface SessionAgentFactoryOptions {
+  definitions: readonly ResolvedAgentDefinition[];
+  /** Events go here (`<prefix>.events.<agent>.<session>.<Kind>`), and `ask_agent` asks through it. */
+  bus: Bus;
+  prefix?: string;
+  /** SQLite file of the histories; without it histories live in this process's memory. */
+  db?: string;
+  /** Where provider keys and base URLs are read when a definition has none. */
+  env?: ProviderEnvironment;
+  /** Overrides the backend (tests: a scripted model). Default: {@link createBackend} from the definition. */
+  createBackend?: (definition: ResolvedAgentDefinition) => LlmBackend;
+  /** Builds the LLM client around a backend; default a {@link RetryingLlmClient}. */
+  createClient?: (backend: LlmBackend) => LlmClient;
+  /** Extra event listener besides the bus (e.g. a local logger). */
+  onEvent?: (event: AgentEvent) => void;
+  /** Settings of the opt-in `shell` ToolSet. */
+  shell?: ShellToolSetOptions;
+  /** `ask_agent` settings. */
+  askAgent?: { timeoutMs?: number; maxDepth?: number };
+  /** Injected for deterministic tests. */
+  now?: () => Date;
+  createId?: () => string;
+}
+
+/** The session factory plus what it holds open. */
+export interface SessionAgentFactoryHandle {
+  createAgent: SessionAgentFactory;
+  /** The ToolSet names agents may list (built-ins, `ask_agent`, `shell`). */
+  readonly toolNames: readonly string[];
+  /** Closes the history database. Call after the host has closed. */
+  close(): void;
+}
+
+/**
+ * The registry of every ToolSet a host offers: the built-ins, `ask_agent` (over `bus`, else the
+ * factory context's bus) and the opt-in `shell`. Without any bus, only building `ask_agent` fails,
+ * so `createHostToolSetRegistry().names()` lists what an agents file may name.
+ */
+export function createHostToolSetRegistry(
+  options: Partial<Pick<SessionAgentFactoryOptions, "bus" | "prefix" | "shell" | "askAgent">> & {
+    peers?: readonly string[];
+  } = {},
+): ToolSetRegistry {
+  return createBuiltinToolSetRegistry()
+    .register("ask_agent", (context) => {
+      const bus = options.bus ?? context.bus;
+      if (bus === undefined) throw new ConfigurationError("ask_agent needs a bus to reach the other agents");
+      return createAskAgentToolSet({
+        bus,
+        prefix: options.prefix ?? DEFAULT_PREFIX,
+        ...(context.agent === undefined ? {} : { agent: context.agent }),
+        ...(options.peers === undefined ? {} : { peers: options.peers }),
+        ...options.askAgent,
+      });
+    })
+    .register("shell", () => createShellToolSet(options.shell));
+}
+
+/**
+ * Builds each session's agent from its definition (SPEC §10): per agent, once, the LLM client and
+ * the ToolSet templates (so a bad provider or tool name fails at start); per session, the history
+ * (restored by the agent) and copies of the templates. Events go to the bus. Without a database the
+ * histories stay in memory for the life of the process, so a passivated session still comes back
+ * with its conversation.
+ *
+ * @throws ConfigurationError when an agent's provider cannot be built (e.g. no API key).
+ */
+export function createSessionAgentFactory(options: SessionAgentFactoryOptions): SessionAgentFactoryHandle {
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
+  const registry = createHostToolSetRegistry({
+    ...options,
+    peers: options.definitions.map((definition) => definition.name),
+  });
+  const publish = createBusEventPublisher(options.bus, { prefix });
+  const { onEvent } = options;
+  const onLog =
+    onEvent === undefined
+      ? publish
+      : (event: AgentEvent) => {
+          publish(event);
+          onEvent(event);
+        };
+
+  const agents = new Map<
+    string,
+    { definition: ResolvedAgentDefinition; llm: LlmClient; toolSets: ToolSet[] }
+  >();
+  for (const definition of options.definitions) {
+    const backend =
+      options.createBackend?.(definition) ?? createBackend(backendConfig(definition), options.env);
+    const llm = options.createClient?.(backend) ?? new RetryingLlmClient({ backend });
+    const toolSets = registry.create(definition.tools, { agent: definition.name, bus: options.bus });
+    agents.set(definition.name, { definition, llm, toolSets });
+  }
+
+  let database: AgentDatabase | undefined;
+  const memoryHistories = new Map<string, InMemoryContextHistory>();
+  const historyOf = (agent: string, session: string): ContextHistory => {
+    if (options.db !== undefined) {
+      database ??= openAgentDatabase(options.db);
+      return new SqliteContextHistory({ agent, session, database });
+    }
+    const key = `${agent}/${session}`;
+    let history = memoryHistories.get(key);
+    if (history === undefined) {
+      history = new InMemoryContextHistory();
+      memoryHistories.set(key, history);
+    }
+    return history;
+  };
+
+  const createSessionAgent: SessionAgentFactory = async (agent, session, hooks): Promise<Agent> => {
+    const entry = agents.get(agent);
+    if (entry === undefined) throw new Error(`no agent named "${agent}"`);
+    const { definition, llm, toolSets } = entry;
+    return createAgent({
+      name: agent,
+      session,
+      llm,
+      model: definition.model,
+      toolSets,
+      history: historyOf(agent, session),
+      post: hooks.post,
+      options: {
+        tokenLimit: definition.contextWindow,
+        onLog,
+        ...(definition.systemPrompt === undefined ? {} : { systemPrompt: definition.systemPrompt }),
+        ...(definition.maxIterations === undefined ? {} : { maxIterations: definition.maxIterations }),
+        ...(definition.reasoningEffort === undefined ? {} : { reasoningEffort: definition.reasoningEffort }),
+      },
+      ...(options.now === undefined ? {} : { now: options.now }),
+      ...(options.createId === undefined ? {} : { createId: options.createId }),
+    });
+  };
+
+  return {
+    createAgent: createSessionAgent,
+    toolNames: registry.names(),
+    close: () => {
+      database?.close();
+      database = undefined;
+    },
+  };
+}
+
+function backendConfig(definition: ResolvedAgentDefinition) {
+  return {
+    provider: definition.provider,
+    ...(definition.apiKey === undefined ? {} : { apiKey: definition.apiKey }),
+    ...(definition.baseUrl === undefined ? {} : { baseUrl: definition.baseUrl }),
+  };
+}

@@ -1,0 +1,86 @@
+import type { Bus } from "../bus/bus.js";
+import { ensureEventStream } from "../bus/event-log.js";
+import { NatsBus } from "../bus/nats-bus.js";
+import type { RuntimeConfig } from "../cli/cli-context.js";
+import type { AgentEvent } from "../events/types.js";
+import type { ProviderEnvironment } from "../llm/create-backend.js";
+import type { ResolvedAgentDefinition } from "./agent-definitions.js";
+import { AgentHost } from "./agent-host.js";
+import { createSessionAgentFactory } from "./create-session-agent.js";
+
+export interface HostServiceOptions {
+  bus: Bus;
+  definitions: readonly ResolvedAgentDefinition[];
+  config: RuntimeConfig;
+  env?: ProviderEnvironment;
+  /** One-line notices for the operator (stderr in the CLI). */
+  log: (line: string) => void;
+  /** Extra listener for every event (e.g. an in-process logger). */
+  onEvent?: (event: AgentEvent) => void;
+  /** Passed to the host (tests shorten them). */
+  idleTimeoutMs?: number;
+  graceMs?: number;
+}
+
+/** A running agent host with what it holds open. */
+export interface HostService {
+  host: AgentHost;
+  /** Graceful: running chats finish (up to the grace period), then the history database closes. */
+  close(): Promise<void>;
+}
+
+/**
+ * What `serve` and `up` share: the session factory (providers and ToolSets checked now, so a bad
+ * configuration fails at start), the JetStream event log when the bus is NATS (so `tail --since`
+ * can replay; a server without JetStream only costs the log), and the host itself.
+ *
+ * @throws ConfigurationError when an agent's provider cannot be built.
+ */
+export async function startHostService(options: HostServiceOptions): Promise<HostService> {
+  const { bus, config } = options;
+  const factory = createSessionAgentFactory({
+    definitions: options.definitions,
+    bus,
+    prefix: config.prefix,
+    ...(config.db === undefined ? {} : { db: config.db }),
+    ...(options.env === undefined ? {} : { env: options.env }),
+    ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
+  });
+  if (bus instanceof NatsBus) {
+    try {
+      await ensureEventStream(bus.connection, { prefix: config.prefix });
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      options.log(
+        `no event log (JetStream): ${reason}; events are still published, tail --since cannot replay them`,
+      );
+    }
+  }
+  const host = new AgentHost({
+    bus,
+    prefix: config.prefix,
+    agents: options.definitions.map((definition) => definition.name),
+    createAgent: factory.createAgent,
+    log: options.log,
+    ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
+    ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
+  }).start();
+  return {
+    host,
+    close: async () => {
+      await host.close();
+      factory.close();
+    },
+  };
+}
+
+/** `bot, helper (demo model: offline and deterministic)`: the agents line `serve` and `up` print. */
+export function describeAgents(definitions: readonly ResolvedAgentDefinition[]): string {
+  const names = definitions.map((definition) => {
+    const model =
+      definition.provider === "demo" ? "demo model" : `${definition.provider} ${definition.model}`;
+    return `${definition.name} (${model})`;
+  });
+  const isDemo = definitions.some((definition) => definition.provider === "demo");
+  return `${names.join(", ")}${isDemo ? " — the demo model is offline and deterministic: set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real one" : ""}`;
+}

@@ -1,0 +1,295 @@
+import { type Actor, createActor, fromPromise } from "xstate";
+import {
+  type ChatOutput,
+  type CompactOutput,
+  type DropReason,
+  type MailboxMessage,
+  type MessageOutput,
+  type ResetOutput,
+  sessionMachine,
+} from "../../machines/session.machine.js";
+import type { Agent } from "../agent/agent-types.js";
+import type { TokenUsage } from "../llm/types.js";
+import { describeFailure, type SessionError } from "./describe-failure.js";
+
+/** The answer to a chat message. */
+export type ChatOutcome =
+  | { ok: true; result: string; usage: TokenUsage }
+  | { ok: false; error: SessionError };
+
+/** The answer to a command (`new`, `compact`, `stop`). */
+export type CommandOutcome = { ok: true } | { ok: false; error: SessionError };
+
+export interface SessionChatRequest {
+  text: string;
+  /** Default "user". Stackable messages coalesce with a queued one of the same type. */
+  type?: string;
+  /** Default false. A stackable message may be replaced by a later one (answered `cancelled`). */
+  stackable?: boolean;
+  /** Depth of nested agent-to-agent calls (ask_agent). Default 0. */
+  depth?: number;
+}
+
+export interface SessionActorOptions {
+  agent: Agent;
+  /** Mailbox limit; default 200 (SPEC §10). */
+  maxQueue?: number;
+  /** Injected clock (ms since the epoch) for idleness. */
+  now?: () => number;
+  /** Message ids; default a counter. */
+  createId?: () => string;
+}
+
+type Settlement = { ok: true; output: MessageOutput } | { ok: false; error: SessionError };
+
+interface Waiter {
+  settle(settlement: Settlement): void;
+  /** Passivation's own compaction does not count as activity. */
+  touches: boolean;
+}
+
+let nextActorNumber = 0;
+
+/**
+ * One session as an actor (SPEC §10): the session machine (the mailbox) in front of one agent,
+ * plus the callers waiting for answers. The machine holds only serialisable message data; the
+ * waiters live here, keyed by message id, and are answered from what the machine emits.
+ *
+ * The agent is used by one operation at a time, even across `stop`: a cancelled chat may still be
+ * writing its last messages to history when the next message starts, so each operation waits for
+ * the previous one to settle ("nothing half-written").
+ */
+export class SessionActor {
+  readonly agent: Agent;
+  readonly #actor: Actor<typeof sessionMachine>;
+  readonly #waiters = new Map<string, Waiter>();
+  readonly #now: () => number;
+  readonly #createId: () => string;
+  #work: Promise<unknown> = Promise.resolve();
+  #lastActivityAt: number;
+  #cancelReason = "cancelled by stop";
+  #idleWaiters: (() => void)[] = [];
+
+  constructor(options: SessionActorOptions) {
+    const { agent } = options;
+    this.agent = agent;
+    this.#now = options.now ?? Date.now;
+    const prefix = `m${nextActorNumber++}-`;
+    let counter = 0;
+    this.#createId = options.createId ?? (() => `${prefix}${++counter}`);
+    this.#lastActivityAt = this.#now();
+
+    const machine = sessionMachine.provide({
+      actors: {
+        runChat: fromPromise<ChatOutput, Extract<MailboxMessage, { kind: "chat" }>>(({ input, signal }) =>
+          this.#exclusive(signal, () => agent.chat(input.text, { signal, depth: input.depth })),
+        ),
+        runCompact: fromPromise<CompactOutput, Extract<MailboxMessage, { kind: "compact" }>>(
+          ({ input, signal }) =>
+            this.#exclusive(signal, async () => ({
+              compacted: await agent.compact(input.topic, { signal }),
+            })),
+        ),
+        // Not cancellable on purpose (the machine does not leave `resetting` on stop).
+        runReset: fromPromise<ResetOutput, Extract<MailboxMessage, { kind: "new" }>>(() =>
+          this.#exclusive(undefined, async () => {
+            await agent.reset();
+            return { reset: true as const };
+          }),
+        ),
+      },
+    });
+    this.#actor = createActor(machine, {
+      input: options.maxQueue === undefined ? {} : { maxQueue: options.maxQueue },
+    });
+    this.#actor.on("message.completed", (event) =>
+      this.#settle(event.id, { ok: true, output: event.output }),
+    );
+    this.#actor.on("message.failed", (event) =>
+      this.#settle(event.id, { ok: false, error: describeFailure(event.error) }),
+    );
+    this.#actor.on("message.dropped", (event) => {
+      const error = this.#dropError(event.reason);
+      for (const id of event.ids) this.#settle(id, { ok: false, error });
+    });
+    this.#actor.subscribe({
+      next: (snapshot) => {
+        if (snapshot.value === "idle" || snapshot.status !== "active") this.#releaseIdleWaiters();
+      },
+      error: () => this.#releaseIdleWaiters(),
+    });
+    this.#actor.start();
+  }
+
+  get name(): string {
+    return this.agent.name;
+  }
+
+  get session(): string {
+    return this.agent.session;
+  }
+
+  /** The mailbox state: idle, processing, compacting, resetting or stopped. */
+  get state(): string {
+    return String(this.#actor.getSnapshot().value);
+  }
+
+  /** Nothing running and nothing queued. */
+  get isIdle(): boolean {
+    return this.#actor.getSnapshot().value === "idle";
+  }
+
+  get isStopped(): boolean {
+    return this.#actor.getSnapshot().status !== "active";
+  }
+
+  /** Messages waiting behind the running one. */
+  get queueLength(): number {
+    return this.#actor.getSnapshot().context.queue.length;
+  }
+
+  /** When a message last arrived or was answered (passivation's own compaction excluded). */
+  get lastActivityAt(): number {
+    return this.#lastActivityAt;
+  }
+
+  /** The machine's persisted snapshot (plain JSON: the queue and the running message). */
+  getPersistedSnapshot(): unknown {
+    return this.#actor.getPersistedSnapshot();
+  }
+
+  /** Queues a chat message; resolves with its result, or why it was not processed. */
+  chat(request: SessionChatRequest): Promise<ChatOutcome> {
+    return this.#enqueue(
+      (id) => ({
+        kind: "chat",
+        id,
+        text: request.text,
+        type: request.type ?? "user",
+        stackable: request.stackable ?? false,
+        depth: request.depth ?? 0,
+      }),
+      true,
+    ).then((settlement) => {
+      if (!settlement.ok) return settlement;
+      const { result, usage } = settlement.output as ChatOutput;
+      return { ok: true, result, usage };
+    });
+  }
+
+  /** `chatAndWait`: a message that is never coalesced, resolved with the chat's result. */
+  chatAndWait(text: string, options: { depth?: number } = {}): Promise<ChatOutcome> {
+    return this.chat({
+      text,
+      stackable: false,
+      ...(options.depth === undefined ? {} : { depth: options.depth }),
+    });
+  }
+
+  /** Fire-and-forget (ToolContext.post): background task results arrive this way. */
+  post(text: string, options: { type?: string; stackable?: boolean } = {}): void {
+    void this.chat({ text, ...options });
+  }
+
+  /** Queues `/compact [topic]`. `touch: false` (passivation) does not count as activity. */
+  compact(topic?: string, options: { touch?: boolean } = {}): Promise<CommandOutcome> {
+    const touches = options.touch ?? true;
+    return this.#enqueue(
+      (id) => (topic === undefined ? { kind: "compact", id } : { kind: "compact", id, topic }),
+      touches,
+    ).then((settlement) => {
+      if (!settlement.ok) return settlement;
+      if ((settlement.output as CompactOutput).compacted) return { ok: true };
+      return {
+        ok: false,
+        error: {
+          code: "llm_error",
+          message: "compaction failed: the summary was empty or the request failed",
+        },
+      };
+    });
+  }
+
+  /** Queues `/new`: clears context, history and ToolSet state. */
+  reset(): Promise<CommandOutcome> {
+    return this.#enqueue((id) => ({ kind: "new", id }), true).then((settlement) =>
+      settlement.ok ? { ok: true } : settlement,
+    );
+  }
+
+  /** Out of band: cancels the running chat or compaction and answers every queued message `cancelled`. */
+  stop(): CommandOutcome {
+    this.#lastActivityAt = this.#now();
+    this.#cancelReason = "cancelled by stop";
+    this.#actor.send({ type: "stop" });
+    return { ok: true };
+  }
+
+  /** Resolves once nothing is running or queued (or the session has stopped). */
+  whenIdle(): Promise<void> {
+    if (this.isIdle || this.isStopped) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  /**
+   * Stops the session: what runs is cancelled, what waits is answered `cancelled`. Resolves when the
+   * agent's last operation has settled, so nothing is left half-written.
+   */
+  async shutdown(reason = "the session was shut down"): Promise<void> {
+    if (!this.isStopped) {
+      this.#cancelReason = reason;
+      this.#actor.send({ type: "shutdown" });
+    }
+    this.#actor.stop();
+    await this.#work;
+  }
+
+  #enqueue(build: (id: string) => MailboxMessage, touches: boolean): Promise<Settlement> {
+    if (this.isStopped) {
+      return Promise.resolve({ ok: false, error: { code: "cancelled", message: "the session is stopped" } });
+    }
+    if (touches) this.#lastActivityAt = this.#now();
+    const message = build(this.#createId());
+    return new Promise<Settlement>((resolve) => {
+      this.#waiters.set(message.id, { settle: resolve, touches });
+      this.#actor.send({ type: "enqueue", message });
+    });
+  }
+
+  #settle(id: string, settlement: Settlement): void {
+    const waiter = this.#waiters.get(id);
+    if (waiter === undefined) return;
+    this.#waiters.delete(id);
+    if (waiter.touches) this.#lastActivityAt = this.#now();
+    waiter.settle(settlement);
+  }
+
+  #dropError(reason: DropReason): SessionError {
+    if (reason === "queue_overflow") {
+      return {
+        code: "queue_overflow",
+        message: `dropped: more than ${this.#actor.getSnapshot().context.maxQueue} messages were queued for the session`,
+      };
+    }
+    if (reason === "superseded") {
+      return { code: "cancelled", message: "superseded by a newer stackable message of the same type" };
+    }
+    return { code: "cancelled", message: this.#cancelReason };
+  }
+
+  /** Runs `operation` after the previous agent operation settled; skips it if already cancelled. */
+  #exclusive<T>(signal: AbortSignal | undefined, operation: () => Promise<T>): Promise<T> {
+    const run = this.#work.then(() => {
+      if (signal?.aborted) throw new Error("cancelled before it started");
+      return operation();
+    });
+    this.#work = run.catch(() => undefined);
+    return run;
+  }
+
+  #releaseIdleWaiters(): void {
+    const waiters = this.#idleWaiters;
+    this.#idleWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+}

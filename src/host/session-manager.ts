@@ -1,0 +1,223 @@
+import pLimit from "p-limit";
+import type { SessionActor } from "./session-actor.js";
+
+/** Idle sessions are passivated after this long by default (SPEC §10). */
+export const DEFAULT_IDLE_TIMEOUT_MS = 12 * 60 * 60 * 1000;
+
+/** The longest pause between two idleness checks. */
+const MAX_SWEEP_INTERVAL_MS = 60_000;
+
+/** How many sessions are compacted at once when many go idle together. */
+const PASSIVATION_CONCURRENCY = 4;
+
+/** Timers the manager uses, injected so tests control time. */
+export interface ManagerTimers {
+  setInterval(callback: () => void, ms: number): unknown;
+  clearInterval(handle: unknown): void;
+  setTimeout(callback: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+const realTimers: ManagerTimers = {
+  setInterval: (callback, ms) => {
+    const handle = setInterval(callback, ms);
+    handle.unref();
+    return handle;
+  },
+  clearInterval: (handle) => clearInterval(handle as NodeJS.Timeout),
+  setTimeout: (callback, ms) => setTimeout(callback, ms),
+  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
+
+export interface SessionManagerOptions {
+  /** Builds a session from its agent definition, restoring its history. May reject: retried next time. */
+  createSession(agent: string, session: string): Promise<SessionActor>;
+  /** Idle time before a session is passivated; default 12 h. */
+  idleTimeoutMs?: number;
+  /** How often idleness is checked; default min(idle timeout, 1 min). `start()` begins checking. */
+  sweepIntervalMs?: number;
+  /** Clock in ms since the epoch. */
+  now?: () => number;
+  timers?: ManagerTimers;
+  /** One-line notices (a failed passivation compaction, a failed creation). Default: none. */
+  log?: (line: string) => void;
+}
+
+/** The host is closing: no session is created any more. */
+export class SessionManagerClosedError extends Error {
+  constructor() {
+    super("the host is shutting down");
+    this.name = new.target.name;
+  }
+}
+
+/**
+ * Owns the live sessions (SPEC §10). A session is created on first use; concurrent first uses
+ * share one creation and a failed creation is forgotten, so the next use tries again. Idle
+ * sessions are passivated: compacted (a failure is logged and eviction goes on, the history is
+ * already persisted), checked for idleness again (a message may have arrived meanwhile), then
+ * stopped. The next message builds the session again from its history.
+ */
+export class SessionManager {
+  readonly #createSession: (agent: string, session: string) => Promise<SessionActor>;
+  readonly #idleTimeoutMs: number;
+  readonly #sweepIntervalMs: number;
+  readonly #now: () => number;
+  readonly #timers: ManagerTimers;
+  readonly #log: (line: string) => void;
+  readonly #live = new Map<string, SessionActor>();
+  readonly #creating = new Map<string, Promise<SessionActor>>();
+  /** Shutdowns in progress: a new instance waits for the old one to let go of the history. */
+  readonly #stopping = new Map<string, Promise<void>>();
+  readonly #passivating = new Set<string>();
+  #sweepHandle: unknown;
+  #sweeping: Promise<number> | undefined;
+  #isClosed = false;
+
+  constructor(options: SessionManagerOptions) {
+    this.#createSession = options.createSession;
+    this.#idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+    this.#sweepIntervalMs =
+      options.sweepIntervalMs ?? Math.max(1, Math.min(this.#idleTimeoutMs, MAX_SWEEP_INTERVAL_MS));
+    this.#now = options.now ?? Date.now;
+    this.#timers = options.timers ?? realTimers;
+    this.#log = options.log ?? (() => {});
+  }
+
+  /** Live sessions. */
+  get size(): number {
+    return this.#live.size;
+  }
+
+  /** Starts the periodic idleness check. */
+  start(): void {
+    if (this.#sweepHandle !== undefined || this.#isClosed) return;
+    this.#sweepHandle = this.#timers.setInterval(() => void this.sweep(), this.#sweepIntervalMs);
+  }
+
+  /** The live session, without creating one. */
+  find(agent: string, session: string): SessionActor | undefined {
+    const actor = this.#live.get(keyOf(agent, session));
+    return actor === undefined || actor.isStopped ? undefined : actor;
+  }
+
+  /** The session, created (from its history) on first use. */
+  get(agent: string, session: string): Promise<SessionActor> {
+    if (this.#isClosed) return Promise.reject(new SessionManagerClosedError());
+    const key = keyOf(agent, session);
+    const live = this.#live.get(key);
+    if (live !== undefined && !live.isStopped) return Promise.resolve(live);
+    const pending = this.#creating.get(key);
+    if (pending !== undefined) return pending;
+    const creation = (async () => {
+      await this.#stopping.get(key);
+      if (this.#isClosed) throw new SessionManagerClosedError();
+      return this.#createSession(agent, session);
+    })().then(
+      (actor) => {
+        this.#creating.delete(key);
+        if (this.#isClosed) {
+          void actor.shutdown("the host is shutting down");
+          throw new SessionManagerClosedError();
+        }
+        this.#live.set(key, actor);
+        return actor;
+      },
+      (error: unknown) => {
+        this.#creating.delete(key);
+        throw error;
+      },
+    );
+    this.#creating.set(key, creation);
+    return creation;
+  }
+
+  /**
+   * Calls `use` with the live session in the same tick as the check that it is running, so a
+   * passivation that stops it cannot slip in between (a stopped one is replaced by a fresh one).
+   */
+  async use<T>(agent: string, session: string, use: (actor: SessionActor) => T): Promise<T> {
+    for (;;) {
+      const actor = await this.get(agent, session);
+      if (!actor.isStopped) return use(actor);
+      if (this.#live.get(keyOf(agent, session)) === actor) this.#live.delete(keyOf(agent, session));
+    }
+  }
+
+  /** Passivates every session idle for longer than the timeout; resolves with how many were stopped. */
+  sweep(): Promise<number> {
+    this.#sweeping ??= this.#sweep().finally(() => {
+      this.#sweeping = undefined;
+    });
+    return this.#sweeping;
+  }
+
+  /**
+   * Stops accepting new sessions, lets running work finish for up to `graceMs`, then shuts every
+   * session down (what still runs is cancelled and answered `cancelled`).
+   */
+  async close(options: { graceMs?: number } = {}): Promise<void> {
+    this.#isClosed = true;
+    if (this.#sweepHandle !== undefined) this.#timers.clearInterval(this.#sweepHandle);
+    this.#sweepHandle = undefined;
+    await Promise.allSettled([...this.#creating.values()]);
+    const actors = [...this.#live.values()];
+    const graceMs = options.graceMs ?? 0;
+    if (graceMs > 0) {
+      let handle: unknown;
+      const expired = new Promise<void>((resolve) => {
+        handle = this.#timers.setTimeout(resolve, graceMs);
+      });
+      await Promise.race([Promise.all(actors.map((actor) => actor.whenIdle())), expired]);
+      this.#timers.clearTimeout(handle);
+    }
+    this.#live.clear();
+    await Promise.all([
+      ...actors.map((actor) => actor.shutdown("the host is shutting down")),
+      ...this.#stopping.values(),
+    ]);
+  }
+
+  async #sweep(): Promise<number> {
+    const limit = pLimit(PASSIVATION_CONCURRENCY);
+    const candidates = [...this.#live.entries()].filter(([, actor]) => this.#isPassivatable(actor));
+    const results = await Promise.all(
+      candidates.map(([key, actor]) => limit(() => this.#passivate(key, actor))),
+    );
+    return results.filter(Boolean).length;
+  }
+
+  #isPassivatable(actor: SessionActor): boolean {
+    return actor.isIdle && this.#now() - actor.lastActivityAt >= this.#idleTimeoutMs;
+  }
+
+  async #passivate(key: string, actor: SessionActor): Promise<boolean> {
+    if (this.#passivating.has(key)) return false;
+    this.#passivating.add(key);
+    try {
+      // Nothing to summarise in an empty (or already one-message) context: skip the model call.
+      if (actor.agent.messages.length > 1) {
+        const outcome = await actor.compact(undefined, { touch: false });
+        if (!outcome.ok) {
+          this.#log(
+            `passivating ${key}: compaction failed (${outcome.error.message}); stopping it anyway, its history is saved`,
+          );
+        }
+      }
+      if (this.#isClosed || this.#live.get(key) !== actor || !this.#isPassivatable(actor)) return false;
+      this.#live.delete(key);
+      const stopping = actor.shutdown("the session was passivated").finally(() => {
+        if (this.#stopping.get(key) === stopping) this.#stopping.delete(key);
+      });
+      this.#stopping.set(key, stopping);
+      await stopping;
+      return true;
+    } finally {
+      this.#passivating.delete(key);
+    }
+  }
+}
+
+function keyOf(agent: string, session: string): string {
+  return `${agent}/${session}`;
+}

@@ -1,0 +1,133 @@
+import { createHash } from "node:crypto";
+import { z } from "zod";
+import type { Bus, BusMessage } from "../bus/bus.js";
+import { BusTimeoutError, NoRespondersError } from "../bus/bus-errors.js";
+import { parseChatReply } from "../bus/contract.js";
+import { chatSubject, DEFAULT_PREFIX, NAME_PATTERN } from "../bus/subjects.js";
+import { createToolSet, type StatefulToolSet } from "./create-tool-set.js";
+import { defineTool } from "./define-tool.js";
+import { ToolCancelledError, ToolError } from "./tool-errors.js";
+
+/** Nested agent-to-agent calls allowed below a user's message (SPEC §6.3). */
+export const DEFAULT_ASK_AGENT_MAX_DEPTH = 3;
+
+/** How long `ask_agent` waits for the other agent's reply by default. */
+export const DEFAULT_ASK_AGENT_TIMEOUT_MS = 5 * 60 * 1000;
+
+const TOOL_NAME = "ask_agent";
+
+export const AskAgentArguments = z.object({
+  agent: z
+    .string()
+    .regex(NAME_PATTERN, { error: "an agent name: letters, digits, _ and -" })
+    .describe("The name of the agent to ask."),
+  message: z.string().min(1).describe("The complete question or task: the other agent sees nothing else."),
+});
+export type AskAgentArguments = z.infer<typeof AskAgentArguments>;
+
+export interface AskAgentToolSetOptions {
+  bus: Bus;
+  /** Subject prefix; default `agentloop`. */
+  prefix?: string;
+  /** The agent the set belongs to; defaults to the calling chat's agent. Asking it is refused. */
+  agent?: string;
+  /** Other agents worth mentioning to the model (the description lists them). */
+  peers?: readonly string[];
+  /** Default 3: a chat at this depth may not ask further. */
+  maxDepth?: number;
+  /** Default 5 minutes. */
+  timeoutMs?: number;
+}
+
+/**
+ * The `ask_agent` ToolSet (SPEC §6.3): `{ agent, message }` asks another agent over the bus
+ * (request/reply on its chat subject) and returns its answer. The other agent's session is derived
+ * from the caller's (`<callerAgent>-<callerSession>`), so a conversation between two agents keeps
+ * its context from one question to the next. The request carries `depth` (the caller's + 1), and a
+ * chat at `maxDepth` may not ask again, so agents asking each other cannot recurse without end.
+ */
+export function createAskAgentToolSet(options: AskAgentToolSetOptions): StatefulToolSet<undefined> {
+  const { bus } = options;
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
+  const maxDepth = options.maxDepth ?? DEFAULT_ASK_AGENT_MAX_DEPTH;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_ASK_AGENT_TIMEOUT_MS;
+  const peers = (options.peers ?? []).filter((peer) => peer !== options.agent);
+  const known = peers.length > 0 ? ` Agents you can ask: ${peers.join(", ")}.` : "";
+
+  const tool = defineTool({
+    name: TOOL_NAME,
+    description: `Asks another agent a question and returns its answer. The other agent does not see this conversation: put everything it needs in the message.${known}`,
+    parameters: AskAgentArguments,
+    execute: async ({ agent, message }, context) => {
+      const self = options.agent ?? context.agent;
+      if (agent === self) {
+        throw new ToolError(`an agent may not ask itself ("${agent}"): answer directly instead`, {
+          toolName: TOOL_NAME,
+        });
+      }
+      const depth = context.depth ?? 0;
+      if (depth >= maxDepth) {
+        throw new ToolError(
+          `cannot ask "${agent}": nested agent calls are capped at depth ${maxDepth} and this chat is at depth ${depth}`,
+          { toolName: TOOL_NAME },
+        );
+      }
+      const request = {
+        session: askAgentSession(context.agent, context.session),
+        text: message,
+        depth: depth + 1,
+      };
+      let reply: BusMessage;
+      try {
+        reply = await bus.request(chatSubject(prefix, agent), JSON.stringify(request), {
+          timeoutMs,
+          signal: context.signal,
+        });
+      } catch (error) {
+        throw requestError(agent, error, context.signal, timeoutMs);
+      }
+      const parsed = parseChatReply(reply.data);
+      if (!parsed.ok) {
+        throw new ToolError(`agent "${agent}" sent an unreadable reply (${parsed.error.message})`, {
+          toolName: TOOL_NAME,
+        });
+      }
+      if (!parsed.value.ok) {
+        const { code, message: reason } = parsed.value.error;
+        throw new ToolError(`agent "${agent}" could not answer (${code}): ${reason}`, {
+          toolName: TOOL_NAME,
+        });
+      }
+      return parsed.value.result;
+    },
+  });
+
+  return createToolSet({ name: TOOL_NAME, tools: [tool] });
+}
+
+/**
+ * The session an agent's questions go to: `<callerAgent>-<callerSession>`, shortened with a hash
+ * when that would break the 64-character name limit (two callers never share a session).
+ */
+export function askAgentSession(callerAgent: string, callerSession: string): string {
+  const name = `${callerAgent}-${callerSession}`;
+  if (name.length <= 64) return name;
+  const hash = createHash("sha256").update(name).digest("hex").slice(0, 12);
+  return `${name.slice(0, 64 - hash.length - 1)}-${hash}`;
+}
+
+function requestError(agent: string, error: unknown, signal: AbortSignal, timeoutMs: number): Error {
+  if (signal.aborted) return new ToolCancelledError(TOOL_NAME);
+  if (error instanceof BusTimeoutError) {
+    const limit = timeoutMs < 1_000 ? `${timeoutMs} ms` : `${Math.round(timeoutMs / 1000)} s`;
+    return new ToolError(`agent "${agent}" did not answer within ${limit}`, {
+      toolName: TOOL_NAME,
+      cause: error,
+    });
+  }
+  if (error instanceof NoRespondersError) {
+    return new ToolError(`no host serves agent "${agent}"`, { toolName: TOOL_NAME, cause: error });
+  }
+  const reason = error instanceof Error ? error.message : String(error);
+  return new ToolError(`asking agent "${agent}" failed: ${reason}`, { toolName: TOOL_NAME, cause: error });
+}

@@ -1,0 +1,242 @@
+import { spawn } from "node:child_process";
+import { isAbsolute, relative, resolve } from "node:path";
+import { z } from "zod";
+import type { ToolCall, ToolDefinition } from "../llm/types.js";
+import { BackgroundTasks } from "./background-tasks.js";
+import { defineTool, type Tool } from "./define-tool.js";
+import { ToolCancelledError, ToolError, ToolNotFoundError } from "./tool-errors.js";
+import type { ToolContext, ToolSet } from "./tool-set.js";
+
+const TOOL_NAME = "shell";
+
+/** Default foreground timeout. */
+export const DEFAULT_SHELL_TIMEOUT_MS = 60_000;
+/** The longest timeout the model may ask for. */
+export const MAX_SHELL_TIMEOUT_MS = 30 * 60 * 1000;
+/** Output kept per command (stdout and stderr interleaved), before the runner's own cap. */
+export const DEFAULT_SHELL_MAX_OUTPUT_CHARS = 6_000;
+
+export const ShellArguments = z.object({
+  command: z.string().min(1).describe("The command line, run by /bin/sh -c."),
+  cwd: z
+    .string()
+    .optional()
+    .describe("Working directory, relative to the workspace (default: the workspace)."),
+  timeoutSeconds: z
+    .number()
+    .positive()
+    .max(MAX_SHELL_TIMEOUT_MS / 1000)
+    .optional()
+    .describe("Kill the command after this many seconds (default 60)."),
+  background: z
+    .boolean()
+    .optional()
+    .describe(
+      "Run in the background: returns a task id now; the result arrives later as a task_result message.",
+    ),
+});
+export type ShellArguments = z.infer<typeof ShellArguments>;
+
+export interface ShellToolSetOptions {
+  /** The workspace: commands run here, and `cwd` may not leave it. Default: the process's cwd. */
+  workingDirectory?: string;
+  /** Default 60 s. */
+  timeoutMs?: number;
+  /** Default 6,000 characters. */
+  maxOutputChars?: number;
+  /** Environment of the commands; default the host's. */
+  env?: NodeJS.ProcessEnv;
+  /** Default `/bin/sh`. */
+  shell?: string;
+  /** Task ids (injected for tests). */
+  createTaskId?: () => string;
+}
+
+/** What one command did. */
+export interface ShellRun {
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  timedOut: boolean;
+  output: string;
+  truncated: boolean;
+}
+
+/**
+ * The opt-in `shell` ToolSet: runs a command in the workspace with a timeout and a cap on its
+ * output, in the foreground (the result is the tool's) or in the background (a task id now, a
+ * `task_result` message later). Not a sandbox: the command has the host's rights. Each session
+ * gets its own copy, so `reset()` cancels only that session's background commands.
+ */
+export function createShellToolSet(options: ShellToolSetOptions = {}): ToolSet {
+  return new ShellToolSet(options);
+}
+
+class ShellToolSet implements ToolSet {
+  readonly name = TOOL_NAME;
+  readonly #options: ShellToolSetOptions;
+  readonly #workspace: string;
+  readonly #tasks: BackgroundTasks;
+  readonly #tool: Tool;
+
+  constructor(options: ShellToolSetOptions) {
+    this.#options = options;
+    this.#workspace = resolve(options.workingDirectory ?? process.cwd());
+    this.#tasks = new BackgroundTasks(
+      options.createTaskId === undefined ? {} : { createId: options.createTaskId },
+    );
+    this.#tool = defineTool({
+      name: TOOL_NAME,
+      description:
+        "Runs a shell command in the workspace and returns its exit code and output (stdout and stderr, capped). " +
+        "Use background: true for long commands.",
+      parameters: ShellArguments,
+      execute: (args, context) => this.#execute(args, context),
+    });
+  }
+
+  tools(): ToolDefinition[] {
+    return [this.#tool.definition];
+  }
+
+  invoke(call: ToolCall, context: ToolContext): Promise<string> {
+    if (call.name !== TOOL_NAME) return Promise.reject(new ToolNotFoundError(call.name));
+    return this.#tool.invoke(call.arguments, context);
+  }
+
+  prompt(): string {
+    return `You can run shell commands with the \`shell\` tool; they run in ${this.#workspace}.`;
+  }
+
+  iterationPromptInjection(): string {
+    const running = this.#tasks.running;
+    return running.length === 0 ? "" : `Background shell tasks still running: ${running.join(", ")}.`;
+  }
+
+  copy(): ToolSet {
+    return new ShellToolSet(this.#options);
+  }
+
+  reset(): void {
+    this.#tasks.cancelAll();
+  }
+
+  async #execute(args: ShellArguments, context: ToolContext): Promise<string> {
+    const cwd = this.#resolveCwd(args.cwd);
+    const timeoutMs =
+      args.timeoutSeconds === undefined
+        ? (this.#options.timeoutMs ?? DEFAULT_SHELL_TIMEOUT_MS)
+        : args.timeoutSeconds * 1000;
+    if (args.background === true) {
+      const id = this.#tasks.start(
+        context,
+        async (signal) => formatShellRun(await this.#run(args.command, cwd, timeoutMs, signal), timeoutMs),
+        { label: args.command },
+      );
+      return `started background task ${id}; its result will arrive as a task_result message`;
+    }
+    const run = await this.#run(args.command, cwd, timeoutMs, context.signal);
+    if (context.signal.aborted) throw new ToolCancelledError(TOOL_NAME);
+    return formatShellRun(run, timeoutMs);
+  }
+
+  #resolveCwd(cwd: string | undefined): string {
+    if (cwd === undefined || cwd === "") return this.#workspace;
+    const target = resolve(this.#workspace, cwd);
+    const inside = relative(this.#workspace, target);
+    if (inside.startsWith("..") || isAbsolute(inside)) {
+      throw new ToolError(`cwd must stay inside the workspace ${this.#workspace}`, { toolName: TOOL_NAME });
+    }
+    return target;
+  }
+
+  #run(command: string, cwd: string, timeoutMs: number, signal: AbortSignal): Promise<ShellRun> {
+    return runShellCommand(command, {
+      cwd,
+      timeoutMs,
+      signal,
+      maxOutputChars: this.#options.maxOutputChars ?? DEFAULT_SHELL_MAX_OUTPUT_CHARS,
+      shell: this.#options.shell ?? "/bin/sh",
+      env: this.#options.env ?? process.env,
+    });
+  }
+}
+
+/**
+ * Runs `command` with `shell -c` in its own process group, so a timeout or an abort kills the
+ * whole pipeline, not just the shell. Output beyond `maxOutputChars` is dropped (and flagged).
+ * Rejects only when the process cannot be started (e.g. the directory does not exist).
+ */
+export function runShellCommand(
+  command: string,
+  options: {
+    cwd: string;
+    timeoutMs: number;
+    signal: AbortSignal;
+    maxOutputChars: number;
+    shell: string;
+    env: NodeJS.ProcessEnv;
+  },
+): Promise<ShellRun> {
+  return new Promise((resolvePromise, reject) => {
+    let output = "";
+    let truncated = false;
+    let timedOut = false;
+    const child = spawn(options.shell, ["-c", command], {
+      cwd: options.cwd,
+      env: options.env,
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const kill = () => {
+      if (child.pid === undefined || child.exitCode !== null) return;
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    };
+    const collect = (chunk: Buffer) => {
+      if (truncated) return;
+      const text = chunk.toString("utf8");
+      const room = options.maxOutputChars - output.length;
+      if (text.length > room) {
+        output += text.slice(0, Math.max(0, room));
+        truncated = true;
+      } else output += text;
+    };
+    child.stdout.on("data", collect);
+    child.stderr.on("data", collect);
+    const timer = setTimeout(() => {
+      timedOut = true;
+      kill();
+    }, options.timeoutMs);
+    const onAbort = () => kill();
+    if (options.signal.aborted) kill();
+    else options.signal.addEventListener("abort", onAbort, { once: true });
+    const finish = () => {
+      clearTimeout(timer);
+      options.signal.removeEventListener("abort", onAbort);
+    };
+    child.once("error", (error) => {
+      finish();
+      reject(
+        new ToolError(`cannot run the command: ${error.message}`, { toolName: TOOL_NAME, cause: error }),
+      );
+    });
+    child.once("close", (exitCode, signal) => {
+      finish();
+      resolvePromise({ exitCode, signal, timedOut, output, truncated });
+    });
+  });
+}
+
+/** `exit code: N` (or how it ended), then the output. */
+export function formatShellRun(run: ShellRun, timeoutMs: number): string {
+  let status: string;
+  const limit = timeoutMs < 1_000 ? `${timeoutMs} ms` : `${Math.round(timeoutMs / 1000)} s`;
+  if (run.timedOut) status = `timed out after ${limit} (killed)`;
+  else if (run.exitCode !== null) status = `exit code: ${run.exitCode}`;
+  else status = `killed by ${run.signal ?? "a signal"}`;
+  const marker = run.truncated ? "\n[output truncated]" : "";
+  return run.output === "" ? `${status}\n(no output)` : `${status}\n${run.output}${marker}`;
+}

@@ -1,0 +1,54 @@
+import type { Bus } from "../../src/bus/bus.js";
+import { NoRespondersError } from "../../src/bus/bus-errors.js";
+import { chatSubject } from "../../src/bus/subjects.js";
+import { type CliRun, runCli } from "../support/cli.js";
+
+/** `agentloop serve` running in this process (for the CLI suites). */
+export interface RunningServe {
+  /** Aborts the command (SIGINT) and resolves with what it printed and its exit code. */
+  stop(): Promise<CliRun>;
+  /** The run itself (resolves early if the command fails to start). */
+  run: Promise<CliRun>;
+}
+
+/** Starts `agentloop serve ...args` in-process; `waitUntilServing` tells when it answers. */
+export function startServe(args: readonly string[], env: Record<string, string> = {}): RunningServe {
+  const controller = new AbortController();
+  const run = runCli(["serve", ...args], { signal: controller.signal, env });
+  return {
+    run,
+    stop: () => {
+      controller.abort();
+      return run;
+    },
+  };
+}
+
+/**
+ * Resolves once a host answers on `agent`'s chat subject under `prefix` (probing with an empty
+ * request, which is answered `bad_request` at once without running a chat), or rejects when
+ * `serve` exits first or nothing answers within the time limit.
+ */
+export async function waitUntilServing(
+  bus: Bus,
+  prefix: string,
+  serve: RunningServe,
+  agent = "assistant",
+  timeoutMs = 15_000,
+): Promise<void> {
+  let exited: CliRun | undefined;
+  void serve.run.then((run) => {
+    exited = run;
+  });
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (exited !== undefined) throw new Error(`serve exited: ${JSON.stringify(exited)}`);
+    try {
+      await bus.request(chatSubject(prefix, agent), "{}", { timeoutMs: 10_000 });
+      return;
+    } catch (error) {
+      if (!(error instanceof NoRespondersError) || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+}

@@ -1,0 +1,178 @@
+import { describe, expect, it } from "vitest";
+import { ChatFailedError } from "../../src/agent/chat-errors.js";
+import { SessionActor } from "../../src/host/session-actor.js";
+import { emptyUsage } from "../../src/llm/types.js";
+import { FakeAgent } from "./fake-agent.js";
+
+const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe("SessionActor", () => {
+  it("answers chats one at a time, in order", async () => {
+    const agent = new FakeAgent({ isManual: true });
+    const actor = new SessionActor({ agent });
+    const answers = ["a", "b", "c"].map((text) => actor.chatAndWait(text));
+    await tick();
+    expect(agent.chats.map((chat) => chat.text)).toEqual(["a"]);
+    agent.chats[0]?.resolve();
+    await tick();
+    expect(agent.chats.map((chat) => chat.text)).toEqual(["a", "b"]);
+    agent.chats[1]?.resolve();
+    await tick();
+    agent.chats[2]?.resolve();
+    const outcomes = await Promise.all(answers);
+    expect(outcomes.map((outcome) => (outcome.ok ? outcome.result : outcome.error.code))).toEqual([
+      "echo: a",
+      "echo: b",
+      "echo: c",
+    ]);
+    expect(outcomes[0]).toEqual({
+      ok: true,
+      result: "echo: a",
+      usage: { prompt: 3, completion: 2, total: 5, cached: 0 },
+    });
+    expect(agent.overlapped).toBe(false);
+    expect(actor.isIdle).toBe(true);
+  });
+
+  it("passes the nesting depth to the agent", async () => {
+    const agent = new FakeAgent();
+    const actor = new SessionActor({ agent });
+    await actor.chat({ text: "deep", depth: 2 });
+    expect(agent.chats[0]?.depth).toBe(2);
+  });
+
+  it("stop cancels the running chat and the queue; the next chat waits until the cancelled one let go", async () => {
+    const agent = new FakeAgent({ isManual: true, cancelsAtOnce: false });
+    const actor = new SessionActor({ agent });
+    const running = actor.chatAndWait("long");
+    const queued = actor.chatAndWait("queued");
+    await tick();
+    const first = agent.chats[0]!;
+    expect(actor.stop()).toEqual({ ok: true });
+    expect(first.signal?.aborted).toBe(true);
+    expect(await running).toEqual({ ok: false, error: { code: "cancelled", message: "cancelled by stop" } });
+    expect(await queued).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    const after = actor.chatAndWait("after");
+    await tick();
+    // The cancelled chat is still winding down (writing history): the next one must wait.
+    expect(agent.chats.map((chat) => chat.text)).toEqual(["long"]);
+    first.reject(new Error("cancelled"));
+    await first.settled;
+    await tick();
+    expect(agent.chats.map((chat) => chat.text)).toEqual(["long", "after"]);
+    agent.chats[1]?.resolve();
+    expect(await after).toMatchObject({ ok: true, result: "echo: after" });
+    expect(agent.overlapped).toBe(false);
+  });
+
+  it("drops the oldest queued message past the limit with queue_overflow", async () => {
+    const agent = new FakeAgent({ isManual: true });
+    const actor = new SessionActor({ agent, maxQueue: 2 });
+    const running = actor.chatAndWait("running");
+    const q1 = actor.chatAndWait("q1");
+    const q2 = actor.chatAndWait("q2");
+    const q3 = actor.chatAndWait("q3");
+    expect(await q1).toEqual({
+      ok: false,
+      error: { code: "queue_overflow", message: "dropped: more than 2 messages were queued for the session" },
+    });
+    expect(actor.queueLength).toBe(2);
+    for (let index = 0; index < 3; index++) {
+      await tick();
+      agent.chats[index]?.resolve();
+    }
+    expect((await Promise.all([running, q2, q3])).map((outcome) => outcome.ok)).toEqual([true, true, true]);
+    expect(agent.chats.map((chat) => chat.text)).toEqual(["running", "q2", "q3"]);
+  });
+
+  it("a stackable message replaces a queued one of the same type, which is told it was superseded", async () => {
+    const agent = new FakeAgent({ isManual: true });
+    const actor = new SessionActor({ agent });
+    const running = actor.chatAndWait("running");
+    const older = actor.chat({ text: "<task_result id='1'/>", type: "task_result", stackable: true });
+    const newer = actor.chat({ text: "<task_result id='2'/>", type: "task_result", stackable: true });
+    expect(await older).toEqual({
+      ok: false,
+      error: { code: "cancelled", message: "superseded by a newer stackable message of the same type" },
+    });
+    await tick();
+    agent.chats[0]?.resolve();
+    await tick();
+    agent.chats[1]?.resolve();
+    expect(await running).toMatchObject({ ok: true });
+    expect(await newer).toMatchObject({ ok: true, result: "echo: <task_result id='2'/>" });
+  });
+
+  it("maps failures: an LLM cause is llm_error, anything else internal", async () => {
+    const agent = new FakeAgent({ isManual: true });
+    const actor = new SessionActor({ agent });
+    const llmFailure = actor.chatAndWait("a");
+    await tick();
+    agent.chats[0]?.reject(
+      new ChatFailedError({ name: "RateLimitError", message: "slow down" }, emptyUsage()),
+    );
+    expect(await llmFailure).toEqual({ ok: false, error: { code: "llm_error", message: "slow down" } });
+    const bug = actor.chatAndWait("b");
+    await tick();
+    agent.chats[1]?.reject(new TypeError("x is undefined"));
+    expect(await bug).toEqual({ ok: false, error: { code: "internal", message: "x is undefined" } });
+  });
+
+  it("runs compact and new in mailbox order", async () => {
+    const agent = new FakeAgent();
+    const actor = new SessionActor({ agent });
+    const chat = actor.chatAndWait("hello");
+    const compacted = actor.compact("plans");
+    const reset = actor.reset();
+    expect(await chat).toMatchObject({ ok: true });
+    expect(await compacted).toEqual({ ok: true });
+    expect(await reset).toEqual({ ok: true });
+    expect(agent.compactCalls).toEqual(["plans"]);
+    expect(agent.resetCalls).toBe(1);
+    expect(agent.messages).toEqual([]);
+    agent.compactResult = false;
+    expect(await actor.compact()).toMatchObject({ ok: false, error: { code: "llm_error" } });
+  });
+
+  it("post delivers a fire-and-forget message", async () => {
+    const agent = new FakeAgent();
+    const actor = new SessionActor({ agent });
+    actor.post("<task_result/>", { type: "task_result", stackable: true });
+    await actor.whenIdle();
+    await tick();
+    expect(agent.chats.map((chat) => chat.text)).toEqual(["<task_result/>"]);
+  });
+
+  it("shutdown answers everything cancelled and refuses later messages", async () => {
+    const agent = new FakeAgent({ isManual: true });
+    const actor = new SessionActor({ agent });
+    const running = actor.chatAndWait("running");
+    const queued = actor.chatAndWait("queued");
+    await tick();
+    const closing = actor.shutdown("the host is shutting down");
+    expect(await running).toEqual({
+      ok: false,
+      error: { code: "cancelled", message: "the host is shutting down" },
+    });
+    expect(await queued).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    await closing;
+    expect(actor.isStopped).toBe(true);
+    expect(await actor.chatAndWait("late")).toEqual({
+      ok: false,
+      error: { code: "cancelled", message: "the session is stopped" },
+    });
+  });
+
+  it("tracks activity with the injected clock, except for passivation's compaction", async () => {
+    let now = 1_000;
+    const agent = new FakeAgent();
+    const actor = new SessionActor({ agent, now: () => now });
+    expect(actor.lastActivityAt).toBe(1_000);
+    now = 2_000;
+    await actor.chatAndWait("hi");
+    expect(actor.lastActivityAt).toBe(2_000);
+    now = 3_000;
+    await actor.compact(undefined, { touch: false });
+    expect(actor.lastActivityAt).toBe(2_000);
+  });
+});

@@ -1,0 +1,200 @@
+import { describe, expect, it, vi } from "vitest";
+import { createAgent } from "../../src/agent/create-agent.js";
+import { InMemoryContextHistory } from "../../src/context/in-memory-history.js";
+import { SessionActor } from "../../src/host/session-actor.js";
+import { SessionManager, SessionManagerClosedError } from "../../src/host/session-manager.js";
+import { RetryingLlmClient } from "../../src/llm/retrying-client.js";
+import { ScriptedBackend } from "../../src/llm/scripted-backend.js";
+import { textOf } from "../../src/llm/types.js";
+import { FakeAgent } from "./fake-agent.js";
+
+const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** A manager over fake agents with a hand-driven clock; sweeps are run by the test. */
+function setup(options: { idleTimeoutMs?: number; isManual?: boolean } = {}) {
+  let now = 0;
+  const agents: FakeAgent[] = [];
+  const log: string[] = [];
+  const createSession = vi.fn(async (agent: string, session: string) => {
+    const fake = new FakeAgent({ name: agent, session, isManual: options.isManual ?? false });
+    agents.push(fake);
+    return new SessionActor({ agent: fake, now: () => now });
+  });
+  const manager = new SessionManager({
+    createSession,
+    idleTimeoutMs: options.idleTimeoutMs ?? 1_000,
+    now: () => now,
+    log: (line) => log.push(line),
+  });
+  return {
+    manager,
+    agents,
+    log,
+    createSession,
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
+}
+
+describe("SessionManager", () => {
+  it("creates a session on first use and shares one creation between concurrent first uses", async () => {
+    const { manager, createSession } = setup();
+    const [first, second] = await Promise.all([manager.get("bot", "s1"), manager.get("bot", "s1")]);
+    expect(first).toBe(second);
+    expect(createSession).toHaveBeenCalledTimes(1);
+    expect(await manager.get("bot", "s1")).toBe(first);
+    expect(await manager.get("bot", "s2")).not.toBe(first);
+    expect(manager.size).toBe(2);
+  });
+
+  it("retries a failed creation on the next use", async () => {
+    const { manager, createSession } = setup();
+    createSession.mockRejectedValueOnce(new Error("database is locked"));
+    const attempts = await Promise.allSettled([manager.get("bot", "s1"), manager.get("bot", "s1")]);
+    expect(attempts.map((attempt) => attempt.status)).toEqual(["rejected", "rejected"]);
+    expect(createSession).toHaveBeenCalledTimes(1);
+    const actor = await manager.get("bot", "s1");
+    expect(actor.isStopped).toBe(false);
+    expect(createSession).toHaveBeenCalledTimes(2);
+  });
+
+  it("passivates an idle session: compacts it, stops it, and builds it again on the next use", async () => {
+    const { manager, agents, createSession, advance } = setup();
+    const actor = await manager.get("bot", "s1");
+    await actor.chatAndWait("hello");
+    advance(999);
+    expect(await manager.sweep()).toBe(0);
+    advance(1);
+    expect(await manager.sweep()).toBe(1);
+    expect(agents[0]?.compactCalls).toEqual([undefined]);
+    expect(actor.isStopped).toBe(true);
+    expect(manager.find("bot", "s1")).toBeUndefined();
+    const again = await manager.get("bot", "s1");
+    expect(again).not.toBe(actor);
+    expect(createSession).toHaveBeenCalledTimes(2);
+  });
+
+  it("skips compaction of an empty session but still passivates it", async () => {
+    const { manager, agents, advance } = setup();
+    await manager.get("bot", "s1");
+    advance(5_000);
+    expect(await manager.sweep()).toBe(1);
+    expect(agents[0]?.compactCalls).toEqual([]);
+  });
+
+  it("logs a failed passivation compaction and evicts anyway", async () => {
+    const { manager, agents, log, advance } = setup();
+    const actor = await manager.get("bot", "s1");
+    await actor.chatAndWait("hello");
+    agents[0]!.compactResult = new Error("the provider is down");
+    advance(1_000);
+    expect(await manager.sweep()).toBe(1);
+    expect(actor.isStopped).toBe(true);
+    expect(log).toEqual([
+      "passivating bot/s1: compaction failed (the provider is down); stopping it anyway, its history is saved",
+    ]);
+  });
+
+  it("keeps a session that received a message while it was being compacted", async () => {
+    const { manager, agents, advance } = setup();
+    const actor = await manager.get("bot", "s1");
+    await actor.chatAndWait("hello");
+    let releaseCompaction!: () => void;
+    agents[0]!.onCompact = () =>
+      new Promise<void>((resolve) => {
+        releaseCompaction = resolve;
+      });
+    advance(1_000);
+    const sweeping = manager.sweep();
+    await tick();
+    const late = manager.use("bot", "s1", (session) => session.chatAndWait("still there?"));
+    releaseCompaction();
+    expect(await sweeping).toBe(0);
+    expect(await late).toMatchObject({ ok: true, result: "echo: still there?" });
+    expect(actor.isStopped).toBe(false);
+    expect(manager.find("bot", "s1")).toBe(actor);
+  });
+
+  it("does not passivate a busy session", async () => {
+    const { manager, advance } = setup({ isManual: true });
+    const actor = await manager.get("bot", "s1");
+    void actor.chatAndWait("long");
+    advance(10_000);
+    expect(await manager.sweep()).toBe(0);
+    expect(actor.isStopped).toBe(false);
+  });
+
+  it("passivates on its own timer with a short idle timeout", async () => {
+    const manager = new SessionManager({
+      createSession: async (agent, session) =>
+        new SessionActor({ agent: new FakeAgent({ name: agent, session }) }),
+      idleTimeoutMs: 20,
+      sweepIntervalMs: 5,
+    });
+    manager.start();
+    const actor = await manager.get("bot", "s1");
+    await vi.waitFor(() => expect(actor.isStopped).toBe(true), { timeout: 5_000, interval: 5 });
+    expect(manager.size).toBe(0);
+    await manager.close();
+  });
+
+  it("close lets running work finish within the grace period, then cancels the rest", async () => {
+    const { manager, agents } = setup({ isManual: true });
+    const quick = await manager.get("bot", "quick");
+    const slow = await manager.get("bot", "slow");
+    const quickAnswer = quick.chatAndWait("quick");
+    const slowAnswer = slow.chatAndWait("slow");
+    await tick();
+    const closing = manager.close({ graceMs: 50 });
+    agents[0]?.chats[0]?.resolve();
+    expect(await quickAnswer).toMatchObject({ ok: true });
+    await closing;
+    expect(await slowAnswer).toEqual({
+      ok: false,
+      error: { code: "cancelled", message: "the host is shutting down" },
+    });
+    await expect(manager.get("bot", "other")).rejects.toBeInstanceOf(SessionManagerClosedError);
+  });
+
+  it("restores a passivated session's conversation from its history", async () => {
+    const histories = new Map<string, InMemoryContextHistory>();
+    const backend = new ScriptedBackend((request) => {
+      const last = textOf(request.messages.at(-1)?.content ?? "");
+      if (last.includes("My name is Ada.")) return { text: "Nice to meet you, Ada." };
+      if (last.includes("What is my name?")) return { text: "Your name is Ada." };
+      return { text: "Summary: the user's name is Ada." };
+    });
+    let now = 0;
+    const manager = new SessionManager({
+      createSession: async (agent, session) => {
+        const key = `${agent}/${session}`;
+        if (!histories.has(key)) histories.set(key, new InMemoryContextHistory());
+        const created = await createAgent({
+          name: agent,
+          session,
+          llm: new RetryingLlmClient({ backend }),
+          model: "scripted",
+          history: histories.get(key)!,
+        });
+        return new SessionActor({ agent: created, now: () => now });
+      },
+      idleTimeoutMs: 1_000,
+      now: () => now,
+    });
+    const first = await manager.use("bot", "s1", (actor) => actor.chatAndWait("My name is Ada."));
+    expect(first).toMatchObject({ ok: true, result: "Nice to meet you, Ada." });
+    now += 1_000;
+    expect(await manager.sweep()).toBe(1);
+    expect(backend.requests).toHaveLength(2);
+    await expect(histories.get("bot/s1")?.restore()).resolves.toHaveLength(1);
+    const second = await manager.use("bot", "s1", (actor) => actor.chatAndWait("What is my name?"));
+    expect(second).toMatchObject({ ok: true, result: "Your name is Ada." });
+    const lastRequest = backend.requests.at(-1)!;
+    // The restored context is the passivation summary (the history was replaced by it).
+    expect(lastRequest.messages.map((message) => textOf(message.content)).join("\n")).toContain(
+      "Summary: the user's name is Ada.",
+    );
+    await manager.close();
+  });
+});
