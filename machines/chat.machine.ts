@@ -4,7 +4,12 @@ import { toErrorInfo } from "../src/events/types.js";
 import type { LlmOptions, Message, TokenUsage, ToolDefinition } from "../src/llm/types.js";
 import { addUsage, emptyUsage, withoutTools } from "../src/llm/types.js";
 import { type CompactionOutput, compactionMachine } from "./compaction.machine.js";
-import { type IterationOutput, type IterationProgressEvent, iterationMachine } from "./iteration.machine.js";
+import {
+  type IterationOutput,
+  type IterationProgressEvent,
+  iterationMachine,
+  type ToolCallSettlement,
+} from "./iteration.machine.js";
 
 /**
  * The chat loop (SPEC §2): prepare the user message, iterate (generate → tools → back-fill) up to
@@ -13,7 +18,7 @@ import { type IterationOutput, type IterationProgressEvent, iterationMachine } f
  *
  * Pure: `runIteration` (the iteration machine), `compactContext` (the compaction machine) and
  * `appendHistory` are bound with `.provide()` at the composition root; `report` and
- * `recordMessage` are the outward actions.
+ * `recordMessages` are the outward actions.
  */
 
 /** Shown instead of an empty reply (no text and no tool calls). */
@@ -70,7 +75,7 @@ export interface ChatContext {
   tokenUsed: number;
   result: string | null;
   /** What the current iteration has produced so far (back-filled when the chat is cancelled). */
-  inFlight: { assistant: Message | null; settled: Record<string, Message> };
+  inFlight: { assistant: Message | null; settled: Record<string, ToolCallSettlement> };
   compacted: boolean;
   error: ErrorInfo | null;
   /** Set by the final state reached. */
@@ -95,20 +100,34 @@ function isEmptyAssistant(message: Message): boolean {
   );
 }
 
-/** Closes what a cancelled or failed iteration left open: every unfinished tool call gets a result. */
+/** Result messages for the calls of the in-flight assistant message that never settled. */
+export function unsettledResults(inFlight: ChatContext["inFlight"]): Message[] {
+  const { assistant, settled } = inFlight;
+  if (!assistant) return [];
+  return (assistant.toolCalls ?? [])
+    .filter((call) => settled[call.id] === undefined)
+    .map((call) => ({
+      role: "tool",
+      toolCallId: call.id,
+      toolName: call.name,
+      content: JSON.stringify({ error: "cancelled" }),
+    }));
+}
+
+/**
+ * Closes what a cancelled or failed iteration left open: every unfinished tool call gets a
+ * `cancelled` result, so the history never holds a call without its result (SPEC §6.4).
+ */
 export function backfillInFlight(context: ChatContext): Message[] {
   const { assistant, settled } = context.inFlight;
   if (!assistant || isEmptyAssistant(assistant)) return context.messages;
-  const results = (assistant.toolCalls ?? []).map(
-    (call): Message =>
-      settled[call.id] ?? {
-        role: "tool",
-        toolCallId: call.id,
-        toolName: call.name,
-        content: JSON.stringify({ error: "cancelled" }),
-      },
+  const cancelled = new Map(
+    unsettledResults(context.inFlight).map((message) => [message.toolCallId, message]),
   );
-  return [...context.messages, assistant, ...results];
+  const calls = assistant.toolCalls ?? [];
+  const results = calls.map((call) => settled[call.id]?.message ?? cancelled.get(call.id)!);
+  const appended = calls.flatMap((call) => settled[call.id]?.appended ?? []);
+  return [...context.messages, assistant, ...results, ...appended];
 }
 
 function requestMessages(context: ChatContext): Message[] {
@@ -128,7 +147,7 @@ export const chatMachine = setup({
     /** Publishes a lifecycle event; bound at the composition root. */
     report: (_, _params: { iteration: number; body: EventBody }) => {},
     /** The onMessageRecorded audit hook; bound at the composition root. */
-    recordMessage: (_, _params: { message: Message }) => {},
+    recordMessages: (_, _params: { messages: Message[] }) => {},
     /** Adds the iteration's messages (an empty assistant turn left out) and usage; keeps the answer. */
     recordIteration: assign(({ context, event }) => {
       const output = (event as unknown as IterationDone).output;
@@ -201,8 +220,8 @@ export const chatMachine = setup({
           options: context.tools.length > 0 ? { ...context.options, tools: context.tools } : context.options,
         })),
         {
-          type: "recordMessage",
-          params: ({ context }) => ({ message: context.messages[context.messages.length - 1]! }),
+          type: "recordMessages",
+          params: ({ context }) => ({ messages: [context.messages[context.messages.length - 1]!] }),
         },
       ],
       always: "iterating",
@@ -218,7 +237,7 @@ export const chatMachine = setup({
           actions: assign({
             inFlight: ({ context, event }) => ({
               assistant: context.inFlight.assistant,
-              settled: { ...context.inFlight.settled, [event.outcome.callId]: event.outcome.message },
+              settled: { ...context.inFlight.settled, [event.outcome.callId]: event.outcome },
             }),
           }),
         },
@@ -316,7 +335,13 @@ export const chatMachine = setup({
       },
     },
     failing: {
-      entry: assign({ messages: ({ context }) => backfillInFlight(context) }),
+      entry: [
+        {
+          type: "recordMessages",
+          params: ({ context }) => ({ messages: unsettledResults(context.inFlight) }),
+        },
+        assign({ messages: ({ context }) => backfillInFlight(context) }),
+      ],
       invoke: {
         src: "appendHistory",
         input: ({ context }) => ({ messages: context.messages.slice(context.chatStart) }),
@@ -325,10 +350,16 @@ export const chatMachine = setup({
       },
     },
     cancelling: {
-      entry: assign({
-        messages: ({ context }) => backfillInFlight(context),
-        error: { name: "ChatCancelledError", message: "the chat was cancelled" },
-      }),
+      entry: [
+        {
+          type: "recordMessages",
+          params: ({ context }) => ({ messages: unsettledResults(context.inFlight) }),
+        },
+        assign({
+          messages: ({ context }) => backfillInFlight(context),
+          error: { name: "ChatCancelledError", message: "the chat was cancelled" },
+        }),
+      ],
       invoke: {
         src: "appendHistory",
         input: ({ context }) => ({ messages: context.messages.slice(context.chatStart) }),

@@ -9,7 +9,7 @@ import { emptyUsage } from "../src/llm/types.js";
  * order the model made the calls.
  *
  * Pure: the model stream (`streamModel`) and the tool runner (`runToolCall`) are named here and
- * bound with `.provide()` at the composition root; `recordMessage` is the only outward action. Text deltas never travel through this machine (they are published by the stream
+ * bound with `.provide()` at the composition root; `recordMessages` is the only outward action. Text deltas never travel through this machine (they are published by the stream
  * actor); it sees segment resets and completion.
  */
 
@@ -69,9 +69,12 @@ export interface IterationContext {
 type ToolDoneEvent = { type: `xstate.done.actor.${string}`; output: ToolCallSettlement };
 
 /** Builds the assistant message from the full response (content, tool calls, reasoning, thinking). */
-export function assembleAssistantMessage(response: GenerateResponse): Message {
+export function assembleAssistantMessage(response: GenerateResponse, isFinal = false): Message {
   const message: Message = { role: "assistant", content: response.content };
-  if (response.toolCalls.length > 0) message.toolCalls = response.toolCalls.map((call) => ({ ...call }));
+  // The final turn may not call tools: a server that ignored `tool_choice: "none"` gets its calls
+  // dropped, so the turn ends with its text instead of running tools nobody will answer.
+  if (response.toolCalls.length > 0 && !isFinal)
+    message.toolCalls = response.toolCalls.map((call) => ({ ...call }));
   if (response.reasoningContent) message.reasoningContent = response.reasoningContent;
   if (response.thinkingBlocks && response.thinkingBlocks.length > 0) {
     message.thinkingBlocks = response.thinkingBlocks.map((block) => ({ ...block }));
@@ -88,7 +91,7 @@ export const iterationMachine = setup({
   },
   actions: {
     /** The onMessageRecorded audit hook; bound at the composition root. */
-    recordMessage: (_, _params: { message: Message }) => {},
+    recordMessages: (_, _params: { messages: Message[] }) => {},
   },
   actors: {
     /** Streams one response (fromCallback): sends `stream.reset`, then `stream.completed` or `stream.failed`. */
@@ -148,10 +151,10 @@ export const iterationMachine = setup({
     assembling: {
       entry: [
         assign(({ context }) => {
-          const assistant = assembleAssistantMessage(context.response!);
+          const assistant = assembleAssistantMessage(context.response!, context.isFinal);
           return { assistant, toolCalls: assistant.toolCalls ?? [] };
         }),
-        { type: "recordMessage", params: ({ context }) => ({ message: context.assistant! }) },
+        { type: "recordMessages", params: ({ context }) => ({ messages: [context.assistant!] }) },
         enqueueActions(({ context, enqueue, self }) => {
           // The parent (the chat machine) tracks what is in flight; standalone runs have none.
           if (self._parent) enqueue.sendParent({ type: "iteration.assembled", message: context.assistant! });
@@ -178,8 +181,8 @@ export const iterationMachine = setup({
               },
             }),
             {
-              type: "recordMessage",
-              params: ({ event }) => ({ message: (event as ToolDoneEvent).output.message }),
+              type: "recordMessages",
+              params: ({ event }) => ({ messages: [(event as ToolDoneEvent).output.message] }),
             },
             enqueueActions(({ event, enqueue, self }) => {
               if (self._parent) {
@@ -195,15 +198,23 @@ export const iterationMachine = setup({
       always: { guard: "allToolCallsSettled", target: "backfilling" },
     },
     backfilling: {
-      entry: assign({
-        results: ({ context }) => {
-          const ordered = context.toolCalls.map((call) => context.outcomes[call.id]!);
-          return [
-            ...ordered.map((outcome) => outcome.message),
-            ...ordered.flatMap((outcome) => outcome.appended),
-          ];
+      entry: [
+        assign({
+          results: ({ context }) => {
+            const ordered = context.toolCalls.map((call) => context.outcomes[call.id]!);
+            return [
+              ...ordered.map((outcome) => outcome.message),
+              ...ordered.flatMap((outcome) => outcome.appended),
+            ];
+          },
+        }),
+        {
+          type: "recordMessages",
+          params: ({ context }) => ({
+            messages: context.toolCalls.flatMap((call) => context.outcomes[call.id]!.appended),
+          }),
         },
-      }),
+      ],
       always: "toolsDone",
     },
     answered: { type: "final" },

@@ -69,6 +69,11 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
   };
 
+  const withTools = (options: LlmOptions): LlmOptions => {
+    const tools = toolSets.flatMap((set) => set.tools());
+    return tools.length > 0 ? { ...options, tools } : options;
+  };
+
   const compaction = compactionMachine.provide({
     actions: { report: (_, body) => events.emit(0, body) },
     actors: {
@@ -78,7 +83,9 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   });
   const iteration = iterationMachine.provide({
     actions: {
-      recordMessage: (_, { message }) => onMessageRecorded(message),
+      recordMessages: (_, { messages }) => {
+        for (const message of messages) onMessageRecorded(message);
+      },
     },
     actors: {
       streamModel: createModelStreamActor(params.llm, events),
@@ -93,7 +100,9 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   const chat = chatMachine.provide({
     actions: {
       report: (_, { iteration: number, body }) => events.emit(number, body),
-      recordMessage: (_, { message }) => onMessageRecorded(message),
+      recordMessages: (_, { messages }) => {
+        for (const message of messages) onMessageRecorded(message);
+      },
     },
     actors: {
       runIteration: iteration,
@@ -107,7 +116,13 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     tokenLimit: options.tokenLimit ?? DEFAULT_TOKEN_LIMIT,
     compactor: async (fork, topic, signal) => {
       const actor = createActor(compaction, {
-        input: { messages: fork.messages, systemPrompt, options: baseOptions, ...(topic ? { topic } : {}) },
+        input: {
+          messages: fork.messages,
+          systemPrompt,
+          // The tools stay defined (with tool_choice none) when the history holds tool calls.
+          options: withTools(baseOptions),
+          ...(topic ? { topic } : {}),
+        },
         inspect: stateReporter(),
       });
       const abort = () => actor.stop();
@@ -193,6 +208,10 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     }
     context.messages = output.messages;
     context.tokenUsed = output.tokenUsed;
+    if (output.status !== "done" && params.history) {
+      // A chat that did not end well may not have been persisted: the history is the truth.
+      context.messages = await params.history.restore().catch(() => context.messages);
+    }
     if (output.status === "done") return { result: output.result, usage: output.usage };
     if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
     throw new ChatFailedError(output.error ?? { name: "Error", message: "the chat failed" }, output.usage);
