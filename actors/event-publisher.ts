@@ -2,8 +2,11 @@ import type { AgentEvent, EventBody } from "../src/events/types.js";
 
 /** Stamps an event body with the session's identity, a per-session seq and a timestamp. */
 export interface EventEmitter {
-  /** Emits one event; listeners' exceptions are swallowed (best-effort). */
-  emit(iteration: number, body: EventBody): void;
+  /**
+   * Emits one event; listeners' exceptions are swallowed (best-effort). `chatId` overrides the
+   * current chat's ("" for session-level events that belong to no chat).
+   */
+  emit(iteration: number, body: EventBody, chatId?: string): void;
   /** The chat id the next events carry. */
   chatId: string;
   /** The seq of the last event emitted. */

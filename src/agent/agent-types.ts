@@ -1,5 +1,5 @@
 import type { ContextHistory } from "../context/context-history.js";
-import type { AgentEvent } from "../events/types.js";
+import type { AgentEvent, EventBody } from "../events/types.js";
 import type { LlmClient } from "../llm/llm-client.js";
 import type { Message, ReasoningEffort, TokenUsage } from "../llm/types.js";
 import type { ToolSet } from "../tools/tool-set.js";
@@ -68,4 +68,6 @@ export interface Agent {
   readonly tokenUsed: number;
   readonly contextRatio: number;
   readonly messages: readonly Message[];
+  /** Publishes a session-level event (chatId "") on this session's stream, e.g. the session machine's StateChanged. */
+  report?(body: EventBody): void;
 }

@@ -240,5 +240,6 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     get messages(): readonly Message[] {
       return manager.context.messages;
     },
+    report: (body) => events.emit(0, body, ""),
   };
 }

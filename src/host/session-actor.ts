@@ -112,8 +112,14 @@ export class SessionActor {
       const error = this.#dropError(event.reason);
       for (const id of event.ids) this.#settle(id, { ok: false, error });
     });
+    let lastState: unknown;
     this.#actor.subscribe({
       next: (snapshot) => {
+        // The session machine's own StateChanged, on the session's event stream (live diagram).
+        if (snapshot.value !== lastState) {
+          lastState = snapshot.value;
+          agent.report?.({ kind: "StateChanged", machine: "session", state: snapshot.value });
+        }
         if (snapshot.value === "idle" || snapshot.status !== "active") this.#releaseIdleWaiters();
       },
       error: () => this.#releaseIdleWaiters(),

@@ -72,7 +72,14 @@ export function registerAgentHostContractTests(name: string, options: HostContra
       }
       const deltas = events.filter(({ event }) => event.kind === "ModelTextDelta").map(({ event }) => event);
       expect(deltas.map((event) => (event as { delta: string }).delta)).toEqual(["echo", ": ", "hello"]);
-      const kinds = events.map(({ event }) => event.kind);
+      // The session machine's own StateChanged events belong to no chat (chatId ""); the chat's own
+      // events start with ChatStarted.
+      const sessionStates = events.filter(({ event }) => event.chatId === "").map(({ event }) => event);
+      expect(
+        sessionStates.every((event) => event.kind === "StateChanged" && event.machine === "session"),
+      ).toBe(true);
+      expect(sessionStates.map((event) => (event as { state: unknown }).state)).toContain("processing");
+      const kinds = events.filter(({ event }) => event.chatId !== "").map(({ event }) => event.kind);
       expect(kinds[0]).toBe("ChatStarted");
       expect(kinds.indexOf("ChatCompleted")).toBeGreaterThan(kinds.indexOf("ModelTextDelta"));
       const seqs = events.map(({ event }) => event.seq);
