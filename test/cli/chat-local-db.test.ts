@@ -29,14 +29,15 @@ afterEach(async () => {
 });
 
 describe("chat --local --db errors", () => {
-  it("a --db path that cannot be opened → exit 1, one line on stderr", async () => {
+  it("a --db path that cannot be opened → exit 2 (the user's mistake), one line naming the path", async () => {
     directory = mkdtempSync(join(tmpdir(), "agentloop-cli-db-"));
     fake = await startFakeProvider("anthropic", []);
     // A directory is not a database file.
     const run = await runCli(["chat", "--local", ...fake.flags, "--db", directory, "hi"], { env: fake.env });
-    expect(run.code).toBe(1);
+    expect(run.code).toBe(2);
     expect(linesOf(run.stderr)).toHaveLength(1);
-    expect(run.stderr).toMatch(/^agentloop: /);
+    expect(run.stderr).toMatch(/^agentloop: cannot open --db /);
+    expect(run.stderr).toContain(directory);
     expect(stackLines(run.stderr)).toEqual([]);
     expect(fake.bodies()).toHaveLength(0);
   });
