@@ -59,6 +59,8 @@ async function write(response: ServerResponse, reply: FakeResponse): Promise<voi
     ...reply.headers,
   });
   for (let i = 0; i < reply.frames.length; i++) {
+    // The client went away (an abort): stop writing to a closed connection.
+    if (response.destroyed || response.writableEnded) return;
     if (reply.cutAfter !== undefined && i >= reply.cutAfter) {
       // Let the frames already written reach the client, then cut before a clean end.
       await new Promise((resolve) => setTimeout(resolve, 10));
