@@ -26,8 +26,16 @@ const GLOBAL_FLAGS: Record<string, FlagKind> = {
 };
 
 const COMMANDS: Record<string, { run: Command; flags: Record<string, FlagKind>; usage: string }> = {
-  up: { run: upCommand, flags: { port: "string", agents: "string" }, usage: "up [--port N] [--agents FILE]" },
-  serve: { run: serveCommand, flags: { agents: "string" }, usage: "serve [--agents FILE]" },
+  up: {
+    run: upCommand,
+    flags: { port: "string", host: "string", agents: "string", "idle-timeout": "string" },
+    usage: "up [--port N] [--agents FILE] [--idle-timeout 12h]",
+  },
+  serve: {
+    run: serveCommand,
+    flags: { agents: "string", "idle-timeout": "string" },
+    usage: "serve [--agents FILE] [--idle-timeout 12h]",
+  },
   chat: {
     run: chatCommand,
     flags: { agent: "string", session: "string", local: "boolean", events: "string" },

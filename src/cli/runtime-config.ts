@@ -82,3 +82,22 @@ export function resolveRuntimeConfig(flags: Flags, env: NodeJS.ProcessEnv): Runt
     prefix,
   };
 }
+
+const DURATION_UNITS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** Parses `500ms`, `90s`, `5m`, `12h`, `1d` into milliseconds, or says which option is wrong. */
+export function parseDuration(value: string | undefined, option: string): number | undefined {
+  if (value === undefined) return undefined;
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(value.trim());
+  const milliseconds = match
+    ? Number(match[1]) * DURATION_UNITS[match[2] as keyof typeof DURATION_UNITS]
+    : Number.NaN;
+  if (!(milliseconds > 0))
+    throw new UsageError(`${option} must be a duration such as 90s, 30m or 12h, got "${value}"`);
+  return milliseconds;
+}
+
+/** `--idle-timeout` / `AGENTLOOP_IDLE_TIMEOUT`: how long a session may stay idle before passivation. */
+export function idleTimeoutFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
+  return parseDuration(pick(flags, "idle-timeout", env, "AGENTLOOP_IDLE_TIMEOUT"), "--idle-timeout");
+}

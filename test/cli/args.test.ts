@@ -133,3 +133,18 @@ describe("resolveRuntimeConfig", () => {
     expect(() => resolveRuntimeConfig({}, { AGENTLOOP_PROVIDER: "gemini" })).toThrow(/AGENTLOOP_PROVIDER/);
   });
 });
+
+describe("durations (--idle-timeout)", () => {
+  it("reads units and refuses what is not a duration", async () => {
+    const { parseDuration, idleTimeoutFrom } = await import("../../src/cli/runtime-config.js");
+    expect(parseDuration("500ms", "--x")).toBe(500);
+    expect(parseDuration("90s", "--x")).toBe(90_000);
+    expect(parseDuration("12h", "--x")).toBe(12 * 3_600_000);
+    expect(parseDuration(undefined, "--x")).toBeUndefined();
+    for (const bad of ["12", "h", "-5m", "0s", "5 parsecs"]) {
+      expect(() => parseDuration(bad, "--idle-timeout")).toThrow(/--idle-timeout must be a duration/);
+    }
+    expect(idleTimeoutFrom({}, { AGENTLOOP_IDLE_TIMEOUT: "30m" })).toBe(1_800_000);
+    expect(idleTimeoutFrom({ "idle-timeout": "1m" }, { AGENTLOOP_IDLE_TIMEOUT: "30m" })).toBe(60_000);
+  });
+});

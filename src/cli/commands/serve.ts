@@ -4,7 +4,7 @@ import { loadAgentDefinitions, type ResolvedAgentDefinition } from "../../host/a
 import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
-import { DEFAULT_MODELS } from "../runtime-config.js";
+import { DEFAULT_MODELS, idleTimeoutFrom } from "../runtime-config.js";
 
 /** `--agents FILE` read, validated and completed from the CLI configuration. */
 export function loadAgentsFromFlags(context: CliContext): Promise<ResolvedAgentDefinition[]> {
@@ -47,7 +47,15 @@ export const serveCommand: Command = async (context) => {
   }
   try {
     const log = (line: string) => context.stderr.write(`agentloop serve: ${line}\n`);
-    const service = await startHostService({ bus, definitions, config, env: context.env, log });
+    const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
+    const service = await startHostService({
+      bus,
+      definitions,
+      config,
+      env: context.env,
+      log,
+      ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+    });
     context.stdout.write(
       `agentloop serve: bus ${url} (nats, prefix ${config.prefix}); agents: ${describeAgents(definitions)}\n`,
     );

@@ -6,6 +6,7 @@ import { allEventsPattern } from "../../bus/subjects.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
 import { startUiServer } from "../../ui/ui-server.js";
 import { type Command, UsageError } from "../cli-context.js";
+import { idleTimeoutFrom } from "../runtime-config.js";
 import { loadAgentsFromFlags, untilAborted } from "./serve.js";
 import { createEventLogger, followEvents, NOISY_EVENT_KINDS } from "./tail.js";
 
@@ -39,7 +40,15 @@ export const upCommand: Command = async (context) => {
   const logger = createEventLogger({ stdout: context.stdout, skipKinds: NOISY_EVENT_KINDS });
   const stopLogger = new AbortController();
   try {
-    const service = await startHostService({ bus, definitions, config, env: context.env, log });
+    const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
+    const service = await startHostService({
+      bus,
+      definitions,
+      config,
+      env: context.env,
+      log,
+      ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+    });
     const following = followEvents({
       bus,
       prefix: config.prefix,
@@ -52,6 +61,7 @@ export const upCommand: Command = async (context) => {
         bus,
         prefix: config.prefix,
         port,
+        ...(typeof context.flags.host === "string" ? { host: context.flags.host } : {}),
         ...(nats === undefined ? {} : { natsConnection: nats.connection }),
       });
       const where = nats === undefined ? "in-process" : `${url} (nats)`;
