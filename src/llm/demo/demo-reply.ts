@@ -140,7 +140,10 @@ function planStepsOf(argumentsJson: string | undefined): string[] {
 function plainAnswer(prompt: string, toolsOffered: boolean): DemoReply {
   const words = prompt.split(/\s+/).filter((word) => word.length > 0).length;
   const quoted = shorten(prompt.replace(/\s+/g, " "), 200);
-  const opening = words === 0 ? "You sent an empty message." : `You said: "${quoted}" (${words} ${words === 1 ? "word" : "words"}).`;
+  const opening =
+    words === 0
+      ? "You sent an empty message."
+      : `You said: "${quoted}" (${words} ${words === 1 ? "word" : "words"}).`;
   const hint = toolsOffered ? " Ask me for the time or for a plan to see a tool call." : "";
   return {
     reasoning: `The user wrote ${words} words. No tool is needed, so I will answer directly.`,
