@@ -1,9 +1,8 @@
 import { fromCallback } from "xstate";
 import type { StreamEvent } from "../machines/iteration.machine.js";
 import { toErrorInfo } from "../src/events/types.js";
-import type { LlmClient } from "../src/llm/llm-client.js";
 import type { LlmOptions, Message, StreamSink } from "../src/llm/types.js";
-import type { EventEmitter } from "./event-publisher.js";
+import { type SessionDeps, sessionDepsOf } from "./session-deps.js";
 
 export interface ModelStreamInput {
   messages: Message[];
@@ -17,8 +16,9 @@ export interface ModelStreamInput {
  * emitter, never through the machine (a machine event costs ~20 µs); the machine hears only about
  * resets and the end. Stopping the actor aborts the request.
  */
-export function createModelStreamActor(client: LlmClient, events: EventEmitter) {
-  return fromCallback<StreamEvent, ModelStreamInput>(({ input, sendBack }) => {
+export function createModelStreamActor(resolve: (system: object) => SessionDeps = sessionDepsOf) {
+  return fromCallback<StreamEvent, ModelStreamInput>(({ input, sendBack, system }) => {
+    const { llm: client, events } = resolve(system);
     events.emit(input.iteration, {
       kind: "ModelRequest",
       final: input.isFinal,
@@ -26,6 +26,7 @@ export function createModelStreamActor(client: LlmClient, events: EventEmitter) 
     });
     const controller = new AbortController();
     let isStopped = false;
+    const isPending = true;
     let attempt = 1;
     let isSegmentOpen = false;
     const openSegment = () => {
@@ -70,7 +71,8 @@ export function createModelStreamActor(client: LlmClient, events: EventEmitter) 
       );
     return () => {
       isStopped = true;
-      controller.abort();
+      // Aborting builds a DOMException: only worth it while the request is still running.
+      if (isPending) controller.abort();
     };
   });
 }

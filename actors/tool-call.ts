@@ -1,79 +1,64 @@
-import type { LimitFunction } from "p-limit";
 import { fromPromise } from "xstate";
 import type { ToolCallSettlement } from "../machines/iteration.machine.js";
 import type { Message, ToolCall } from "../src/llm/types.js";
 import { runToolCall, toolResultMessage } from "../src/tools/tool-runner.js";
-import type { ToolContext, ToolSet } from "../src/tools/tool-set.js";
-import type { EventEmitter } from "./event-publisher.js";
-
-export interface ToolCallActorParams {
-  toolSets: readonly ToolSet[];
-  /** Shared by every call of the session: at most maxConcurrentToolCalls run at once. */
-  limit: LimitFunction;
-  events: EventEmitter;
-  /** The parts of the ToolContext that come from the session (agent, session, post, depth). */
-  toolContext: () => Omit<ToolContext, "signal" | "appendMessage">;
-  now?: () => number;
-}
+import { type SessionDeps, sessionDepsOf } from "./session-deps.js";
 
 /**
- * One tool call as a child actor (SPEC §3.4, §6.2). Queued behind the concurrency cap; the actor's
- * signal (aborted when the chat is cancelled) goes into the tool. Never rejects: a failing tool is an
- * `{"error": …}` result the model sees.
+ * One tool call as a child actor (SPEC §3.4, §6.2). Queued behind the session's concurrency cap;
+ * the actor's signal (aborted when the chat is cancelled) goes into the tool. Never rejects: a
+ * failing tool is an `{"error": …}` result the model sees.
  */
-export function createToolCallActor({
-  toolSets,
-  limit,
-  events,
-  toolContext,
-  now = Date.now,
-}: ToolCallActorParams) {
-  return fromPromise<ToolCallSettlement, { call: ToolCall; iteration: number }>(({ input, signal }) =>
-    limit(async () => {
-      const { call, iteration } = input;
-      const appended: Message[] = [];
-      if (!signal.aborted) {
-        events.emit(iteration, {
-          kind: "ToolCallStarted",
-          toolName: call.name,
-          toolCallId: call.id,
-          arguments: call.arguments,
-        });
-      }
-      const startedAt = now();
-      const outcome = await runToolCall(call, toolSets, {
-        ...toolContext(),
-        signal,
-        appendMessage: (message) => appended.push(message),
-      });
-      const durationMs = now() - startedAt;
-      if (!outcome.cancelled) {
-        if (outcome.ok) {
+export function createToolCallActor(resolve: (system: object) => SessionDeps = sessionDepsOf) {
+  return fromPromise<ToolCallSettlement, { call: ToolCall; iteration: number }>(
+    ({ input, signal, system }) => {
+      const { toolSets, limit, events, toolContext, now } = resolve(system);
+      return limit(async () => {
+        const { call, iteration } = input;
+        const appended: Message[] = [];
+        if (!signal.aborted) {
           events.emit(iteration, {
-            kind: "ToolCallCompleted",
+            kind: "ToolCallStarted",
             toolName: call.name,
             toolCallId: call.id,
-            result: outcome.result,
-            durationMs,
-          });
-        } else {
-          events.emit(iteration, {
-            kind: "ToolCallFailed",
-            toolName: call.name,
-            toolCallId: call.id,
-            error: outcome.error ?? { name: "ToolError", message: outcome.result },
-            result: outcome.result,
-            durationMs,
+            arguments: call.arguments,
           });
         }
-      }
-      return {
-        callId: call.id,
-        toolName: call.name,
-        ok: outcome.ok,
-        message: toolResultMessage(outcome),
-        appended,
-      };
-    }),
+        const startedAt = now();
+        const outcome = await runToolCall(call, toolSets, {
+          ...toolContext(),
+          signal,
+          appendMessage: (message) => appended.push(message),
+        });
+        const durationMs = now() - startedAt;
+        if (!outcome.cancelled) {
+          if (outcome.ok) {
+            events.emit(iteration, {
+              kind: "ToolCallCompleted",
+              toolName: call.name,
+              toolCallId: call.id,
+              result: outcome.result,
+              durationMs,
+            });
+          } else {
+            events.emit(iteration, {
+              kind: "ToolCallFailed",
+              toolName: call.name,
+              toolCallId: call.id,
+              error: outcome.error ?? { name: "ToolError", message: outcome.result },
+              result: outcome.result,
+              durationMs,
+            });
+          }
+        }
+        return {
+          callId: call.id,
+          toolName: call.name,
+          ok: outcome.ok,
+          message: toolResultMessage(outcome),
+          appended,
+        };
+      });
+    },
   );
 }

@@ -1,9 +1,18 @@
 import pLimit from "p-limit";
-import { createActor, type InspectionEvent, toPromise } from "xstate";
+import {
+  type Actor,
+  type ActorOptions,
+  type AnyStateMachine,
+  createActor,
+  type InputFrom,
+  type InspectionEvent,
+  toPromise,
+} from "xstate";
 import { createCompactionRequestActor } from "../../actors/compaction-request.js";
 import { createEventEmitter } from "../../actors/event-publisher.js";
 import { createAppendHistoryActor, createReplaceHistoryActor } from "../../actors/history-writer.js";
 import { createModelStreamActor } from "../../actors/model-stream.js";
+import { bindSessionDeps, type SessionDeps, sessionDepsOf } from "../../actors/session-deps.js";
 import { createToolCallActor } from "../../actors/tool-call.js";
 import { type ChatOutput, chatMachine } from "../../machines/chat.machine.js";
 import { compactionMachine } from "../../machines/compaction.machine.js";
@@ -20,6 +29,45 @@ export const DEFAULT_MAX_ITERATIONS = 20;
 export const DEFAULT_CONTEXT_COMPACT_RATIO = 0.7;
 export const DEFAULT_TOKEN_LIMIT = 128_000;
 export const DEFAULT_MAX_CONCURRENT_TOOL_CALLS = 4;
+
+/**
+ * The machines bound to their actors and actions once per process. Each root actor registers its
+ * session's {@link SessionDeps} under its actor system, where the actors and actions look them up:
+ * an idle session holds no machine copies.
+ */
+export const boundMachines = (() => {
+  const compaction = compactionMachine.provide({
+    actions: { report: ({ system }, body) => sessionDepsOf(system).events.emit(0, body) },
+    actors: {
+      requestSummary: createCompactionRequestActor(),
+      replaceHistory: createReplaceHistoryActor(),
+    },
+  });
+  const iteration = iterationMachine.provide({
+    actions: {
+      recordMessages: ({ system }, { messages }) => {
+        const { recordMessage } = sessionDepsOf(system);
+        for (const message of messages) recordMessage(message);
+      },
+    },
+    actors: { streamModel: createModelStreamActor(), runToolCall: createToolCallActor() },
+  });
+  const chat = chatMachine.provide({
+    actions: {
+      report: ({ system }, { iteration: number, body }) => sessionDepsOf(system).events.emit(number, body),
+      recordMessages: ({ system }, { messages }) => {
+        const { recordMessage } = sessionDepsOf(system);
+        for (const message of messages) recordMessage(message);
+      },
+    },
+    actors: {
+      runIteration: iteration,
+      compactContext: compaction,
+      appendHistory: createAppendHistoryActor(),
+    },
+  });
+  return { chat, iteration, compaction };
+})();
 
 /** The system prompt: the agent's own, then each ToolSet's static prompt (SPEC §8). */
 export function buildSystemPrompt(systemPrompt: string, toolSets: readonly ToolSet[]): string {
@@ -39,8 +87,8 @@ function swallow<A extends unknown[]>(callback: ((...args: A) => void) | undefin
 }
 
 /**
- * Builds an agent session: the composition root where the pure machines get their actors and
- * actions (`.provide()`), and the one place that owns the session's context.
+ * Builds an agent session: the composition root where a session's dependencies meet the bound
+ * machines ({@link boundMachines}), and the one place that owns the session's context.
  */
 export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   const options: AgentOptions = params.options ?? {};
@@ -74,56 +122,34 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     return tools.length > 0 ? { ...options, tools } : options;
   };
 
-  const compaction = compactionMachine.provide({
-    actions: { report: (_, body) => events.emit(0, body) },
-    actors: {
-      requestSummary: createCompactionRequestActor(params.llm, events),
-      replaceHistory: createReplaceHistoryActor(params.history),
-    },
-  });
-  const iteration = iterationMachine.provide({
-    actions: {
-      recordMessages: (_, { messages }) => {
-        for (const message of messages) onMessageRecorded(message);
-      },
-    },
-    actors: {
-      streamModel: createModelStreamActor(params.llm, events),
-      runToolCall: createToolCallActor({
-        toolSets,
-        limit: pLimit(Math.max(1, options.maxConcurrentToolCalls ?? DEFAULT_MAX_CONCURRENT_TOOL_CALLS)),
-        events,
-        toolContext: () => ({ agent: name, session, depth, ...(params.post ? { post: params.post } : {}) }),
-      }),
-    },
-  });
-  const chat = chatMachine.provide({
-    actions: {
-      report: (_, { iteration: number, body }) => events.emit(number, body),
-      recordMessages: (_, { messages }) => {
-        for (const message of messages) onMessageRecorded(message);
-      },
-    },
-    actors: {
-      runIteration: iteration,
-      compactContext: compaction,
-      appendHistory: createAppendHistoryActor(params.history),
-    },
-  });
+  const deps: SessionDeps = {
+    llm: params.llm,
+    events,
+    history: params.history,
+    toolSets,
+    limit: pLimit(Math.max(1, options.maxConcurrentToolCalls ?? DEFAULT_MAX_CONCURRENT_TOOL_CALLS)),
+    toolContext: () => ({ agent: name, session, depth, ...(params.post ? { post: params.post } : {}) }),
+    recordMessage: onMessageRecorded,
+    now: Date.now,
+  };
+  /** Creates a root actor of this session: its actors find `deps` through the actor system. */
+  const createSessionActor = <M extends AnyStateMachine>(machine: M, input: InputFrom<M>): Actor<M> => {
+    const inspect = listeners.length > 0 ? stateReporter() : undefined;
+    const actor = createActor(machine, { input, ...(inspect ? { inspect } : {}) } as ActorOptions<M>);
+    bindSessionDeps(actor.system, deps);
+    return actor;
+  };
 
   const manager = await ContextManager.create({
     ...(params.history ? { history: params.history } : {}),
     tokenLimit: options.tokenLimit ?? DEFAULT_TOKEN_LIMIT,
     compactor: async (fork, topic, signal) => {
-      const actor = createActor(compaction, {
-        input: {
-          messages: fork.messages,
-          systemPrompt,
-          // The tools stay defined (with tool_choice none) when the history holds tool calls.
-          options: withTools(baseOptions),
-          ...(topic ? { topic } : {}),
-        },
-        inspect: stateReporter(),
+      const actor = createSessionActor(boundMachines.compaction, {
+        messages: fork.messages,
+        systemPrompt,
+        // The tools stay defined (with tool_choice none) when the history holds tool calls.
+        options: withTools(baseOptions),
+        ...(topic ? { topic } : {}),
       });
       const abort = () => actor.stop();
       signal?.addEventListener("abort", abort, { once: true });
@@ -153,7 +179,8 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
       } else return;
       if (snapshot.value === undefined) return;
       const machine = (inspection.actorRef as { logic?: { id?: string } }).logic?.id ?? "unknown";
-      const key = JSON.stringify(snapshot.value);
+      const value = snapshot.value;
+      const key = typeof value === "string" ? value : JSON.stringify(value);
       if (lastValues.get(inspection.actorRef) === key) return;
       lastValues.set(inspection.actorRef, key);
       const context = (snapshot as { context?: { iteration?: number } }).context;
@@ -182,20 +209,17 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     events.emit(0, { kind: "ChatStarted", text });
     // `preparing` is left within the start's macrostep, so no inspection event shows it.
     events.emit(0, { kind: "StateChanged", machine: "chat", state: "preparing" });
-    const actor = createActor(chat, {
-      input: {
-        userText: text,
-        injections: toolSets.map((set) => set.iterationPromptInjection()).filter((s) => s.trim() !== ""),
-        systemPrompt,
-        history: context.messages,
-        options: baseOptions,
-        tools: toolSets.flatMap((set) => set.tools()),
-        maxIterations,
-        tokenLimit: manager.tokenLimit,
-        contextCompactRatio,
-        tokenUsed: context.tokenUsed,
-      },
-      inspect: stateReporter(),
+    const actor = createSessionActor(boundMachines.chat, {
+      userText: text,
+      injections: toolSets.map((set) => set.iterationPromptInjection()).filter((s) => s.trim() !== ""),
+      systemPrompt,
+      history: context.messages,
+      options: baseOptions,
+      tools: toolSets.flatMap((set) => set.tools()),
+      maxIterations,
+      tokenLimit: manager.tokenLimit,
+      contextCompactRatio,
+      tokenUsed: context.tokenUsed,
     });
     const cancel = () => actor.send({ type: "cancel" });
     signal?.addEventListener("abort", cancel, { once: true });

@@ -19,6 +19,7 @@ export type SqliteContextHistoryParams = {
 );
 
 const StoredRow = z.object({ position: z.number().int(), message: z.string() });
+const NextPosition = z.number().int();
 
 /**
  * A session's history in SQLite (SPEC §7.1), keyed by agent + session: one row per message, the
@@ -72,7 +73,7 @@ export class SqliteContextHistory implements ContextHistory {
     // Immediate transactions take the write lock before reading the next position, so two
     // writers can't pick the same one (and WAL readers never block them).
     const append = database.transaction((messages: readonly Message[]) => {
-      const next = z.number().int().parse(this.#nextPosition.get(this.agent, this.session));
+      const next = NextPosition.parse(this.#nextPosition.get(this.agent, this.session));
       insertFrom(next, messages);
     });
     const replace = database.transaction((messages: readonly Message[]) => {

@@ -50,6 +50,30 @@ interface Waiter {
 
 let nextActorNumber = 0;
 
+/** Each session machine's actor system → its SessionActor (the machine is bound once, not per session). */
+const owners = new WeakMap<object, SessionActor>();
+
+function ownerOf(system: object): SessionActor {
+  const owner = owners.get(system);
+  if (!owner) throw new Error("session machine started outside a SessionActor");
+  return owner;
+}
+
+/** The session machine bound to its actors once per process; they reach their session through the system. */
+const boundSessionMachine = sessionMachine.provide({
+  actors: {
+    runChat: fromPromise<ChatOutput, Extract<MailboxMessage, { kind: "chat" }>>(({ input, signal, system }) =>
+      ownerOf(system).runChat(input, signal),
+    ),
+    runCompact: fromPromise<CompactOutput, Extract<MailboxMessage, { kind: "compact" }>>(
+      ({ input, signal, system }) => ownerOf(system).runCompact(input, signal),
+    ),
+    runReset: fromPromise<ResetOutput, Extract<MailboxMessage, { kind: "new" }>>(({ system }) =>
+      ownerOf(system).runReset(),
+    ),
+  },
+});
+
 /**
  * One session as an actor (SPEC §10): the session machine (the mailbox) in front of one agent,
  * plus the callers waiting for answers. The machine holds only serialisable message data; the
@@ -79,29 +103,10 @@ export class SessionActor {
     this.#createId = options.createId ?? (() => `${prefix}${++counter}`);
     this.#lastActivityAt = this.#now();
 
-    const machine = sessionMachine.provide({
-      actors: {
-        runChat: fromPromise<ChatOutput, Extract<MailboxMessage, { kind: "chat" }>>(({ input, signal }) =>
-          this.#exclusive(signal, () => agent.chat(input.text, { signal, depth: input.depth })),
-        ),
-        runCompact: fromPromise<CompactOutput, Extract<MailboxMessage, { kind: "compact" }>>(
-          ({ input, signal }) =>
-            this.#exclusive(signal, async () => ({
-              compacted: await agent.compact(input.topic, { signal }),
-            })),
-        ),
-        // Not cancellable on purpose (the machine does not leave `resetting` on stop).
-        runReset: fromPromise<ResetOutput, Extract<MailboxMessage, { kind: "new" }>>(() =>
-          this.#exclusive(undefined, async () => {
-            await agent.reset();
-            return { reset: true as const };
-          }),
-        ),
-      },
-    });
-    this.#actor = createActor(machine, {
+    this.#actor = createActor(boundSessionMachine, {
       input: options.maxQueue === undefined ? {} : { maxQueue: options.maxQueue },
     });
+    owners.set(this.#actor.system, this);
     this.#actor.on("message.completed", (event) =>
       this.#settle(event.id, { ok: true, output: event.output }),
     );
@@ -284,6 +289,28 @@ export class SessionActor {
   }
 
   /** Runs `operation` after the previous agent operation settled; skips it if already cancelled. */
+  /** The session machine's `runChat` / `runCompact` / `runReset` (see {@link boundSessionMachine}). */
+  runChat(input: Extract<MailboxMessage, { kind: "chat" }>, signal: AbortSignal): Promise<ChatOutput> {
+    return this.#exclusive(signal, () => this.agent.chat(input.text, { signal, depth: input.depth }));
+  }
+
+  runCompact(
+    input: Extract<MailboxMessage, { kind: "compact" }>,
+    signal: AbortSignal,
+  ): Promise<CompactOutput> {
+    return this.#exclusive(signal, async () => ({
+      compacted: await this.agent.compact(input.topic, { signal }),
+    }));
+  }
+
+  /** Not cancellable on purpose (the machine does not leave `resetting` on stop). */
+  runReset(): Promise<ResetOutput> {
+    return this.#exclusive(undefined, async () => {
+      await this.agent.reset();
+      return { reset: true as const };
+    });
+  }
+
   #exclusive<T>(signal: AbortSignal | undefined, operation: () => Promise<T>): Promise<T> {
     const run = this.#work.then(() => {
       if (signal?.aborted) throw new Error("cancelled before it started");

@@ -106,6 +106,29 @@ function pythonicCallPattern(toolNames: readonly string[]): RegExp | undefined {
   return new RegExp(String.raw`^\s*\[\s*(?:${names.join("|")})\s*\(`);
 }
 
+interface CompiledPatterns {
+  patterns: RegExp[];
+  pythonicCall: RegExp | undefined;
+}
+
+/** A session offers the same tools on every request: compile their patterns once. */
+const compiledByToolNames = new Map<string, CompiledPatterns>();
+const MAX_CACHED_TOOL_SETS = 256;
+
+function patternsFor(toolNames: readonly string[]): CompiledPatterns {
+  const key = toolNames.join("\u0000");
+  let compiled = compiledByToolNames.get(key);
+  if (!compiled) {
+    if (compiledByToolNames.size >= MAX_CACHED_TOOL_SETS) compiledByToolNames.clear();
+    compiled = {
+      patterns: [...GENERIC_PATTERNS, ...toolNamePatterns(toolNames)],
+      pythonicCall: pythonicCallPattern(toolNames),
+    };
+    compiledByToolNames.set(key, compiled);
+  }
+  return compiled;
+}
+
 /**
  * Looks for tool-call markup written as text in the first and last {@link STRAY_MARKUP_WINDOW}
  * characters of `text`. `toolNames` are the tools that were offered: JSON objects count only when
@@ -118,8 +141,8 @@ export function findStrayToolMarkup(text: string, toolNames: readonly string[]):
     text.length <= 2 * STRAY_MARKUP_WINDOW
       ? [text]
       : [text.slice(0, STRAY_MARKUP_WINDOW), text.slice(-STRAY_MARKUP_WINDOW)];
-  const patterns = [...GENERIC_PATTERNS, ...toolNamePatterns(toolNames)];
-  const pythonic = pythonicCallPattern(toolNames)?.exec(text);
+  const { patterns, pythonicCall } = patternsFor(toolNames);
+  const pythonic = pythonicCall?.exec(text);
   if (pythonic) return excerpt(pythonic[0]);
   for (const window of windows) {
     for (const pattern of patterns) {
