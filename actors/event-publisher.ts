@@ -36,12 +36,14 @@ export function createEventEmitter({
     get seq() {
       return seq;
     },
-    emit(iteration, body) {
+    emit(iteration, body, chatId = emitter.chatId) {
       seq += 1;
+      // Nobody listening: the seq still advances, nothing is built.
+      if (listeners.length === 0) return;
       const event = {
         agent,
         session,
-        chatId: emitter.chatId,
+        chatId,
         seq,
         ts: now().toISOString(),
         iteration,

@@ -26,7 +26,7 @@ export function createModelStreamActor(resolve: (system: object) => SessionDeps 
     });
     const controller = new AbortController();
     let isStopped = false;
-    const isPending = true;
+    let isPending = true;
     let attempt = 1;
     let isSegmentOpen = false;
     const openSegment = () => {
@@ -63,9 +63,11 @@ export function createModelStreamActor(resolve: (system: object) => SessionDeps 
       .generateStream({ messages: input.messages, options: input.options, signal: controller.signal }, sink)
       .then(
         (response) => {
+          isPending = false;
           if (!isStopped) sendBack({ type: "stream.completed", response });
         },
         (error: unknown) => {
+          isPending = false;
           if (!isStopped) sendBack({ type: "stream.failed", error: toErrorInfo(error) });
         },
       );
