@@ -24,13 +24,20 @@ export interface EventEmitterParams {
  * The best-effort event publisher every actor of a session reports through. A throwing listener
  * never reaches the chat: observability must not change the conversation.
  */
-export function createEventEmitter({
-  agent,
-  session,
-  listeners,
-  now = () => new Date(),
-}: EventEmitterParams): EventEmitter {
+export function createEventEmitter({ agent, session, listeners, now }: EventEmitterParams): EventEmitter {
   let seq = 0;
+  // Events come in bursts (a delta every few µs): format the clock once per millisecond.
+  let lastMs = Number.NaN;
+  let lastIso = "";
+  const timestamp = (): string => {
+    if (now) return now().toISOString();
+    const ms = Date.now();
+    if (ms !== lastMs) {
+      lastMs = ms;
+      lastIso = new Date(ms).toISOString();
+    }
+    return lastIso;
+  };
   const emitter: EventEmitter = {
     chatId: "",
     get seq() {
@@ -45,7 +52,7 @@ export function createEventEmitter({
         session,
         chatId,
         seq,
-        ts: now().toISOString(),
+        ts: timestamp(),
         iteration,
         ...body,
       } as AgentEvent;

@@ -130,7 +130,8 @@ export async function benchLoopOverhead(settings: BenchSettings): Promise<Sectio
   const countingBus = { publish: () => baselineEvents++ } as unknown as Bus;
   await runPlainChat(baseline(countingBus), "count", "hello");
 
-  const minMs = settings.isQuick ? 15 : 60;
+  // Long enough that a major GC or a JIT tier-up is a small part of one window, not most of it.
+  const minMs = settings.isQuick ? 15 : 400;
   const results = await interleave(
     {
       plainOff: () => microsPerIteration(() => plain("off"), minMs),
