@@ -251,7 +251,16 @@ function readCreds(path: string): Authenticator {
     const reason = error instanceof Error ? error.message : String(error);
     throw new BusConfigError(`cannot read the NATS credentials file ${path}: ${reason}`, { cause: error });
   }
-  return credsAuthenticator(contents);
+  const authenticator = credsAuthenticator(contents);
+  // The client parses the file only during the handshake, and fails it with a plain Error that
+  // looks like an unreachable server (so `up` would fall back to its in-process bus): parse it now.
+  try {
+    authenticator(undefined);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new BusConfigError(`the NATS credentials file ${path} is not usable: ${reason}`, { cause: error });
+  }
+  return authenticator;
 }
 
 function toNatsHeaders(record: Record<string, string>): ReturnType<typeof createHeaders> {

@@ -57,8 +57,21 @@ function stateText(state: unknown): string {
   return String(state);
 }
 
-/** The part of the line after the header that says what happened. */
+/**
+ * The part of the line after the header that says what happened. Never throws: anything may be
+ * published on the event subjects, and an event whose kind-specific fields are missing or of the
+ * wrong type (another service's, a newer or older host's) is shown as its JSON instead.
+ */
 export function describeEvent(event: AgentEvent, palette: Palette): string {
+  try {
+    return describeKnownEvent(event, palette);
+  } catch {
+    const { kind: _kind, agent: _agent, session: _session, seq: _seq, ts: _ts, ...rest } = event;
+    return palette.dim(oneLine(JSON.stringify(rest) ?? "", 200));
+  }
+}
+
+function describeKnownEvent(event: AgentEvent, palette: Palette): string {
   switch (event.kind) {
     case "ChatStarted":
       return `${palette.bold("user")} ${oneLine(event.text)}`;

@@ -1,4 +1,5 @@
 import { ChatCancelledError, ChatFailedError } from "../agent/chat-errors.js";
+import { BusConfigError } from "../bus/bus-errors.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
 import { type CliContext, type Command, UsageError } from "./cli-context.js";
 import { chatCommand } from "./commands/chat.js";
@@ -25,16 +26,22 @@ const GLOBAL_FLAGS: Record<string, FlagKind> = {
   version: "boolean",
 };
 
-const COMMANDS: Record<string, { run: Command; flags: Record<string, FlagKind>; usage: string }> = {
+/** `arguments: false`: the command takes flags only, so a stray word is a mistake worth telling. */
+const COMMANDS: Record<
+  string,
+  { run: Command; flags: Record<string, FlagKind>; usage: string; arguments?: false }
+> = {
   up: {
     run: upCommand,
     flags: { port: "string", host: "string", agents: "string", "idle-timeout": "string" },
     usage: "up [--port N] [--agents FILE] [--idle-timeout 12h]",
+    arguments: false,
   },
   serve: {
     run: serveCommand,
     flags: { agents: "string", "idle-timeout": "string" },
     usage: "serve [--agents FILE] [--idle-timeout 12h]",
+    arguments: false,
   },
   chat: {
     run: chatCommand,
@@ -46,11 +53,17 @@ const COMMANDS: Record<string, { run: Command; flags: Record<string, FlagKind>; 
     flags: { jsonl: "string", since: "string" },
     usage: "tail [FILTER] [--jsonl FILE] [--since DURATION|SEQ]",
   },
-  ui: { run: uiCommand, flags: { port: "string", host: "string" }, usage: "ui [--port N] [--host ADDR]" },
+  ui: {
+    run: uiCommand,
+    flags: { port: "string", host: "string" },
+    usage: "ui [--port N] [--host ADDR]",
+    arguments: false,
+  },
   viz: {
     run: vizCommand,
     flags: { machine: "string", format: "string" },
     usage: "viz [--machine chat|iteration|session|compaction] [--format mermaid|json|svg]",
+    arguments: false,
   },
 };
 
@@ -97,11 +110,16 @@ export async function main(
     if (!command)
       throw new UsageError(`unknown command "${first.command}" (try: ${Object.keys(COMMANDS).join(", ")})`);
     const parsed = parseArgs(argv, { ...GLOBAL_FLAGS, ...command.flags });
+    if (command.arguments === false && parsed.positionals.length > 0) {
+      throw new UsageError(
+        `${first.command} takes no arguments, got "${parsed.positionals[0]}" (usage: agentloop ${command.usage})`,
+      );
+    }
     const config = resolveRuntimeConfig(parsed.flags, io.env);
     return await command.run({ ...io, positionals: parsed.positionals, flags: parsed.flags, config });
   } catch (error) {
     io.stderr.write(`agentloop: ${describeError(error)}\n`);
-    if (error instanceof UsageError || error instanceof ConfigurationError) return 2;
+    if (isConfigurationMistake(error)) return 2;
     if (error instanceof ChatCancelledError) return 130;
     return 1;
   }
@@ -111,11 +129,17 @@ export async function main(
 export function describeError(error: unknown): string {
   if (error instanceof ChatFailedError) return `chat failed: ${error.info.name}: ${oneLine(error.message)}`;
   if (error instanceof Error) {
-    const prefix =
-      error instanceof UsageError || error instanceof ConfigurationError ? "" : `${error.name}: `;
+    const prefix = isConfigurationMistake(error) ? "" : `${error.name}: `;
     return `${prefix}${oneLine(error.message)}`;
   }
   return oneLine(String(error));
+}
+
+/** The user's to fix (a flag, a file, a URL, credentials): exit 2, and no class name in the line. */
+function isConfigurationMistake(error: unknown): boolean {
+  return (
+    error instanceof UsageError || error instanceof ConfigurationError || error instanceof BusConfigError
+  );
 }
 
 function oneLine(text: string): string {

@@ -108,8 +108,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
     { definition: ResolvedAgentDefinition; llm: LlmClient; toolSets: ToolSet[] }
   >();
   for (const definition of options.definitions) {
-    const backend =
-      options.createBackend?.(definition) ?? createBackend(backendConfig(definition), options.env);
+    const backend = options.createBackend?.(definition) ?? buildBackend(definition, options.env);
     const llm = options.createClient?.(backend) ?? new RetryingLlmClient({ backend });
     const toolSets = registry.create(definition.tools, { agent: definition.name, bus: options.bus });
     agents.set(definition.name, { definition, llm, toolSets });
@@ -163,6 +162,16 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
       database = undefined;
     },
   };
+}
+
+/** The agent's backend; a configuration problem names the agent (a host may serve several). */
+function buildBackend(definition: ResolvedAgentDefinition, env: ProviderEnvironment | undefined): LlmBackend {
+  try {
+    return createBackend(backendConfig(definition), env);
+  } catch (error) {
+    if (!(error instanceof ConfigurationError)) throw error;
+    throw new ConfigurationError(`agent "${definition.name}": ${error.message}`, { cause: error });
+  }
 }
 
 function backendConfig(definition: ResolvedAgentDefinition) {

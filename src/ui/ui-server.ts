@@ -219,9 +219,9 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
     }
     const sessionEvents = /^\/api\/sessions\/([^/]+)\/([^/]+)\/events$/.exec(path);
     if (sessionEvents) {
-      const agent = decodeURIComponent(sessionEvents[1]!);
-      const session = decodeURIComponent(sessionEvents[2]!);
-      if (!isValidName(agent) || !isValidName(session)) {
+      const agent = decodePathPart(sessionEvents[1]!);
+      const session = decodePathPart(sessionEvents[2]!);
+      if (agent === undefined || session === undefined || !isValidName(agent) || !isValidName(session)) {
         throw new HttpError(400, "bad_request", "agent and session must match [A-Za-z0-9_-]{1,64}");
       }
       sendJson(response, 200, { agent, session, ...(await replay(agent, session)) });
@@ -282,4 +282,13 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
       return closing;
     },
   };
+}
+
+/** A percent-decoded path segment, or undefined for a malformed escape (`%E0%A4%A`): a 400, not a 500. */
+function decodePathPart(part: string): string | undefined {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return undefined;
+  }
 }

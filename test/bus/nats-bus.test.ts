@@ -86,6 +86,20 @@ describe("NatsBus", () => {
     );
   });
 
+  it("refuses a malformed credentials file as a configuration error, so tryConnect does not fall back to the in-process bus", async () => {
+    const directory = await mkdtemp(join(tmpdir(), "agentloop-creds-"));
+    const credsFile = join(directory, "garbage.creds");
+    await writeFile(credsFile, "this is not a NATS credentials file\n");
+    try {
+      await expect(NatsBus.connect({ url: server.url, credsFile })).rejects.toThrow(
+        /credentials file .*garbage\.creds is not usable: unable to parse credentials/,
+      );
+      await expect(NatsBus.tryConnect(server.url, 1_000, { credsFile })).rejects.toThrow(BusConfigError);
+    } finally {
+      await rm(directory, { recursive: true, force: true });
+    }
+  });
+
   it("refuses a URL with an unsupported scheme as a configuration error", async () => {
     await expect(NatsBus.connect({ url: "http://127.0.0.1:4222" })).rejects.toThrow(BusConfigError);
   });

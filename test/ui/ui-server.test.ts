@@ -159,6 +159,12 @@ describe("GET /api/sessions/<agent>/<session>/events", () => {
     const bad = await api("/api/sessions/bot/a%20b/events");
     expect(bad.status).toBe(400);
   });
+
+  it("answers a malformed percent-escape in the session path with 400 bad_request, not 500 internal", async () => {
+    const response = await api("/api/sessions/bot/%E0%A4%A/events");
+    expect(response.status).toBe(400);
+    expect(await response.json()).toMatchObject({ ok: false, error: { code: "bad_request" } });
+  });
 });
 
 describe("POST /api/chat", () => {

@@ -30,6 +30,8 @@ export function untilAborted(signal: AbortSignal): Promise<void> {
 export const serveCommand: Command = async (context) => {
   const { config } = context;
   const definitions = await loadAgentsFromFlags(context);
+  // Every flag is checked before connecting: a typo is a usage error, not a NATS problem.
+  const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
   let bus: NatsBus;
   try {
@@ -47,7 +49,6 @@ export const serveCommand: Command = async (context) => {
   }
   try {
     const log = (line: string) => context.stderr.write(`agentloop serve: ${line}\n`);
-    const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
     const service = await startHostService({
       bus,
       definitions,

@@ -1,4 +1,4 @@
-import { createWriteStream, type WriteStream } from "node:fs";
+import { createWriteStream, openSync, type WriteStream } from "node:fs";
 import type { Bus } from "../../bus/bus.js";
 import { type ReplayStart, replayEvents } from "../../bus/event-log.js";
 import { NatsBus } from "../../bus/nats-bus.js";
@@ -27,27 +27,56 @@ export interface EventLogger {
 /**
  * The logging service's output (SPEC §13): one readable line per event on `stdout`, coloured only
  * on a TTY, and optionally every event as one JSON object per line appended to `jsonlPath`.
+ *
+ * The file is opened here, synchronously, so a path that cannot be written is a one-line
+ * {@link UsageError} before anything starts (a stream opened lazily would emit an unhandled
+ * `error` and crash the process). A write failure later (disk full) is told once through
+ * `onFileError` and the file is given up; printing goes on.
+ *
+ * @throws UsageError when `jsonlPath` cannot be opened for appending.
  */
 export function createEventLogger(options: {
   stdout: CliContext["stdout"];
   jsonlPath?: string;
   /** Kinds printed to stdout are all but these (the JSONL file still gets everything). */
   skipKinds?: readonly EventKind[];
+  /** Told once when appending to the JSONL file fails after it was opened. Default: nothing. */
+  onFileError?: (error: unknown) => void;
 }): EventLogger {
   const palette = createPalette(options.stdout.isTTY === true);
   const skip = new Set(options.skipKinds ?? []);
   let file: WriteStream | undefined;
-  if (options.jsonlPath !== undefined) file = createWriteStream(options.jsonlPath, { flags: "a" });
+  if (options.jsonlPath !== undefined) {
+    const path = options.jsonlPath;
+    let fd: number;
+    try {
+      fd = openSync(path, "a");
+    } catch (error) {
+      throw new UsageError(
+        `--jsonl ${path}: cannot open it for appending (${error instanceof Error ? error.message : String(error)})`,
+      );
+    }
+    const stream = createWriteStream(path, { fd });
+    stream.on("error", (error) => {
+      if (file !== stream) return;
+      file = undefined;
+      options.onFileError?.(error);
+    });
+    file = stream;
+  }
   return {
     write(event) {
       file?.write(`${JSON.stringify(event)}\n`);
       if (!skip.has(event.kind)) options.stdout.write(`${formatEventLine(event, palette)}\n`);
     },
     close: () =>
-      new Promise<void>((resolve, reject) => {
-        if (file === undefined) return resolve();
-        file.once("error", reject);
-        file.end(() => resolve());
+      new Promise<void>((resolve) => {
+        const open = file;
+        file = undefined;
+        if (open === undefined || open.destroyed) return resolve();
+        // An error while flushing was already reported (or is not worth more than the exit).
+        open.once("error", () => resolve());
+        open.end(() => resolve());
       }),
   };
 }
@@ -135,6 +164,20 @@ export const tailCommand: Command = async (context) => {
   if (!isValidPattern(filter)) throw new UsageError(`FILTER must be a NATS subject pattern, got "${filter}"`);
   if (flags.jsonl === true || flags.jsonl === "") throw new UsageError("--jsonl needs a FILE");
   const since = parseSince(flags.since);
+  const log = allEventsPattern(config.prefix);
+  if (since !== undefined && !patternsOverlap(filter, log)) {
+    throw new UsageError(
+      `--since replays the event log of ${log}, and FILTER "${filter}" lies outside it (is --prefix set to the host's prefix?)`,
+    );
+  }
+  const logger = createEventLogger({
+    stdout: context.stdout,
+    ...(typeof flags.jsonl === "string" ? { jsonlPath: flags.jsonl } : {}),
+    onFileError: (error) => {
+      const reason = error instanceof Error ? error.message : String(error);
+      context.stderr.write(`agentloop tail: stopped writing ${String(flags.jsonl)}: ${reason}\n`);
+    },
+  });
   const url = redactNatsUrl(config.natsUrl);
   let bus: NatsBus;
   try {
@@ -144,14 +187,11 @@ export const tailCommand: Command = async (context) => {
       ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
     });
   } catch (error) {
+    await logger.close();
     const reason = error instanceof Error ? error.message : String(error);
     context.stderr.write(`agentloop tail: cannot reach NATS at ${url}: ${reason}\n`);
     return 1;
   }
-  const logger = createEventLogger({
-    stdout: context.stdout,
-    ...(typeof flags.jsonl === "string" ? { jsonlPath: flags.jsonl } : {}),
-  });
   let hasWarned = false;
   try {
     await followEvents({
@@ -177,3 +217,20 @@ export const tailCommand: Command = async (context) => {
     await bus.close();
   }
 };
+
+/**
+ * True when some subject matches both patterns. The event log only stores `<prefix>.events.>`, and
+ * JetStream refuses a replay filter outside it with a cryptic API error: tell the user instead.
+ */
+export function patternsOverlap(first: string, second: string): boolean {
+  const a = first.split(".");
+  const b = second.split(".");
+  for (let index = 0; index < Math.max(a.length, b.length); index++) {
+    const left = a[index];
+    const right = b[index];
+    if (left === ">" || right === ">") return left !== undefined && right !== undefined;
+    if (left === undefined || right === undefined) return false;
+    if (left !== "*" && right !== "*" && left !== right) return false;
+  }
+  return true;
+}

@@ -23,6 +23,7 @@ export const upCommand: Command = async (context) => {
   const { config } = context;
   const port = parsePort(context.flags.port);
   const definitions = await loadAgentsFromFlags(context);
+  const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
   const nats = await NatsBus.tryConnect(config.natsUrl, NATS_PROBE_TIMEOUT_MS, {
     name: "agentloop up",
@@ -40,7 +41,6 @@ export const upCommand: Command = async (context) => {
   const logger = createEventLogger({ stdout: context.stdout, skipKinds: NOISY_EVENT_KINDS });
   const stopLogger = new AbortController();
   try {
-    const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
     const service = await startHostService({
       bus,
       definitions,
