@@ -80,6 +80,8 @@ export interface ChatContext {
   error: ErrorInfo | null;
   /** Set by the final state reached. */
   status: ChatStatus | null;
+  /** The history was compacted once after the provider said the context is too long. */
+  hasRecoveredContext: boolean;
 }
 
 export type ChatEvent = { type: "cancel" } | IterationProgressEvent;
@@ -183,6 +185,16 @@ export const chatMachine = setup({
   guards: {
     isFinalIteration: ({ context }) => context.iteration >= context.maxIterations,
     hasIterationFailed: ({ event }) => (event as IterationDone).output.status === "failed",
+    /** The provider refused the context as too long, and there is history before this chat to compact (once). */
+    isContextOverflow: ({ context, event }) => {
+      const output = (event as IterationDone).output;
+      return (
+        output.status === "failed" &&
+        output.error.name === "ContextLengthExceededError" &&
+        !context.hasRecoveredContext &&
+        context.chatStart > 0
+      );
+    },
     hasAnswered: ({ event }) => (event as IterationDone).output.status === "answered",
     isOverCompactRatio: ({ context }) =>
       context.tokenLimit > 0 && context.tokenUsed / context.tokenLimit >= context.contextCompactRatio,
@@ -210,6 +222,7 @@ export const chatMachine = setup({
     compacted: false,
     error: null,
     status: null,
+    hasRecoveredContext: false,
   }),
   initial: "preparing",
   states: {
@@ -257,6 +270,7 @@ export const chatMachine = setup({
               isFinal: false,
             }),
             onDone: [
+              { guard: "isContextOverflow", target: "#chat.recoveringContext", actions: "recordFailure" },
               { guard: "hasIterationFailed", target: "#chat.failing", actions: "recordFailure" },
               { guard: "hasAnswered", target: "#chat.measuring", actions: "recordIteration" },
               { target: "deciding", actions: "recordIteration" },
@@ -274,12 +288,49 @@ export const chatMachine = setup({
               isFinal: true,
             }),
             onDone: [
+              { guard: "isContextOverflow", target: "#chat.recoveringContext", actions: "recordFailure" },
               { guard: "hasIterationFailed", target: "#chat.failing", actions: "recordFailure" },
               { target: "#chat.measuring", actions: "recordIteration" },
             ],
             onError: { target: "#chat.failing", actions: "recordError" },
           },
         },
+      },
+    },
+    recoveringContext: {
+      // SPEC §5: a context-length error means "compact, then retry". The history before this chat
+      // is compacted (this chat's messages stay exact: the loop may be mid tool chain), then the
+      // same iteration runs again. Once per chat; a second overflow fails the chat.
+      on: { cancel: "cancelling" },
+      invoke: {
+        src: "compactContext",
+        input: ({ context }) => ({
+          messages: context.messages.slice(0, context.chatStart),
+          systemPrompt: context.systemPrompt,
+          options: context.options,
+        }),
+        onDone: [
+          {
+            guard: "hasCompacted",
+            target: "iterating",
+            actions: assign(({ context, event }) => {
+              const output = event.output as Extract<CompactionOutput, { ok: true }>;
+              return {
+                messages: [...output.messages, ...context.messages.slice(context.chatStart)],
+                chatStart: output.messages.length,
+                iteration: context.iteration - 1,
+                usage: addUsage(context.usage, output.usage),
+                hasRecoveredContext: true,
+                error: null,
+              };
+            }),
+          },
+          {
+            target: "failing",
+            actions: assign({ usage: ({ context, event }) => addUsage(context.usage, event.output.usage) }),
+          },
+        ],
+        onError: "failing",
       },
     },
     measuring: {

@@ -45,6 +45,7 @@ const INVOKE_IDS = {
   "iterating.toolTurn": "0.chat.iterating.toolTurn",
   "iterating.finalTurn": "0.chat.iterating.finalTurn",
   compacting: "0.chat.compacting",
+  recoveringContext: "0.chat.recoveringContext",
   appending: "0.chat.appending",
   failing: "0.chat.failing",
   cancelling: "0.chat.cancelling",
@@ -91,6 +92,12 @@ const iterationFailed: IterationOutput = {
   status: "failed",
   usage: emptyUsage(),
   error: { name: "AuthenticationError", message: "bad key" },
+};
+/** The provider refused the context as too long (SPEC §5: compact, then retry). */
+const contextOverflow: IterationOutput = {
+  status: "failed",
+  usage: emptyUsage(),
+  error: { name: "ContextLengthExceededError", message: "prompt is too long" },
 };
 const summary: Message = { role: "user", content: "[Summary of the conversation so far]\n\nall of it" };
 const compacted: CompactionOutput = {
@@ -143,6 +150,7 @@ function eventsFor(snapshot: Snapshot): ModelEvent[] {
       done(id, answered()),
       done(id, answered(largeUsage)),
       done(id, iterationFailed),
+      done(id, contextOverflow),
       failure(id),
       { type: "cancel" },
     ];
@@ -168,11 +176,11 @@ function eventsFor(snapshot: Snapshot): ModelEvent[] {
     }
     return events;
   }
-  if (key === "compacting") {
+  if (key === "compacting" || key === "recoveringContext") {
     return [
-      done(INVOKE_IDS.compacting, compacted),
-      done(INVOKE_IDS.compacting, compactionFailed),
-      failure(INVOKE_IDS.compacting),
+      done(INVOKE_IDS[key], compacted),
+      done(INVOKE_IDS[key], compactionFailed),
+      failure(INVOKE_IDS[key]),
       { type: "cancel" },
     ];
   }
@@ -249,6 +257,7 @@ function startScripted(chatInput: ChatInput, inspect: (inspection: InspectionEve
       ]) as unknown as typeof iterationMachine,
       compactContext: scripted<CompactionOutput, CompactionInput>([
         INVOKE_IDS.compacting,
+        INVOKE_IDS.recoveringContext,
       ]) as unknown as typeof compactionMachine,
       appendHistory: scripted<void, { messages: Message[] }>([
         INVOKE_IDS.appending,
@@ -308,14 +317,23 @@ function checkInvariants(
   for (const message of recorded.slice(1)) {
     expect(message).toMatchObject({ role: "tool", content: JSON.stringify({ error: "cancelled" }) });
   }
-  const iterations = started.filter((task) => task.id.includes("iterating"));
-  iterations.forEach((task, index) => {
+  // After a context-length recovery the history before the chat is the summary, and the same
+  // iteration runs again.
+  const recoveryAt = started.findIndex((task) => task.id === INVOKE_IDS.recoveringContext);
+  const recovery = started[recoveryAt];
+  if (recovery) expect((recovery.input as { messages: Message[] }).messages).toEqual(history);
+  const iterations = started
+    .map((task, position) => ({ task, isAfterRecovery: recoveryAt !== -1 && position > recoveryAt }))
+    .filter(({ task }) => task.id.includes("iterating"));
+  iterations.forEach(({ task, isAfterRecovery }, index) => {
     const iterationInput = task.input as IterationInput;
-    expect(iterationInput.iteration).toBe(index + 1);
+    const expectedIteration = isAfterRecovery ? index : index + 1;
+    expect(iterationInput.iteration).toBe(expectedIteration);
     expect(iterationInput.messages[0]).toEqual({ role: "system", content: "sys" });
-    expect(iterationInput.messages.slice(1, 4)).toEqual([...history, userMessage]);
+    const before = isAfterRecovery ? [summary] : history;
+    expect(iterationInput.messages.slice(1, before.length + 2)).toEqual([...before, userMessage]);
     // The last iteration is the final turn: no callable tool, reasoning kept.
-    const isFinal = index + 1 === input.maxIterations;
+    const isFinal = expectedIteration === input.maxIterations;
     expect(iterationInput.isFinal).toBe(isFinal);
     expect(task.id).toBe(isFinal ? INVOKE_IDS["iterating.finalTurn"] : INVOKE_IDS["iterating.toolTurn"]);
     expect(canCallTools(iterationInput.options)).toBe(!isFinal);
@@ -352,7 +370,8 @@ function checkInvariants(
       expect(output.messages).toEqual([summary]);
       expect(output.tokenUsed).toBe(12);
     } else {
-      expect(output.messages.slice(0, 3)).toEqual([...history, userMessage]);
+      const before = recoveryAt === -1 ? history : [summary];
+      expect(output.messages.slice(0, before.length + 1)).toEqual([...before, userMessage]);
     }
   } else {
     expect(last?.body).toEqual({
