@@ -4,6 +4,7 @@ import { loadAgentDefinitions, type ResolvedAgentDefinition } from "../../host/a
 import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
+import { untilAborted } from "../command-helpers.js";
 import { DEFAULT_MODELS, idleTimeoutFrom } from "../runtime-config.js";
 
 /** `--agents FILE` read, validated and completed from the CLI configuration. */
@@ -14,12 +15,6 @@ export function loadAgentsFromFlags(context: CliContext): Promise<ResolvedAgentD
     knownTools: createHostToolSetRegistry().names(),
     defaultModel: (provider) => DEFAULT_MODELS[provider],
   });
-}
-
-/** Resolves when the command is told to stop (SIGINT / SIGTERM). */
-export function untilAborted(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
 }
 
 /**

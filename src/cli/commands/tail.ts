@@ -7,8 +7,8 @@ import { allEventsPattern, isValidPattern } from "../../bus/subjects.js";
 import type { AgentEvent, EventKind } from "../../events/types.js";
 import { parseAgentEvent } from "../../ui/parse-agent-event.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
+import { untilAborted } from "../command-helpers.js";
 import { createPalette, formatEventLine } from "../format-event.js";
-import { untilAborted } from "./serve.js";
 
 /** Events `up`'s built-in logger leaves out: one per token or per state, they would drown the rest. */
 export const NOISY_EVENT_KINDS: readonly EventKind[] = [

@@ -3,7 +3,8 @@ import { LocalBus } from "../../bus/local-bus.js";
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { startUiServer } from "../../ui/ui-server.js";
-import { type Command, UsageError } from "../cli-context.js";
+import type { Command } from "../cli-context.js";
+import { parsePort, untilAborted } from "../command-helpers.js";
 
 /** How long `ui` waits for a NATS server before falling back to the in-process bus. */
 const NATS_PROBE_TIMEOUT_MS = 2_000;
@@ -42,17 +43,3 @@ export const uiCommand: Command = async (context) => {
   }
   return 0;
 };
-
-function parsePort(value: string | boolean | undefined): number {
-  if (value === undefined) return 0;
-  const port = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : Number.NaN;
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
-    throw new UsageError(`--port must be a number from 0 to 65535, got "${String(value)}"`);
-  }
-  return port;
-}
-
-function untilAborted(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
-}

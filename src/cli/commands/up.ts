@@ -5,9 +5,10 @@ import { redactNatsUrl } from "../../bus/nats-url.js";
 import { allEventsPattern } from "../../bus/subjects.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
 import { startUiServer } from "../../ui/ui-server.js";
-import { type Command, UsageError } from "../cli-context.js";
+import type { Command } from "../cli-context.js";
+import { parsePort, untilAborted } from "../command-helpers.js";
 import { idleTimeoutFrom } from "../runtime-config.js";
-import { loadAgentsFromFlags, untilAborted } from "./serve.js";
+import { loadAgentsFromFlags } from "./serve.js";
 import { createEventLogger, followEvents, NOISY_EVENT_KINDS } from "./tail.js";
 
 /** How long `up` waits for a NATS server before falling back to the in-process bus. */
@@ -81,12 +82,3 @@ export const upCommand: Command = async (context) => {
     await bus.close();
   }
 };
-
-function parsePort(value: string | boolean | undefined): number {
-  if (value === undefined) return 0;
-  const port = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : Number.NaN;
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
-    throw new UsageError(`--port must be a number from 0 to 65535, got "${String(value)}"`);
-  }
-  return port;
-}
