@@ -1,12 +1,17 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { z } from "zod";
 import { InvalidResponseError, type LlmError, RequestTimeoutError } from "../errors.js";
+import {
+  DEFAULT_FIRST_BYTE_TIMEOUT_MS,
+  DEFAULT_STREAM_TOTAL_TIMEOUT_MS,
+  DEFAULT_TOTAL_TIMEOUT_MS,
+  RequestDeadline,
+} from "../request-deadline.js";
 import type { BackendSink, GenerateRequest, GenerateResponse, LlmBackend } from "../types.js";
 import { AnthropicStreamAccumulator, type StreamDelta } from "./anthropic-stream-accumulator.js";
 import { AnthropicMessageResponse, AnthropicStreamEvent } from "./anthropic-wire-schema.js";
 import { fromAnthropicMessage } from "./from-anthropic-message.js";
 import { mapAnthropicError } from "./map-anthropic-error.js";
-import { RequestDeadline } from "./request-deadline.js";
 import { toAnthropicRequest } from "./to-anthropic-request.js";
 
 export interface AnthropicBackendOptions {
@@ -21,13 +26,6 @@ export interface AnthropicBackendOptions {
   /** Sent with every request (e.g. `anthropic-beta`, or a proxy's own header). */
   defaultHeaders?: Record<string, string>;
 }
-
-/** Time to first byte of a stream, when the options give none. */
-export const DEFAULT_FIRST_BYTE_TIMEOUT_MS = 60_000;
-/** Total time of a non-streaming request, when the options give none. */
-export const DEFAULT_TOTAL_TIMEOUT_MS = 5 * 60_000;
-/** Total time of a streaming request, when the options give none. */
-export const DEFAULT_STREAM_TOTAL_TIMEOUT_MS = 30 * 60_000;
 
 /** A sink callback threw: that is the caller's error, passed on as it is, never mapped. */
 class SinkFailure {
@@ -105,7 +103,7 @@ export class AnthropicBackend implements LlmBackend {
       }
       // The SDK ends the iteration quietly when the request is aborted; a timeout or the
       // caller's abort must still surface as an error.
-      if (deadline.signal.aborted) throw deadline.signal.reason;
+      if (deadline.stopError) throw deadline.stopError;
       return accumulator.finish();
     } catch (error) {
       if (error instanceof SinkFailure) throw error.error;
@@ -139,17 +137,10 @@ function parseWire<T extends z.ZodType>(schema: T, value: unknown): z.output<T> 
 
 /** A timeout of ours wins over what the abort looked like to the SDK (a user abort). */
 function toLlmError(error: unknown, deadline: RequestDeadline, signal: AbortSignal | undefined): LlmError {
-  const { firstByteMs, totalMs } = deadline.options;
-  const options = { cause: error };
-  switch (deadline.expiredBy) {
-    case "first-byte":
-      return new RequestTimeoutError(
-        `anthropic: no response within ${firstByteMs} ms (time to first byte)`,
-        options,
-      );
-    case "total":
-      return new RequestTimeoutError(`anthropic: the request took longer than ${totalMs} ms`, options);
-    default:
-      return mapAnthropicError(error, signal);
+  const stopped = deadline.stopError;
+  if (stopped instanceof RequestTimeoutError) {
+    return new RequestTimeoutError(`anthropic: ${stopped.message}`, { cause: error });
   }
+  if (stopped && error === stopped) return stopped;
+  return mapAnthropicError(error, signal);
 }

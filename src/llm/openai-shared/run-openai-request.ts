@@ -1,12 +1,12 @@
 import { CancelledError } from "../errors.js";
-import type { GenerateRequest } from "../types.js";
-import { mapOpenAIError } from "./map-openai-error.js";
 import {
   DEFAULT_FIRST_BYTE_TIMEOUT_MS,
   DEFAULT_STREAM_TOTAL_TIMEOUT_MS,
   DEFAULT_TOTAL_TIMEOUT_MS,
   RequestDeadline,
-} from "./request-deadline.js";
+} from "../request-deadline.js";
+import type { GenerateRequest } from "../types.js";
+import { mapOpenAIError } from "./map-openai-error.js";
 
 /** Per-request options for an SDK call: our signal, and an SDK timeout that never fires first. */
 export interface SdkRequestOptions {

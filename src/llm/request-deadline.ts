@@ -1,4 +1,4 @@
-import { CancelledError, type LlmError, RequestTimeoutError } from "../errors.js";
+import { CancelledError, type LlmError, RequestTimeoutError } from "./errors.js";
 
 /** Default time to first byte, streaming only (a non-streaming reasoning model sends nothing until done). */
 export const DEFAULT_FIRST_BYTE_TIMEOUT_MS = 60_000;
