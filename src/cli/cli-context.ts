@@ -1,8 +1,9 @@
+import type { ProviderName } from "../llm/create-backend.js";
 import type { ReasoningEffort } from "../llm/types.js";
 
 /** Provider settings and shared flags, resolved from flags, then env, then defaults (SPEC §12). */
 export interface RuntimeConfig {
-  provider: "anthropic" | "openai-chat" | "openai-responses" | "demo";
+  provider: ProviderName;
   /** Model name; the provider's default when unset. */
   model: string;
   baseUrl?: string;
