@@ -1,11 +1,12 @@
-import { existsSync, mkdirSync } from "node:fs";
-import { type Browser, chromium, type Page } from "playwright-core";
+import { mkdirSync } from "node:fs";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalBus } from "../../src/bus/local-bus.js";
 import type { EventBody } from "../../src/events/types.js";
 import { startUiServer, type UiServer } from "../../src/ui/ui-server.js";
 import { iterationLikeMachine, loopLikeMachine } from "../viz/test-machines.js";
 import { createGate, type ScriptedAgent, startScriptedAgent } from "./scripted-agent.js";
+import { launchChromium } from "./support/launch-chromium.js";
 import { createEventFactory, publishEvents } from "./ui-helpers.js";
 
 /**
@@ -14,7 +15,6 @@ import { createEventFactory, publishEvents } from "./ui-helpers.js";
  * tool calls (one failing), a final turn, and StateChanged events for the live statechart.
  */
 
-const CHROMIUM = "/usr/bin/chromium";
 const ARTIFACTS = "test-artifacts";
 const PREFIX = "agentloop";
 const usage = { prompt: 30, completion: 12, total: 42, cached: 8 };
@@ -131,11 +131,6 @@ let agent: ScriptedAgent;
 const pageErrors: string[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(
-      `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium) to run the UI tests`,
-    );
-  }
   mkdirSync(ARTIFACTS, { recursive: true });
   bus = new LocalBus();
   const machines = { chat: loopLikeMachine, iteration: iterationLikeMachine } as const;
@@ -145,19 +140,7 @@ beforeAll(async () => {
     machineNames: ["chat", "iteration"],
   });
   agent = startScriptedAgent(bus, { prefix: PREFIX, agent: "bot", script: chatScript });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-      "--disable-quic",
-    ],
-  });
+  browser = await launchChromium();
   page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
   page.on("pageerror", (error) => pageErrors.push(error.message));
   page.on("console", (message) => {
