@@ -26,8 +26,8 @@ restore() {
 trap restore EXIT
 
 echo "building better-sqlite3 for Node $NODE24_VERSION"
-PATH="$nodedir/bin:$PATH" npm_config_nodedir="$nodedir" \
-  npm rebuild better-sqlite3 --build-from-source --no-audit --no-fund >/dev/null
+PATH="$nodedir/bin:$PATH" npm_config_nodedir="$nodedir" npm_config_build_from_source=true \
+  npm rebuild better-sqlite3 --no-audit --no-fund >/dev/null
 
 if [ "$#" -eq 0 ]; then set -- npm test; fi
 echo "running under $("$nodedir/bin/node" --version): $*"
