@@ -7,7 +7,7 @@ import {
 } from "@opentelemetry/sdk-trace-base";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
-import { AuthenticationError, ServerError } from "../../src/llm/errors.js";
+import { AuthenticationError, ContextLengthExceededError, ServerError } from "../../src/llm/errors.js";
 import { createAgentTracing, registeredTracer } from "../../src/telemetry/agent-tracing.js";
 import { CAPTURE_CONTENT_ENV } from "../../src/telemetry/gen-ai-conventions.js";
 import { defineTool } from "../../src/tools/define-tool.js";
@@ -347,6 +347,38 @@ describe("OpenTelemetry spans", () => {
       expect(only(name).attributes["error.type"], name).toBe("ChatCancelledError");
     }
     expect(spans.every((span) => span.ended)).toBe(true);
+  });
+
+  it("a context overflow: the refused iteration fails, the compaction runs, the iteration runs again", async () => {
+    const { agent } = await createTestAgent({
+      script: [
+        { text: "Earlier answer." },
+        { error: new ContextLengthExceededError("prompt is too long") },
+        { text: "Summary of before." },
+        { text: "Answer." },
+      ],
+      tracing: { tracer: provider.getTracer("agentloop-test") },
+    });
+    await agent.chat("first");
+    exporter.reset();
+    await agent.chat("second");
+
+    expect(tree(exporter.getFinishedSpans())).toEqual([
+      "invoke_agent tester",
+      "  iteration",
+      "    chat scripted-model",
+      "  compaction",
+      "    chat scripted-model",
+      "  iteration",
+      "    chat scripted-model",
+    ]);
+    const [refused, retried] = spansNamed("iteration");
+    expect(refused!.attributes).toMatchObject({
+      "agentloop.iteration": 1,
+      "error.type": "ContextLengthExceededError",
+    });
+    expect(retried!.attributes).toEqual({ "agentloop.iteration": 1, "agentloop.iteration.final": false });
+    expect(only("invoke_agent tester").status.code).toBe(SpanStatusCode.UNSET);
   });
 
   it("a manual compaction is a root span of its own, named for its agent and session", async () => {
