@@ -97,10 +97,10 @@ export function telemetrySettings(env: NodeJS.ProcessEnv): TelemetrySettings | u
     // The signal's path is appended to the base URL's own path (spec: OTLP exporter configuration).
     tracesUrl = `${httpUrl(general, "OTEL_EXPORTER_OTLP_ENDPOINT").replace(/\/+$/, "")}/v1/traces`;
   } else return undefined;
-  const protocol =
-    setting(env, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") ?? setting(env, "OTEL_EXPORTER_OTLP_PROTOCOL");
-  if (protocol === "grpc") {
-    throw new UsageError("OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported: agentloop exports OTLP/HTTP");
+  for (const variable of ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"]) {
+    if (setting(env, variable) === "grpc") {
+      throw new UsageError(`${variable}=grpc is not supported: agentloop exports OTLP/HTTP`);
+    }
   }
   const level = setting(env, "OTEL_LOG_LEVEL")?.toLowerCase();
   if (level !== undefined && LOG_LEVELS[level] === undefined) {
@@ -144,9 +144,9 @@ export function startTelemetry(env: NodeJS.ProcessEnv, stderr: NodeJS.WritableSt
   if (settings.logLevel !== undefined) diag.setLogger(stderrLogger(stderr), settings.logLevel);
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({
+      [ATTR_SERVICE_VERSION]: TRACER_VERSION,
       ...settings.resourceAttributes,
       [ATTR_SERVICE_NAME]: settings.serviceName,
-      [ATTR_SERVICE_VERSION]: TRACER_VERSION,
     }),
     spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url: settings.tracesUrl }))],
   });
