@@ -2,6 +2,7 @@ import type { ContextHistory } from "../context/context-history.js";
 import type { AgentEvent, EventBody } from "../events/types.js";
 import type { LlmClient } from "../llm/llm-client.js";
 import type { Message, ReasoningEffort, TokenUsage } from "../llm/types.js";
+import type { AgentTracingOptions } from "../telemetry/agent-tracing.js";
 import type { ToolSet } from "../tools/tool-set.js";
 
 /** SPEC §8. Every field has the spec's default. */
@@ -38,6 +39,8 @@ export interface CreateAgentParams {
   options?: AgentOptions;
   /** Posts to the session's mailbox (background tasks); set by the host. */
   post?: (text: string, options?: { type?: string; stackable?: boolean }) => void;
+  /** OpenTelemetry spans; by default on when a global tracer provider is registered. */
+  tracing?: AgentTracingOptions;
   /** Injected for deterministic tests. */
   now?: () => Date;
   createId?: () => string;

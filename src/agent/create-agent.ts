@@ -20,6 +20,7 @@ import { iterationMachine } from "../../machines/iteration.machine.js";
 import { ContextManager } from "../context/context-manager.js";
 import type { AgentEvent } from "../events/types.js";
 import type { LlmOptions, Message } from "../llm/types.js";
+import { createAgentTracing } from "../telemetry/agent-tracing.js";
 import type { ToolSet } from "../tools/tool-set.js";
 import type { Agent, AgentOptions, ChatOptions, ChatResult, CreateAgentParams } from "./agent-types.js";
 import { ChatCancelledError, ChatFailedError } from "./chat-errors.js";
@@ -102,6 +103,17 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   const onMessageRecorded = swallow(options.onMessageRecorded);
   const listeners: Array<(event: AgentEvent) => void> = [];
   if (options.onLog) listeners.push(options.onLog);
+  // StateChanged (an inspector on every machine) is for the log: spans need no states.
+  const isReportingStates = listeners.length > 0;
+  // Spans are built from the events (src/telemetry); untraced, the session gets no listener at all.
+  const tracing = createAgentTracing({
+    agent: name,
+    session,
+    model: params.model,
+    llm: params.llm,
+    ...params.tracing,
+  });
+  if (tracing) listeners.push(tracing.listener);
   const events = createEventEmitter({
     agent: name,
     session,
@@ -123,7 +135,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   };
 
   const deps: SessionDeps = {
-    llm: params.llm,
+    llm: tracing?.llm ?? params.llm,
     events,
     history: params.history,
     toolSets,
@@ -134,7 +146,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   };
   /** Creates a root actor of this session: its actors find `deps` through the actor system. */
   const createSessionActor = <M extends AnyStateMachine>(machine: M, input: InputFrom<M>): Actor<M> => {
-    const inspect = listeners.length > 0 ? stateReporter() : undefined;
+    const inspect = isReportingStates ? stateReporter() : undefined;
     const actor = createActor(machine, { input, ...(inspect ? { inspect } : {}) } as ActorOptions<M>);
     bindSessionDeps(actor.system, deps);
     return actor;

@@ -10,6 +10,7 @@ import { upCommand } from "./commands/up.js";
 import { vizCommand } from "./commands/viz.js";
 import { type FlagKind, parseArgs } from "./parse-args.js";
 import { resolveRuntimeConfig } from "./runtime-config.js";
+import { withTelemetry } from "./telemetry.js";
 
 const GLOBAL_FLAGS: Record<string, FlagKind> = {
   provider: "string",
@@ -32,19 +33,19 @@ const COMMANDS: Record<
   { run: Command; flags: Record<string, FlagKind>; usage: string; arguments?: false }
 > = {
   up: {
-    run: upCommand,
+    run: withTelemetry(upCommand),
     flags: { port: "string", host: "string", agents: "string", "idle-timeout": "string" },
     usage: "up [--port N] [--agents FILE] [--idle-timeout 12h]",
     arguments: false,
   },
   serve: {
-    run: serveCommand,
+    run: withTelemetry(serveCommand),
     flags: { agents: "string", "idle-timeout": "string" },
     usage: "serve [--agents FILE] [--idle-timeout 12h]",
     arguments: false,
   },
   chat: {
-    run: chatCommand,
+    run: withTelemetry(chatCommand),
     flags: { agent: "string", session: "string", local: "boolean", events: "string" },
     usage: "chat [--agent NAME] [--session ID] [--local] [--events jsonl|pretty|none] MESSAGE",
   },

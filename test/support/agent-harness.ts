@@ -34,6 +34,8 @@ export interface TestAgentParams {
   session?: string;
   /** Attempts per model request (default 3). */
   maxAttempts?: number;
+  /** OpenTelemetry tracing (e.g. a tracer on an in-memory exporter). */
+  tracing?: CreateAgentParams["tracing"];
 }
 
 export interface TestAgent {
@@ -92,6 +94,7 @@ export async function createTestAgent(params: TestAgentParams): Promise<TestAgen
     createId: () => `chat-${++chatCount}`,
   };
   if (params.history) agentParams.history = params.history;
+  if (params.tracing) agentParams.tracing = params.tracing;
   const agent = await createAgent(agentParams);
   return {
     agent,

@@ -1,0 +1,76 @@
+import { type Tracer, type TracerProvider, trace } from "@opentelemetry/api";
+import type { EventListener } from "../events/types.js";
+import type { LlmClient } from "../llm/llm-client.js";
+import { ChatSpanRecorder } from "./chat-span-recorder.js";
+import { CAPTURE_CONTENT_ENV, genAiProviderName } from "./gen-ai-conventions.js";
+import { TracedLlmClient } from "./traced-llm-client.js";
+
+/** The instrumentation scope of every span. */
+export const TRACER_NAME = "agentloop";
+export const TRACER_VERSION = "0.1.0";
+
+/** How an agent traces (`CreateAgentParams.tracing`). */
+export interface AgentTracingOptions {
+  /**
+   * Where the spans go. Default: the global tracer provider's `agentloop` tracer, when a provider
+   * is registered (`trace.setGlobalTracerProvider`) by the time the agent is created; without
+   * one the agent does no tracing work at all.
+   */
+  tracer?: Tracer;
+  /**
+   * Record prompts, completions, tool arguments and results on the spans. Default: the
+   * `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` environment variable is `true`.
+   */
+  captureContent?: boolean;
+}
+
+export interface AgentTracingParams extends AgentTracingOptions {
+  agent: string;
+  session: string;
+  model: string;
+  llm: LlmClient;
+  /** Read for the capture-content default (default: process.env). */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** What a traced session is built with instead: one more event listener, and the traced client. */
+export interface AgentTracing {
+  listener: EventListener;
+  llm: LlmClient;
+}
+
+/**
+ * The global provider's tracer, or undefined when no provider is registered. The API's global is
+ * a proxy that answers no-op tracers until an SDK registers; asking it once, when an agent is
+ * created, is what keeps an untraced agent free of any per-event work.
+ */
+export function registeredTracer(): Tracer | undefined {
+  const provider = trace.getTracerProvider() as TracerProvider & {
+    getDelegateTracer?: (name: string, version?: string) => Tracer | undefined;
+  };
+  if (typeof provider.getDelegateTracer !== "function") return trace.getTracer(TRACER_NAME, TRACER_VERSION);
+  return provider.getDelegateTracer(TRACER_NAME, TRACER_VERSION) === undefined
+    ? undefined
+    : trace.getTracer(TRACER_NAME, TRACER_VERSION);
+}
+
+/** Tracing for one agent session, or undefined when there is nowhere to send spans. */
+export function createAgentTracing(params: AgentTracingParams): AgentTracing | undefined {
+  const tracer = params.tracer ?? registeredTracer();
+  if (tracer === undefined) return undefined;
+  const env = params.env ?? process.env;
+  const captureContent = params.captureContent ?? env[CAPTURE_CONTENT_ENV]?.trim().toLowerCase() === "true";
+  const { llm } = params;
+  const recorder = new ChatSpanRecorder({
+    tracer,
+    agent: params.agent,
+    session: params.session,
+    model: params.model,
+    provider: () => genAiProviderName(llm.backend.provider),
+    captureContent,
+  });
+  return {
+    listener: recorder.listener,
+    llm: new TracedLlmClient(llm, tracer, { recorder, session: params.session, captureContent }),
+  };
+}
