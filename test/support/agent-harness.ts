@@ -34,6 +34,7 @@ export interface TestAgentParams {
   session?: string;
   /** Attempts per model request (default 3). */
   maxAttempts?: number;
+  redactor?: CreateAgentParams["redactor"];
 }
 
 export interface TestAgent {
@@ -92,6 +93,7 @@ export async function createTestAgent(params: TestAgentParams): Promise<TestAgen
     createId: () => `chat-${++chatCount}`,
   };
   if (params.history) agentParams.history = params.history;
+  if (params.redactor) agentParams.redactor = params.redactor;
   const agent = await createAgent(agentParams);
   return {
     agent,
