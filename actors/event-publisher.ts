@@ -1,4 +1,5 @@
 import type { AgentEvent, EventBody } from "../src/events/types.js";
+import { NO_SECRETS, type SecretRedactor } from "../src/text/secret-redactor.js";
 
 /** Stamps an event body with the session's identity, a per-session seq and a timestamp. */
 export interface EventEmitter {
@@ -18,13 +19,21 @@ export interface EventEmitterParams {
   session: string;
   listeners: ReadonlyArray<(event: AgentEvent) => void>;
   now?: () => Date;
+  /** Hides the configured secrets in every event's fields. Default: none (no cost). */
+  redactor?: SecretRedactor;
 }
 
 /**
  * The best-effort event publisher every actor of a session reports through. A throwing listener
  * never reaches the chat: observability must not change the conversation.
  */
-export function createEventEmitter({ agent, session, listeners, now }: EventEmitterParams): EventEmitter {
+export function createEventEmitter({
+  agent,
+  session,
+  listeners,
+  now,
+  redactor = NO_SECRETS,
+}: EventEmitterParams): EventEmitter {
   let seq = 0;
   // Events come in bursts (a delta every few µs): format the clock once per millisecond.
   let lastMs = Number.NaN;
@@ -54,7 +63,9 @@ export function createEventEmitter({ agent, session, listeners, now }: EventEmit
         seq,
         ts: timestamp(),
         iteration,
-        ...body,
+        // Events leave the process (NATS, JetStream files, the UI): a tool call's arguments, an
+        // error message or a delta may quote a key. Only the body carries free text.
+        ...(redactor.isActive ? redactor.redactValue(body) : body),
       } as AgentEvent;
       for (const listener of listeners) {
         try {

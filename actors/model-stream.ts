@@ -2,6 +2,7 @@ import { fromCallback } from "xstate";
 import type { StreamEvent } from "../machines/iteration.machine.js";
 import { toErrorInfo } from "../src/events/types.js";
 import type { LlmOptions, Message, StreamSink } from "../src/llm/types.js";
+import { wellFormedResponse } from "../src/llm/well-formed-message.js";
 import { type SessionDeps, sessionDepsOf } from "./session-deps.js";
 
 export interface ModelStreamInput {
@@ -64,7 +65,9 @@ export function createModelStreamActor(resolve: (system: object) => SessionDeps 
       .then(
         (response) => {
           isPending = false;
-          if (!isStopped) sendBack({ type: "stream.completed", response });
+          // The response enters the conversation, replayed on every later request: a lone
+          // surrogate from the model (a JSON `\ud83d`) must not poison it.
+          if (!isStopped) sendBack({ type: "stream.completed", response: wellFormedResponse(response) });
         },
         (error: unknown) => {
           isPending = false;

@@ -2,6 +2,7 @@ import type { LimitFunction } from "p-limit";
 import type { ContextHistory } from "../src/context/context-history.js";
 import type { LlmClient } from "../src/llm/llm-client.js";
 import type { Message } from "../src/llm/types.js";
+import type { SecretRedactor } from "../src/text/secret-redactor.js";
 import type { ToolContext, ToolSet } from "../src/tools/tool-set.js";
 import type { EventEmitter } from "./event-publisher.js";
 
@@ -20,6 +21,8 @@ export interface SessionDeps {
   /** The parts of the ToolContext that come from the session (agent, session, post, depth). */
   toolContext(): Omit<ToolContext, "signal" | "appendMessage">;
   recordMessage(message: Message): void;
+  /** Hides the configured secrets in tool results (events are redacted by `events` itself). */
+  redactor: SecretRedactor;
   now(): number;
 }
 

@@ -1,6 +1,7 @@
 import { fromPromise } from "xstate";
 import type { ToolCallSettlement } from "../machines/iteration.machine.js";
 import type { Message, ToolCall } from "../src/llm/types.js";
+import { wellFormedMessage } from "../src/llm/well-formed-message.js";
 import { runToolCall, toolResultMessage } from "../src/tools/tool-runner.js";
 import { type SessionDeps, sessionDepsOf } from "./session-deps.js";
 
@@ -12,7 +13,7 @@ import { type SessionDeps, sessionDepsOf } from "./session-deps.js";
 export function createToolCallActor(resolve: (system: object) => SessionDeps = sessionDepsOf) {
   return fromPromise<ToolCallSettlement, { call: ToolCall; iteration: number }>(
     ({ input, signal, system }) => {
-      const { toolSets, limit, events, toolContext, now } = resolve(system);
+      const { toolSets, limit, events, toolContext, now, redactor } = resolve(system);
       return limit(async () => {
         const { call, iteration } = input;
         const appended: Message[] = [];
@@ -25,11 +26,17 @@ export function createToolCallActor(resolve: (system: object) => SessionDeps = s
           });
         }
         const startedAt = now();
-        const outcome = await runToolCall(call, toolSets, {
-          ...toolContext(),
-          signal,
-          appendMessage: (message) => appended.push(message),
-        });
+        const outcome = await runToolCall(
+          call,
+          toolSets,
+          {
+            ...toolContext(),
+            signal,
+            // Tool output enters the conversation: no secrets, no lone surrogates (as for results).
+            appendMessage: (message) => appended.push(wellFormedMessage(redactor.redactValue(message))),
+          },
+          { redactor },
+        );
         const durationMs = now() - startedAt;
         if (!outcome.cancelled) {
           if (outcome.ok) {

@@ -3,6 +3,7 @@ import type { AgentEvent, EventBody } from "../events/types.js";
 import type { LlmClient } from "../llm/llm-client.js";
 import type { Message, ReasoningEffort, TokenUsage } from "../llm/types.js";
 import type { AgentTracingOptions } from "../telemetry/agent-tracing.js";
+import type { SecretRedactor } from "../text/secret-redactor.js";
 import type { ToolSet } from "../tools/tool-set.js";
 
 /** SPEC §8. Every field has the spec's default. */
@@ -37,6 +38,11 @@ export interface CreateAgentParams {
   /** Without a history the agent runs in memory. */
   history?: ContextHistory;
   options?: AgentOptions;
+  /**
+   * The configured secrets (API keys, NATS credentials), hidden from tool results, events and the
+   * errors a chat rejects with. Default: none.
+   */
+  redactor?: SecretRedactor;
   /** Posts to the session's mailbox (background tasks); set by the host. */
   post?: (text: string, options?: { type?: string; stackable?: boolean }) => void;
   /** OpenTelemetry spans; by default on when a global tracer provider is registered. */

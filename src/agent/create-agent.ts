@@ -20,7 +20,9 @@ import { iterationMachine } from "../../machines/iteration.machine.js";
 import { ContextManager } from "../context/context-manager.js";
 import type { AgentEvent } from "../events/types.js";
 import type { LlmOptions, Message } from "../llm/types.js";
+import { toWellFormed } from "../llm/well-formed-message.js";
 import { createAgentTracing } from "../telemetry/agent-tracing.js";
+import { NO_SECRETS } from "../text/secret-redactor.js";
 import type { ToolSet } from "../tools/tool-set.js";
 import type { Agent, AgentOptions, ChatOptions, ChatResult, CreateAgentParams } from "./agent-types.js";
 import { ChatCancelledError, ChatFailedError } from "./chat-errors.js";
@@ -101,6 +103,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   const maxIterations = options.maxIterations ?? DEFAULT_MAX_ITERATIONS;
   const contextCompactRatio = options.contextCompactRatio ?? DEFAULT_CONTEXT_COMPACT_RATIO;
   const onMessageRecorded = swallow(options.onMessageRecorded);
+  const redactor = params.redactor ?? NO_SECRETS;
   const listeners: Array<(event: AgentEvent) => void> = [];
   if (options.onLog) listeners.push(options.onLog);
   // StateChanged (an inspector on every machine) is for the log: spans need no states.
@@ -118,6 +121,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     agent: name,
     session,
     listeners,
+    redactor,
     ...(params.now ? { now: params.now } : {}),
   });
   let depth = 0;
@@ -142,6 +146,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     limit: pLimit(Math.max(1, options.maxConcurrentToolCalls ?? DEFAULT_MAX_CONCURRENT_TOOL_CALLS)),
     toolContext: () => ({ agent: name, session, depth, ...(params.post ? { post: params.post } : {}) }),
     recordMessage: onMessageRecorded,
+    redactor,
     now: Date.now,
   };
   /** Creates a root actor of this session: its actors find `deps` through the actor system. */
@@ -212,8 +217,10 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     return run;
   };
 
-  async function runChat(text: string, chatOptions: ChatOptions): Promise<ChatResult> {
+  async function runChat(userText: string, chatOptions: ChatOptions): Promise<ChatResult> {
     const { signal } = chatOptions;
+    // Stored and replayed on every later request: half an emoji must not poison the session.
+    const text = toWellFormed(userText);
     events.chatId = createId();
     depth = chatOptions.depth ?? 0;
     if (signal?.aborted) throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
@@ -250,7 +257,9 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     }
     if (output.status === "done") return { result: output.result, usage: output.usage };
     if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
-    throw new ChatFailedError(output.error ?? { name: "Error", message: "the chat failed" }, output.usage);
+    const error = output.error ?? { name: "Error", message: "the chat failed" };
+    // A provider's error may quote the key it was sent; this message reaches replies and logs.
+    throw new ChatFailedError(redactor.redactValue(error), output.usage);
   }
 
   return {

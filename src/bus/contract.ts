@@ -28,6 +28,15 @@ export type ErrorCode = z.infer<typeof ErrorCode>;
 export const ReplyError = z.object({ code: ErrorCode, message: z.string() });
 export type ReplyError = z.infer<typeof ReplyError>;
 
+/**
+ * A string that is well-formed Unicode: no lone UTF-16 surrogate (half an emoji, which JSON can
+ * carry as `"\ud83d"`). Such text would be stored and replayed on every later request of the
+ * session, and providers refuse a body holding it, so it is turned away at the door.
+ */
+const WellFormedString = z.string().refine((text) => text.isWellFormed(), {
+  error: "must be well-formed Unicode text (it holds a lone UTF-16 surrogate, e.g. half an emoji)",
+});
+
 const SessionName = z
   .string()
   .regex(NAME_PATTERN, { error: `must match ${NAME_PATTERN.source} (letters, digits, _ and -)` });
@@ -35,13 +44,13 @@ const SessionName = z
 /** A chat message for one session of the agent named in the subject. */
 export const ChatRequest = z.object({
   session: SessionName,
-  text: z.string().min(1, { error: "must not be empty" }),
+  text: WellFormedString.min(1, { error: "must not be empty" }),
   /** Mailbox message type; stackable messages of the same type coalesce (e.g. `task_result`). */
-  type: z.string().min(1).max(64).default("user"),
+  type: WellFormedString.min(1).max(64).default("user"),
   /** When true and the session is busy, replaces a queued message of the same type. */
   stackable: z.boolean().default(false),
   /** The client's own id for the message, echoed in the reply. */
-  id: z.string().min(1).max(256).optional(),
+  id: WellFormedString.min(1).max(256).optional(),
 });
 /** A parsed chat request (defaults applied). */
 export type ChatRequest = z.infer<typeof ChatRequest>;
@@ -55,7 +64,7 @@ export const ControlRequest = z.object({
   session: SessionName,
   command: z.enum(CONTROL_COMMANDS),
   /** Focus of a `compact`. */
-  topic: z.string().max(4096).optional(),
+  topic: WellFormedString.max(4096).optional(),
 });
 export type ControlRequest = z.infer<typeof ControlRequest>;
 

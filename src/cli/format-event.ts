@@ -1,4 +1,5 @@
 import type { AgentEvent } from "../events/types.js";
+import { truncateText } from "../text/truncate-text.js";
 
 /** ANSI styles, or none when the output is not a terminal. */
 export interface Palette {
@@ -40,7 +41,7 @@ export function createPalette(color: boolean): Palette {
 /** One line of text for the terminal: newlines shown as ⏎, long values cut. */
 export function oneLine(text: string, max = 160): string {
   const flat = text.replace(/\r?\n/g, " ⏎ ");
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+  return truncateText(flat, max);
 }
 
 function usageText(usage: { prompt: number; completion: number; cached: number }): string {

@@ -1,6 +1,8 @@
 import { ChatCancelledError, ChatFailedError } from "../agent/chat-errors.js";
 import { BusConfigError } from "../bus/bus-errors.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
+import { NO_SECRETS } from "../text/secret-redactor.js";
+import { truncateText } from "../text/truncate-text.js";
 import { type CliContext, type Command, UsageError } from "./cli-context.js";
 import { chatCommand } from "./commands/chat.js";
 import { serveCommand } from "./commands/serve.js";
@@ -9,7 +11,7 @@ import { uiCommand } from "./commands/ui.js";
 import { upCommand } from "./commands/up.js";
 import { vizCommand } from "./commands/viz.js";
 import { type FlagKind, parseArgs } from "./parse-args.js";
-import { resolveRuntimeConfig } from "./runtime-config.js";
+import { resolveRuntimeConfig, secretRedactorFor } from "./runtime-config.js";
 import { withTelemetry } from "./telemetry.js";
 
 const GLOBAL_FLAGS: Record<string, FlagKind> = {
@@ -94,6 +96,7 @@ export async function main(
   argv: readonly string[],
   io: Pick<CliContext, "stdout" | "stderr" | "env" | "signal">,
 ): Promise<number> {
+  let redactor = NO_SECRETS;
   try {
     const first = parseArgs(argv, {
       ...GLOBAL_FLAGS,
@@ -117,9 +120,10 @@ export async function main(
       );
     }
     const config = resolveRuntimeConfig(parsed.flags, io.env);
+    redactor = secretRedactorFor(config, io.env);
     return await command.run({ ...io, positionals: parsed.positionals, flags: parsed.flags, config });
   } catch (error) {
-    io.stderr.write(`agentloop: ${describeError(error)}\n`);
+    io.stderr.write(`agentloop: ${redactor.redact(describeError(error))}\n`);
     if (isConfigurationMistake(error)) return 2;
     if (error instanceof ChatCancelledError) return 130;
     return 1;
@@ -145,5 +149,5 @@ function isConfigurationMistake(error: unknown): boolean {
 
 function oneLine(text: string): string {
   const line = text.replace(/\s*\n\s*/g, " ").trim();
-  return line.length > 500 ? `${line.slice(0, 499)}…` : line;
+  return truncateText(line, 500);
 }

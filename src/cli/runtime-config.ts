@@ -1,5 +1,8 @@
+import { readFileSync } from "node:fs";
+import { parseNatsUrl } from "../bus/nats-url.js";
 import { knownContextWindow, resolveProvider } from "../llm/create-backend.js";
 import type { ReasoningEffort } from "../llm/types.js";
+import { createSecretRedactor, type SecretRedactor } from "../text/secret-redactor.js";
 import { type RuntimeConfig, UsageError } from "./cli-context.js";
 
 /** The model each provider uses when none is given. */
@@ -81,6 +84,40 @@ export function resolveRuntimeConfig(flags: Flags, env: NodeJS.ProcessEnv): Runt
     ...(db !== undefined ? { db } : {}),
     prefix,
   };
+}
+
+/**
+ * The secrets this process was given: the provider keys (the CLI's and both providers' key
+ * variables, since agents of an agents file may use either), the NATS password or token of the
+ * URL, and the seed of the NATS credentials file. Everything that leaves the process is redacted
+ * with them ({@link secretRedactorFor}).
+ */
+export function configuredSecrets(config: RuntimeConfig, env: NodeJS.ProcessEnv): string[] {
+  const secrets = [config.apiKey, env.ANTHROPIC_API_KEY, env.OPENAI_API_KEY];
+  try {
+    const address = parseNatsUrl(config.natsUrl);
+    secrets.push(address.pass, address.token);
+  } catch {
+    // A bad URL holds no usable secret; connecting reports it.
+  }
+  if (config.natsCreds !== undefined) secrets.push(credentialsSeed(config.natsCreds));
+  return [...new Set(secrets.filter((secret): secret is string => secret !== undefined && secret !== ""))];
+}
+
+/** The redactor for this process's {@link configuredSecrets}: built once, passed down. */
+export function secretRedactorFor(config: RuntimeConfig, env: NodeJS.ProcessEnv): SecretRedactor {
+  return createSecretRedactor(configuredSecrets(config, env));
+}
+
+/** The `USER NKEY SEED` block of a NATS credentials file (its JWT is not a secret on its own). */
+function credentialsSeed(path: string): string | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch {
+    return undefined; // Connecting reports an unreadable file.
+  }
+  return /-+BEGIN USER NKEY SEED-+\s*\r?\n\s*(\S+)/.exec(text)?.[1];
 }
 
 const DURATION_UNITS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;

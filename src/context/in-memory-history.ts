@@ -1,4 +1,5 @@
 import type { Message } from "../llm/types.js";
+import { wellFormedMessage } from "../llm/well-formed-message.js";
 import type { ContextHistory } from "./context-history.js";
 
 /**
@@ -30,6 +31,7 @@ export class InMemoryContextHistory implements ContextHistory {
   }
 }
 
+/** Copies of the messages, system messages left out, lone surrogates replaced (see {@link wellFormedMessage}). */
 function storable(messages: readonly Message[]): Message[] {
-  return structuredClone(messages.filter((message) => message.role !== "system"));
+  return structuredClone(messages.filter((message) => message.role !== "system").map(wellFormedMessage));
 }

@@ -1,6 +1,7 @@
 import type Database from "better-sqlite3";
 import { z } from "zod";
 import type { Message } from "../llm/types.js";
+import { wellFormedMessage } from "../llm/well-formed-message.js";
 import { type AgentDatabase, migrateAgentDatabase, openAgentDatabase } from "./agent-database.js";
 import type { ContextHistory } from "./context-history.js";
 import { CorruptHistoryError } from "./history-errors.js";
@@ -86,7 +87,8 @@ export class SqliteContextHistory implements ContextHistory {
 
   async restore(): Promise<Message[]> {
     const rows = this.#select.all(this.agent, this.session);
-    return rows.map((row) => this.#parseRow(row));
+    // A row written before lone surrogates were refused would poison every request: heal it.
+    return rows.map((row) => wellFormedMessage(this.#parseRow(row)));
   }
 
   async append(messages: readonly Message[]): Promise<void> {
@@ -146,6 +148,7 @@ export class SqliteContextHistory implements ContextHistory {
 type Statement = Database.Statement<unknown[], unknown>;
 
 /** The system prompt is rebuilt from options and ToolSets, so it is never persisted (SPEC §7.2). */
+/** System messages are never stored, and no message with a lone surrogate (see {@link wellFormedMessage}). */
 function storable(messages: readonly Message[]): Message[] {
-  return messages.filter((message) => message.role !== "system");
+  return messages.filter((message) => message.role !== "system").map(wellFormedMessage);
 }

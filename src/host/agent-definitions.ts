@@ -24,6 +24,10 @@ export const AgentDefinition = z
     maxIterations: z.number().int().min(1).max(1000).optional(),
     reasoningEffort: z.enum(["low", "medium", "high"]).optional(),
     contextWindow: z.number().int().min(1).optional(),
+    /** Host environment variables the `shell` tool's commands may see, besides PATH, HOME and the locale. */
+    shellEnv: z
+      .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "must be an environment variable name" }))
+      .optional(),
   })
   .strict();
 export type AgentDefinition = z.infer<typeof AgentDefinition>;
@@ -63,6 +67,8 @@ export interface ResolvedAgentDefinition {
   reasoningEffort?: ReasoningEffort;
   /** The token limit the compaction ratio is measured against. */
   contextWindow: number;
+  /** Variables passed to the `shell` tool's commands (see `SHELL_BASE_ENV` for the ones always passed). */
+  shellEnv?: string[];
 }
 
 /** A bad agents file: the message names the file and the field. */
@@ -187,6 +193,7 @@ export function resolveAgentDefinitions(
       ...(apiKey === undefined ? {} : { apiKey }),
       ...(maxIterations === undefined ? {} : { maxIterations }),
       ...(reasoningEffort === undefined ? {} : { reasoningEffort }),
+      ...(agent.shellEnv === undefined ? {} : { shellEnv: agent.shellEnv }),
     };
   });
 }

@@ -13,6 +13,7 @@ import { createBackend, type ProviderEnvironment } from "../llm/create-backend.j
 import type { LlmClient } from "../llm/llm-client.js";
 import { RetryingLlmClient } from "../llm/retrying-client.js";
 import type { LlmBackend } from "../llm/types.js";
+import type { SecretRedactor } from "../text/secret-redactor.js";
 import { createAskAgentToolSet } from "../tools/ask-agent.js";
 import { createBuiltinToolSetRegistry, type ToolSetRegistry } from "../tools/builtin/index.js";
 import { createShellToolSet, type ShellToolSetOptions } from "../tools/shell.js";
@@ -35,8 +36,10 @@ export interface SessionAgentFactoryOptions {
   createClient?: (backend: LlmBackend) => LlmClient;
   /** Extra event listener besides the bus (e.g. a local logger). */
   onEvent?: (event: AgentEvent) => void;
-  /** Settings of the opt-in `shell` ToolSet. */
+  /** Settings of the opt-in `shell` ToolSet (an agent's `shellEnv` adds to its `passEnv`). */
   shell?: ShellToolSetOptions;
+  /** Hides the configured secrets in tool results, events and chat errors. Default: none. */
+  redactor?: SecretRedactor;
   /** `ask_agent` settings. */
   askAgent?: { timeoutMs?: number; maxDepth?: number };
   /** Injected for deterministic tests. */
@@ -75,7 +78,12 @@ export function createHostToolSetRegistry(
         ...options.askAgent,
       });
     })
-    .register("shell", () => createShellToolSet(options.shell));
+    .register("shell", (context) =>
+      createShellToolSet({
+        ...options.shell,
+        passEnv: [...(options.shell?.passEnv ?? []), ...(context.shellEnv ?? [])],
+      }),
+    );
 }
 
 /**
@@ -110,7 +118,11 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
   for (const definition of options.definitions) {
     const backend = options.createBackend?.(definition) ?? buildBackend(definition, options.env);
     const llm = options.createClient?.(backend) ?? new RetryingLlmClient({ backend });
-    const toolSets = registry.create(definition.tools, { agent: definition.name, bus: options.bus });
+    const toolSets = registry.create(definition.tools, {
+      agent: definition.name,
+      bus: options.bus,
+      ...(definition.shellEnv === undefined ? {} : { shellEnv: definition.shellEnv }),
+    });
     agents.set(definition.name, { definition, llm, toolSets });
   }
 
@@ -142,6 +154,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
       toolSets,
       history: historyOf(agent, session),
       post: hooks.post,
+      ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
       options: {
         tokenLimit: definition.contextWindow,
         onLog,

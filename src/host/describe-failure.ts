@@ -1,5 +1,6 @@
 import type { ErrorCode } from "../bus/contract.js";
 import * as llmErrors from "../llm/errors.js";
+import { sliceCodePoints } from "../text/truncate-text.js";
 
 /** A failure as it goes back to a caller: a stable code and one line of text. */
 export interface SessionError {
@@ -44,5 +45,5 @@ function isNamed(error: unknown, name: string): boolean {
 
 function oneLine(text: string): string {
   const line = text.replace(/\s+/g, " ").trim() || "unknown error";
-  return line.length > MAX_MESSAGE_LENGTH ? `${line.slice(0, MAX_MESSAGE_LENGTH)}…` : line;
+  return line.length > MAX_MESSAGE_LENGTH ? `${sliceCodePoints(line, MAX_MESSAGE_LENGTH)}…` : line;
 }

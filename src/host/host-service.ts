@@ -2,6 +2,7 @@ import type { Bus } from "../bus/bus.js";
 import { ensureEventStream } from "../bus/event-log.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import type { RuntimeConfig } from "../cli/cli-context.js";
+import { secretRedactorFor } from "../cli/runtime-config.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ProviderEnvironment } from "../llm/create-backend.js";
 import type { ResolvedAgentDefinition } from "./agent-definitions.js";
@@ -38,10 +39,17 @@ export interface HostService {
  */
 export async function startHostService(options: HostServiceOptions): Promise<HostService> {
   const { bus, config } = options;
+  const env = options.env ?? process.env;
+  // API keys and NATS credentials never leave in a tool result, an event, a reply or a log line.
+  const redactor = secretRedactorFor(config, env);
+  const log = (line: string) => options.log(redactor.redact(line));
   const factory = createSessionAgentFactory({
     definitions: options.definitions,
     bus,
     prefix: config.prefix,
+    redactor,
+    // The shell reads the variables it passes on from the same environment as the providers.
+    shell: { env },
     ...(config.db === undefined ? {} : { db: config.db }),
     ...(options.env === undefined ? {} : { env: options.env }),
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
@@ -51,9 +59,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
       await ensureEventStream(bus.connection, { prefix: config.prefix });
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      options.log(
-        `no event log (JetStream): ${reason}; events are still published, tail --since cannot replay them`,
-      );
+      log(`no event log (JetStream): ${reason}; events are still published, tail --since cannot replay them`);
     }
   }
   const host = new AgentHost({
@@ -61,7 +67,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
     prefix: config.prefix,
     agents: options.definitions.map((definition) => definition.name),
     createAgent: factory.createAgent,
-    log: options.log,
+    log,
     ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
     ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
   }).start();

@@ -1,3 +1,4 @@
+import { truncateText } from "../text/truncate-text.js";
 /**
  * Detection of tool calls a model wrote as text instead of calling the tool (SPEC §5). Open-weight
  * models served behind OpenAI-compatible APIs do this when the server's tool parser misses their
@@ -155,7 +156,7 @@ export function findStrayToolMarkup(text: string, toolNames: readonly string[]):
 
 function excerpt(found: string): string {
   const oneLine = found.trim().replace(/\s+/g, " ");
-  return oneLine.length <= MAX_EXCERPT ? oneLine : `${oneLine.slice(0, MAX_EXCERPT - 1)}…`;
+  return truncateText(oneLine, MAX_EXCERPT);
 }
 
 function escapeRegExp(value: string): string {

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { sliceCodePoints } from "../text/truncate-text.js";
 import { ToolError } from "./tool-errors.js";
 import type { ToolContext } from "./tool-set.js";
 
@@ -114,7 +115,7 @@ export class BackgroundTasks {
  * {@link TASK_RESULT_MAX_CHARS} characters in all: a long output is cut with a visible marker.
  */
 export function formatTaskResult(result: TaskResult, maxChars = TASK_RESULT_MAX_CHARS): string {
-  const label = result.label === undefined ? "" : ` label="${escapeXml(result.label.slice(0, 200))}"`;
+  const label = result.label === undefined ? "" : ` label="${escapeXml(sliceCodePoints(result.label, 200))}"`;
   const open = `<task_result id="${escapeXml(result.id)}" status="${result.status}"${label}>`;
   const close = "</task_result>";
   const body = escapeXml(result.output);
@@ -125,7 +126,7 @@ export function formatTaskResult(result: TaskResult, maxChars = TASK_RESULT_MAX_
   // Never cut an entity (`&amp;`) in half: back up to its `&`.
   const ampersand = body.lastIndexOf("&", cut);
   if (ampersand !== -1 && ampersand > cut - 6 && body.indexOf(";", ampersand) >= cut) cut = ampersand;
-  return open + body.slice(0, cut) + marker + close;
+  return open + sliceCodePoints(body, cut) + marker + close;
 }
 
 const XML_ESCAPES: Record<string, string> = {

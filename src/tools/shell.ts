@@ -1,7 +1,9 @@
 import { spawn } from "node:child_process";
-import { isAbsolute, relative, resolve } from "node:path";
+import { realpath } from "node:fs/promises";
+import { isAbsolute, relative, resolve, sep } from "node:path";
 import { z } from "zod";
 import type { ToolCall, ToolDefinition } from "../llm/types.js";
+import { sliceCodePoints } from "../text/truncate-text.js";
 import { BackgroundTasks } from "./background-tasks.js";
 import { defineTool, type Tool } from "./define-tool.js";
 import { ToolCancelledError, ToolError, ToolNotFoundError } from "./tool-errors.js";
@@ -15,6 +17,13 @@ export const DEFAULT_SHELL_TIMEOUT_MS = 60_000;
 export const MAX_SHELL_TIMEOUT_MS = 30 * 60 * 1000;
 /** Output kept per command (stdout and stderr interleaved), before the runner's own cap. */
 export const DEFAULT_SHELL_MAX_OUTPUT_CHARS = 6_000;
+/**
+ * The variables every command gets from the host's environment: where programs are, the home
+ * directory, and the locale (LC_ALL too, since it overrides LANG: without it a host set up with
+ * LC_ALL=C.UTF-8 alone would run commands in the ASCII locale). Nothing else: the host's
+ * environment holds its API keys and NATS credentials. An agent adds names with `passEnv`.
+ */
+export const SHELL_BASE_ENV: readonly string[] = ["PATH", "HOME", "LANG", "LC_ALL"];
 
 export const ShellArguments = z.object({
   command: z.string().min(1).describe("The command line, run by /bin/sh -c."),
@@ -44,8 +53,13 @@ export interface ShellToolSetOptions {
   timeoutMs?: number;
   /** Default 6,000 characters. */
   maxOutputChars?: number;
-  /** Environment of the commands; default the host's. */
+  /**
+   * Where the commands' variables are read from; default the host's environment. Commands see
+   * only {@link SHELL_BASE_ENV} and `passEnv` of it.
+   */
   env?: NodeJS.ProcessEnv;
+  /** More variables passed to the commands (an agent's `shellEnv`). */
+  passEnv?: readonly string[];
   /** Default `/bin/sh`. */
   shell?: string;
   /** Task ids (injected for tests). */
@@ -64,8 +78,10 @@ export interface ShellRun {
 /**
  * The opt-in `shell` ToolSet: runs a command in the workspace with a timeout and a cap on its
  * output, in the foreground (the result is the tool's) or in the background (a task id now, a
- * `task_result` message later). Not a sandbox: the command has the host's rights. Each session
- * gets its own copy, so `reset()` cancels only that session's background commands.
+ * `task_result` message later). Not a sandbox: the command has the host's rights (it can read
+ * any file the host can, by absolute path); it only starts in the workspace and sees a minimal
+ * environment ({@link shellEnvironment}). Each session gets its own copy, so `reset()` cancels
+ * only that session's background commands.
  */
 export function createShellToolSet(options: ShellToolSetOptions = {}): ToolSet {
   return new ShellToolSet(options);
@@ -75,12 +91,14 @@ class ShellToolSet implements ToolSet {
   readonly name = TOOL_NAME;
   readonly #options: ShellToolSetOptions;
   readonly #workspace: string;
+  readonly #env: NodeJS.ProcessEnv;
   readonly #tasks: BackgroundTasks;
   readonly #tool: Tool;
 
   constructor(options: ShellToolSetOptions) {
     this.#options = options;
     this.#workspace = resolve(options.workingDirectory ?? process.cwd());
+    this.#env = shellEnvironment(options.env ?? process.env, options.passEnv);
     this.#tasks = new BackgroundTasks(
       options.createTaskId === undefined ? {} : { createId: options.createTaskId },
     );
@@ -121,7 +139,7 @@ class ShellToolSet implements ToolSet {
   }
 
   async #execute(args: ShellArguments, context: ToolContext): Promise<string> {
-    const cwd = this.#resolveCwd(args.cwd);
+    const cwd = await this.#resolveCwd(args.cwd);
     const timeoutMs =
       args.timeoutSeconds === undefined
         ? (this.#options.timeoutMs ?? DEFAULT_SHELL_TIMEOUT_MS)
@@ -139,11 +157,16 @@ class ShellToolSet implements ToolSet {
     return formatShellRun(run, timeoutMs);
   }
 
-  #resolveCwd(cwd: string | undefined): string {
-    if (cwd === undefined || cwd === "") return this.#workspace;
-    const target = resolve(this.#workspace, cwd);
-    const inside = relative(this.#workspace, target);
-    if (inside.startsWith("..") || isAbsolute(inside)) {
+  /**
+   * The real directory to run in. Both paths are resolved through their symlinks before the
+   * containment check: checked as strings, `cwd: "link"` with `link -> /` would run outside.
+   */
+  async #resolveCwd(cwd: string | undefined): Promise<string> {
+    const workspace = await realDirectory(this.#workspace, "the workspace");
+    if (cwd === undefined || cwd === "") return workspace;
+    const target = await realDirectory(resolve(workspace, cwd), "cwd");
+    const inside = relative(workspace, target);
+    if (inside === ".." || inside.startsWith(`..${sep}`) || isAbsolute(inside)) {
       throw new ToolError(`cwd must stay inside the workspace ${this.#workspace}`, { toolName: TOOL_NAME });
     }
     return target;
@@ -156,7 +179,37 @@ class ShellToolSet implements ToolSet {
       signal,
       maxOutputChars: this.#options.maxOutputChars ?? DEFAULT_SHELL_MAX_OUTPUT_CHARS,
       shell: this.#options.shell ?? "/bin/sh",
-      env: this.#options.env ?? process.env,
+      env: this.#env,
+    });
+  }
+}
+
+/**
+ * The environment a command runs with: {@link SHELL_BASE_ENV} and the `passEnv` names, taken
+ * from `source` where set. Everything else (API keys, NATS credentials, whatever the host was
+ * started with) stays out: a command's output goes to the model, the history and the events.
+ */
+export function shellEnvironment(
+  source: NodeJS.ProcessEnv,
+  passEnv: readonly string[] = [],
+): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const name of [...SHELL_BASE_ENV, ...passEnv]) {
+    const value = source[name];
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
+}
+
+async function realDirectory(path: string, what: string): Promise<string> {
+  try {
+    return await realpath(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason = code === "ENOENT" ? "no such directory" : (error as Error).message;
+    throw new ToolError(`cannot run the command: ${what} ${path}: ${reason}`, {
+      toolName: TOOL_NAME,
+      cause: error,
     });
   }
 }
@@ -195,17 +248,18 @@ export function runShellCommand(
         // Already gone.
       }
     };
-    const collect = (chunk: Buffer) => {
+    const collect = (text: string) => {
       if (truncated) return;
-      const text = chunk.toString("utf8");
       const room = options.maxOutputChars - output.length;
       if (text.length > room) {
-        output += text.slice(0, Math.max(0, room));
+        // Never half an emoji at the cut (a lone surrogate is refused by providers).
+        output += sliceCodePoints(text, Math.max(0, room));
         truncated = true;
       } else output += text;
     };
-    child.stdout.on("data", collect);
-    child.stderr.on("data", collect);
+    // Decoded per stream, so a character split between two chunks arrives whole.
+    child.stdout.setEncoding("utf8").on("data", collect);
+    child.stderr.setEncoding("utf8").on("data", collect);
     const timer = setTimeout(() => {
       timedOut = true;
       kill();

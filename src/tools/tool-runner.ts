@@ -1,5 +1,8 @@
 import type { ErrorInfo } from "../events/types.js";
 import type { Message, ToolCall } from "../llm/types.js";
+import { toWellFormed } from "../llm/well-formed-message.js";
+import { NO_SECRETS, type SecretRedactor } from "../text/secret-redactor.js";
+import { sliceCodePoints, truncateText } from "../text/truncate-text.js";
 import { ToolCancelledError, ToolNotFoundError } from "./tool-errors.js";
 import type { ToolContext, ToolSet } from "./tool-set.js";
 
@@ -24,27 +27,39 @@ export interface ToolCallOutcome {
   error?: ErrorInfo;
 }
 
+export interface RunToolCallOptions {
+  /** Hides the configured secrets in the result and the error message. Default: none. */
+  redactor?: SecretRedactor;
+}
+
 /**
  * Runs one tool call against the first ToolSet that offers its name and never throws: an unknown
  * tool, invalid arguments or a throwing tool become an `{"error": "…"}` result the model can react
  * to (SPEC §6.2). An aborted `context.signal` resolves at once with a cancelled outcome, even when
  * the tool ignores the signal (its late result is discarded).
+ *
+ * What a tool returns becomes the model's input, the session's history and an event: so secrets
+ * are redacted from it first, lone surrogates replaced (see {@link toWellFormed}), then it is cut.
  */
 export async function runToolCall(
   call: ToolCall,
   toolSets: readonly ToolSet[],
   context: ToolContext,
+  options: RunToolCallOptions = {},
 ): Promise<ToolCallOutcome> {
+  const redactor = options.redactor ?? NO_SECRETS;
   if (context.signal.aborted) return cancelledOutcome(call.id, call.name);
   const toolSet = toolSets.find((set) => set.tools().some((tool) => tool.name === call.name));
-  if (toolSet === undefined) return failedOutcome(call, new ToolNotFoundError(call.name));
+  if (toolSet === undefined) return failedOutcome(call, new ToolNotFoundError(call.name), redactor);
 
   let invocation: Promise<string>;
   try {
     invocation = toolSet.invoke(call, context);
   } catch (error) {
     // A ToolSet that throws synchronously instead of rejecting.
-    return context.signal.aborted ? cancelledOutcome(call.id, call.name) : failedOutcome(call, error);
+    return context.signal.aborted
+      ? cancelledOutcome(call.id, call.name)
+      : failedOutcome(call, error, redactor);
   }
   const settled = await untilAborted(invocation, context.signal);
   if (settled === "aborted") return cancelledOutcome(call.id, call.name);
@@ -54,12 +69,12 @@ export async function runToolCall(
       toolName: call.name,
       ok: true,
       cancelled: false,
-      result: truncateToolResult(settled.value),
+      result: truncateToolResult(toWellFormed(redactor.redact(settled.value))),
     };
   }
   // A tool that gave up because of the abort reports cancellation, not a failure of its own.
   if (context.signal.aborted) return cancelledOutcome(call.id, call.name);
-  return failedOutcome(call, settled.error);
+  return failedOutcome(call, settled.error, redactor);
 }
 
 /** The outcome of a call that was cancelled or never ran to the end. */
@@ -94,18 +109,22 @@ export function toolResultMessage(outcome: ToolCallOutcome): Message {
  */
 export function truncateToolResult(text: string, limit = TOOL_RESULT_LIMIT): string {
   if (text.length <= limit) return text;
-  let end = limit;
-  // Never leave half of a surrogate pair at the end.
-  if (end > 0 && isHighSurrogate(text.charCodeAt(end - 1))) end -= 1;
-  return `${text.slice(0, end)}\n…[truncated: ${groupDigits(text.length)} characters, showing the first ${groupDigits(end)}]`;
+  // Never half of a surrogate pair at the end.
+  const shown = sliceCodePoints(text, limit);
+  return `${shown}\n…[truncated: ${groupDigits(text.length)} characters, showing the first ${groupDigits(shown.length)}]`;
 }
 
 /**
- * An error message fit for the model and for events: the message only (no stack trace), host file
- * paths reduced to their base names, on one line, capped at about `limit` characters.
+ * An error message fit for the model and for events: the message only (no stack trace), secrets
+ * redacted, host file paths reduced to their base names, on one line, capped at about `limit`
+ * characters.
  */
-export function sanitizeErrorMessage(error: unknown, limit = TOOL_ERROR_MESSAGE_LIMIT): string {
-  const lines = rawMessage(error)
+export function sanitizeErrorMessage(
+  error: unknown,
+  limit = TOOL_ERROR_MESSAGE_LIMIT,
+  redactor: SecretRedactor = NO_SECRETS,
+): string {
+  const lines = toWellFormed(redactor.redact(rawMessage(error)))
     .split(/\r?\n/)
     .filter((line) => !STACK_FRAME.test(line))
     .map((line) => line.trim())
@@ -117,7 +136,7 @@ export function sanitizeErrorMessage(error: unknown, limit = TOOL_ERROR_MESSAGE_
     .replace(/\s+/g, " ")
     .trim();
   const message = text === "" ? errorName(error) : text;
-  return message.length <= limit ? message : `${message.slice(0, Math.max(0, limit - 1))}…`;
+  return truncateText(message, Math.max(1, limit));
 }
 
 const STACK_FRAME = /^\s*at\s.+/;
@@ -128,8 +147,8 @@ const STACK_FRAME = /^\s*at\s.+/;
 const POSIX_PATH = /(?<![\w:/.~-])(?:file:\/\/)?(?:\/[^\s/'"`()<>:,;]+)+\/([^\s/'"`()<>:,;]+)/g;
 const WINDOWS_PATH = /(?<![\w])[A-Za-z]:\\(?:[^\\\s'"`()<>,;]+\\)+([^\\\s'"`()<>,;]+)/g;
 
-function failedOutcome(call: ToolCall, error: unknown): ToolCallOutcome {
-  const message = sanitizeErrorMessage(error);
+function failedOutcome(call: ToolCall, error: unknown, redactor: SecretRedactor): ToolCallOutcome {
+  const message = sanitizeErrorMessage(error, TOOL_ERROR_MESSAGE_LIMIT, redactor);
   return {
     callId: call.id,
     toolName: call.name,
@@ -169,10 +188,6 @@ function rawMessage(error: unknown): string {
 
 function errorName(error: unknown): string {
   return error instanceof Error && error.name !== "" ? error.name : "Error";
-}
-
-function isHighSurrogate(code: number): boolean {
-  return code >= 0xd800 && code <= 0xdbff;
 }
 
 function groupDigits(value: number): string {

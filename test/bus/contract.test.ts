@@ -64,12 +64,24 @@ describe("parseChatRequest", () => {
     ['{"session":"s","text":"x","type":7}', /field "type"/],
     ['{"session":"s","text":"x","type":""}', /field "type"/],
     ['{"session":"s","text":"x","id":12}', /field "id"/],
+    // Issue 9 defect 3: a lone surrogate (half an emoji) would poison the session's history.
+    ['{"session":"s","text":"half \\ud83d an emoji"}', /field "text": must be well-formed Unicode/],
+    ['{"session":"s","text":"\\udc00"}', /field "text": must be well-formed Unicode/],
+    ['{"session":"s","text":"x","type":"task\\ud800"}', /field "type": must be well-formed Unicode/],
+    ['{"session":"s","text":"x","id":"m\\udfff1"}', /field "id": must be well-formed Unicode/],
   ])("refuses %j as bad_request (%s)", (payload, reason) => {
     const result = parseChatRequest(payload);
     expect(result.ok).toBe(false);
     if (result.ok) return;
     expect(result.error.code).toBe("bad_request");
     expect(result.error.message).toMatch(reason);
+  });
+
+  it("accepts well-formed text outside the BMP (a whole emoji, escaped or not)", () => {
+    expect(parseChatRequest('{"session":"s","text":"\\ud83d\\ude00 and 😀"}')).toMatchObject({
+      ok: true,
+      value: { text: "😀 and 😀" },
+    });
   });
 
   it("refuses an oversized payload, saying so", () => {
@@ -112,6 +124,7 @@ describe("parseControlRequest", () => {
     ['{"session":"s","command":"restart"}', /field "command"/],
     ['{"session":"s.t","command":"stop"}', /field "session": must match/],
     ['{"session":"s","command":"compact","topic":3}', /field "topic"/],
+    ['{"session":"s","command":"compact","topic":"\\ud800"}', /field "topic": must be well-formed Unicode/],
   ])("refuses %j as bad_request (%s)", (payload, reason) => {
     const result = parseControlRequest(payload);
     expect(result.ok).toBe(false);

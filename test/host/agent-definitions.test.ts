@@ -140,6 +140,16 @@ describe("agent definitions", () => {
     );
   });
 
+  it("reads shellEnv, the variables an agent's shell commands may see, and refuses what is not a name", () => {
+    const [agent] = parse({ agents: [{ name: "ops", tools: ["shell"], shellEnv: ["GITHUB_TOKEN", "_X1"] }] });
+    expect(agent?.shellEnv).toEqual(["GITHUB_TOKEN", "_X1"]);
+    expect(parse({ agents: [{ name: "plain" }] })[0]).not.toHaveProperty("shellEnv");
+    expect(refusal({ agents: [{ name: "a", shellEnv: ["A=B"] }] })).toBe(
+      "agents file agents.json: agents[0].shellEnv[0]: must be an environment variable name",
+    );
+    expect(refusal({ agents: [{ name: "a", shellEnv: "PATH" }] })).toMatch(/agents\[0\]\.shellEnv: /);
+  });
+
   it("uses the injected per-provider default model when an agent switches provider", () => {
     const [agent] = parseAgentDefinitions(
       JSON.stringify({ agents: [{ name: "a", provider: "demo" }] }),

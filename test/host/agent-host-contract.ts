@@ -239,6 +239,22 @@ export function registerAgentHostContractTests(name: string, options: HostContra
       ["a negative depth", '{"session":"s1","text":"x","depth":-1}', /field "depth"/],
       ["a fractional depth", '{"session":"s1","text":"x","depth":1.5}', /field "depth"/],
       ["truncated JSON", '{"session":"s1","text":"x"', /not valid JSON/],
+      // Issue 9 defect 3: half an emoji (a lone surrogate) would be stored and poison every later request.
+      [
+        "a text with a lone surrogate",
+        '{"session":"s1","text":"half \\ud83d"}',
+        /field "text": must be well-formed/,
+      ],
+      [
+        "a type with a lone surrogate",
+        '{"session":"s1","text":"x","type":"\\udc00"}',
+        /field "type": must be well-formed/,
+      ],
+      [
+        "an id with a lone surrogate",
+        '{"session":"s1","text":"x","id":"m\\ud800"}',
+        /field "id": must be well-formed/,
+      ],
     ];
 
     it.each(
@@ -267,6 +283,7 @@ export function registerAgentHostContractTests(name: string, options: HostContra
         '{"command":"stop"}',
         '{"session":"s 1","command":"stop"}',
         '{"session":"s1","command":"compact","topic":7}',
+        '{"session":"s1","command":"compact","topic":"\\ud83d"}',
       ];
       for (const payload of bad) {
         expect(await fixture.request("bot", "control", payload)).toMatchObject({

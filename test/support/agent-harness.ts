@@ -36,6 +36,7 @@ export interface TestAgentParams {
   maxAttempts?: number;
   /** OpenTelemetry tracing (e.g. a tracer on an in-memory exporter). */
   tracing?: CreateAgentParams["tracing"];
+  redactor?: CreateAgentParams["redactor"];
 }
 
 export interface TestAgent {
@@ -95,6 +96,7 @@ export async function createTestAgent(params: TestAgentParams): Promise<TestAgen
   };
   if (params.history) agentParams.history = params.history;
   if (params.tracing) agentParams.tracing = params.tracing;
+  if (params.redactor) agentParams.redactor = params.redactor;
   const agent = await createAgent(agentParams);
   return {
     agent,

@@ -46,6 +46,25 @@ describe("formatTaskResult", () => {
       { numRuns: 300 },
     );
   });
+
+  it("never cuts an emoji in half, in the output or the label (issue 9)", () => {
+    const output = "😀".repeat(3_000);
+    for (let maxChars = 150; maxChars < 160; maxChars++) {
+      const text = formatTaskResult(
+        { id: "t", status: "completed", output, label: "😀".repeat(150) },
+        maxChars,
+      );
+      expect(text.isWellFormed()).toBe(true);
+    }
+    expect(
+      formatTaskResult({
+        id: "t",
+        status: "completed",
+        output: "x",
+        label: `${"a".repeat(199)}😀`,
+      }).isWellFormed(),
+    ).toBe(true);
+  });
 });
 
 describe("BackgroundTasks", () => {

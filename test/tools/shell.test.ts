@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, realpath, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -49,6 +49,45 @@ describe("shell ToolSet", () => {
       maxOutputChars: 100,
     });
     expect(result).toBe(`exit code: 0\n${"x\n".repeat(50)}\n[output truncated]`);
+  });
+
+  it("cuts the output on whole characters: never half an emoji (issue 9: a lone surrogate poisons the session)", async () => {
+    const result = await shell({ command: "printf '😀😀😀'" }, createTestToolContext(), {
+      maxOutputChars: 5,
+    });
+    expect(result).toBe("exit code: 0\n😀😀\n[output truncated]");
+    expect(result.isWellFormed()).toBe(true);
+  });
+
+  it("decodes a character split between two writes whole", async () => {
+    const result = await shell({ command: "printf '\\360\\237'; sleep 0.1; printf '\\230\\200\\n'" });
+    expect(result).toBe("exit code: 0\n😀\n");
+  });
+
+  it("gives commands PATH, HOME and the locale, plus the names in passEnv, and nothing else (issue 9)", async () => {
+    const env = {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: "/home/agent",
+      LANG: "C.UTF-8",
+      ANTHROPIC_API_KEY: "sk-ant-secret",
+      DEPLOY_TOKEN: "granted",
+    };
+    const result = await shell(
+      { command: 'echo "[$HOME][$LANG][$ANTHROPIC_API_KEY][$DEPLOY_TOKEN]"' },
+      createTestToolContext(),
+      { env, passEnv: ["DEPLOY_TOKEN"] },
+    );
+    expect(result).toBe("exit code: 0\n[/home/agent][C.UTF-8][][granted]\n");
+  });
+
+  it("checks cwd after resolving symlinks: a link inside the workspace cannot lead out (issue 9)", async () => {
+    await symlink("/", join(workspace, "escape"));
+    await symlink(join(workspace, "sub"), join(workspace, "inner"));
+    await expect(shell({ command: "pwd", cwd: "escape" })).rejects.toThrow(/inside the workspace/);
+    await expect(shell({ command: "pwd", cwd: "escape/tmp" })).rejects.toThrow(/inside the workspace/);
+    expect(await shell({ command: "pwd", cwd: "inner" })).toBe(
+      `exit code: 0\n${await realpath(join(workspace, "sub"))}\n`,
+    );
   });
 
   it("refuses a working directory outside the workspace and bad arguments", async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { createSecretRedactor } from "../../src/text/secret-redactor.js";
 import { createToolSet } from "../../src/tools/create-tool-set.js";
 import { defineTool } from "../../src/tools/define-tool.js";
 import {
@@ -184,6 +185,67 @@ describe("runToolCall", () => {
     );
     expect(outcome.cancelled).toBe(true);
     expect(outcome.error?.name).toBe("ToolCancelledError");
+  });
+});
+
+describe("runToolCall: what may not reach the model (issue 9)", () => {
+  const KEY = "sk-live-0123456789";
+  const redactor = createSecretRedactor([KEY]);
+
+  it("redacts configured secrets from a result and from an error message", async () => {
+    const leaky = await runToolCall(
+      call("env"),
+      [setOf("env", () => `OPENAI_API_KEY=${KEY}`)],
+      createTestToolContext(),
+      { redactor },
+    );
+    expect(leaky.result).toBe("OPENAI_API_KEY=[redacted]");
+    const failing = await runToolCall(
+      call("fail"),
+      [
+        setOf("fail", () => {
+          throw new Error(`401: bad key ${KEY}`);
+        }),
+      ],
+      createTestToolContext(),
+      { redactor },
+    );
+    expect(failing.error?.message).toBe("401: bad key [redacted]");
+    expect(failing.result).not.toContain(KEY);
+  });
+
+  it("redacts before cutting, so a cut cannot leave half a secret", async () => {
+    const outcome = await runToolCall(
+      call("big"),
+      [setOf("big", () => `${"a".repeat(7_990)}${KEY}`)],
+      createTestToolContext(),
+      { redactor },
+    );
+    // Cut first, the result would have ended in "sk-live-01": a prefix no redaction matches.
+    expect(outcome.result).toBe(`${"a".repeat(7_990)}[redacted]`);
+  });
+
+  it("replaces lone surrogates in a result with U+FFFD", async () => {
+    const outcome = await runToolCall(
+      call("half"),
+      [setOf("half", () => "half \ud83d emoji")],
+      createTestToolContext(),
+    );
+    expect(outcome.result).toBe("half \ufffd emoji");
+  });
+
+  it("cuts a long error message on whole characters", async () => {
+    const outcome = await runToolCall(
+      call("emoji"),
+      [
+        setOf("emoji", () => {
+          throw new Error(`${"x".repeat(498)}😀😀`);
+        }),
+      ],
+      createTestToolContext(),
+    );
+    expect(outcome.error?.message).toBe(`${"x".repeat(498)}…`);
+    expect(outcome.error?.message.isWellFormed()).toBe(true);
   });
 });
 

@@ -9,6 +9,7 @@ import { RetryingLlmClient } from "../../llm/retrying-client.js";
 import { builtinToolSets } from "../../tools/builtin/index.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
 import { createPalette, describeEvent } from "../format-event.js";
+import { secretRedactorFor } from "../runtime-config.js";
 import { runRemoteChat } from "./chat-remote.js";
 
 export const EVENT_MODES = ["jsonl", "pretty", "none"] as const;
@@ -121,6 +122,7 @@ async function runLocalChat(context: CliContext, args: ChatArguments): Promise<n
       model: config.model,
       toolSets: builtinToolSets(LOCAL_TOOLS),
       ...(history ? { history } : {}),
+      redactor: secretRedactorFor(config, context.env),
       options: {
         tokenLimit: config.contextWindow,
         ...(config.maxIterations !== undefined ? { maxIterations: config.maxIterations } : {}),

@@ -1,3 +1,4 @@
+import { truncateText } from "../../text/truncate-text.js";
 /** One step of a `todo_list` plan (SPEC §6.3). */
 export interface DemoPlanStep {
   step: string;
@@ -60,5 +61,5 @@ function capitalise(text: string): string {
 
 /** Cuts `text` to `max` characters, marking the cut with an ellipsis. */
 export function shorten(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+  return truncateText(text, max);
 }

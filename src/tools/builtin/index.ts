@@ -10,6 +10,8 @@ export interface ToolSetFactoryContext {
   agent?: string;
   bus?: Bus;
   now?: () => Date;
+  /** Environment variables the agent's shell commands may see (its agents-file `shellEnv`). */
+  shellEnv?: readonly string[];
 }
 
 /** Builds a fresh ToolSet (the agent's template; sessions `copy()` it). */

@@ -1,0 +1,51 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { ChatFailedError } from "../../src/agent/chat-errors.js";
+import { AuthenticationError } from "../../src/llm/errors.js";
+import { createSecretRedactor } from "../../src/text/secret-redactor.js";
+import { defineTool } from "../../src/tools/define-tool.js";
+import { createTestAgent } from "../support/agent-harness.js";
+
+/**
+ * Issue 9, defect 4: with a redactor, a configured secret reaches neither the model (through a
+ * tool result), nor an event (a tool call's arguments, its result, a failure), nor the error a
+ * failed chat rejects with.
+ */
+
+const KEY = "sk-ant-0123456789abcdef";
+
+const printEnv = defineTool({
+  name: "print_env",
+  description: "Prints a variable.",
+  parameters: z.object({ name: z.string() }),
+  execute: () => `ANTHROPIC_API_KEY=${KEY}`,
+});
+
+describe("an agent with a secret redactor", () => {
+  it("hides the secret in tool results, events and the chat's error", async () => {
+    const { agent, backend, events } = await createTestAgent({
+      script: [
+        { toolCalls: [{ id: "t1", name: "print_env", arguments: { name: KEY } }] },
+        { text: "done" },
+        { error: new AuthenticationError(`invalid x-api-key ${KEY}`) },
+      ],
+      tools: [printEnv],
+      redactor: createSecretRedactor([KEY]),
+      maxAttempts: 1,
+    });
+    await agent.chat("print it");
+    const rejection = agent.chat("again");
+    await expect(rejection).rejects.toBeInstanceOf(ChatFailedError);
+    await expect(rejection).rejects.toThrow("invalid x-api-key [redacted]");
+
+    const toolResult = backend.requests[1]!.messages.find((message) => message.role === "tool");
+    expect(toolResult?.content).toBe("ANTHROPIC_API_KEY=[redacted]");
+    expect(JSON.stringify(events)).not.toContain(KEY);
+    expect(events.find((event) => event.kind === "ToolCallStarted")).toMatchObject({
+      arguments: '{"name":"[redacted]"}',
+    });
+    expect(events.find((event) => event.kind === "ChatFailed")).toMatchObject({
+      error: { message: "invalid x-api-key [redacted]" },
+    });
+  });
+});
