@@ -19,6 +19,10 @@ export interface AgentOptions {
   maxConcurrentToolCalls?: number;
   reasoningEffort?: ReasoningEffort;
   temperature?: number;
+  /** Anthropic: put a prompt-cache breakpoint on the last message of each request. Default off. */
+  promptCaching?: boolean;
+  /** A stream silent this long once started fails with a timeout (default 120 s, see request-deadline). */
+  streamIdleTimeoutMs?: number;
   /** Best-effort event callback; its exceptions are swallowed. */
   onLog?: (event: AgentEvent) => void;
   /** Audit callback for every user / assistant / tool message; exceptions swallowed. */

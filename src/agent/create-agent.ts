@@ -115,6 +115,10 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     ...(options.maxOutputTokens !== undefined ? { maxTokens: options.maxOutputTokens } : {}),
     ...(options.reasoningEffort !== undefined ? { reasoningEffort: options.reasoningEffort } : {}),
     ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
+    ...(options.promptCaching ? { promptCaching: true } : {}),
+    ...(options.streamIdleTimeoutMs !== undefined
+      ? { streamIdleTimeoutMs: options.streamIdleTimeoutMs }
+      : {}),
   };
 
   const withTools = (options: LlmOptions): LlmOptions => {

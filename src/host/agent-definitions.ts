@@ -24,6 +24,8 @@ export const AgentDefinition = z
     maxIterations: z.number().int().min(1).max(1000).optional(),
     reasoningEffort: z.enum(["low", "medium", "high"]).optional(),
     contextWindow: z.number().int().min(1).optional(),
+    /** Anthropic prompt caching (a cache breakpoint on the last message); default on for anthropic. */
+    promptCaching: z.boolean().optional(),
   })
   .strict();
 export type AgentDefinition = z.infer<typeof AgentDefinition>;
@@ -63,6 +65,10 @@ export interface ResolvedAgentDefinition {
   reasoningEffort?: ReasoningEffort;
   /** The token limit the compaction ratio is measured against. */
   contextWindow: number;
+  /** Anthropic prompt caching: the file's switch, else on for anthropic (other providers ignore it). */
+  promptCaching?: boolean;
+  /** From the CLI (`--stream-idle-timeout`); undefined: the backends' default. */
+  streamIdleTimeoutMs?: number;
 }
 
 /** A bad agents file: the message names the file and the field. */
@@ -176,19 +182,31 @@ export function resolveAgentDefinitions(
     const apiKey = sameProvider ? config.apiKey : undefined;
     const maxIterations = agent.maxIterations ?? config.maxIterations;
     const reasoningEffort = agent.reasoningEffort ?? config.reasoningEffort;
+    const { streamIdleTimeoutMs } = config;
+    const promptCaching = agent.promptCaching ?? isPromptCachingDefault(provider);
     return {
       name: agent.name,
       provider,
       model,
       tools: agent.tools ?? [...DEFAULT_AGENT_TOOLS],
       contextWindow,
+      ...(promptCaching ? { promptCaching } : {}),
       ...(agent.systemPrompt === undefined ? {} : { systemPrompt: agent.systemPrompt }),
       ...(baseUrl === undefined ? {} : { baseUrl }),
       ...(apiKey === undefined ? {} : { apiKey }),
       ...(maxIterations === undefined ? {} : { maxIterations }),
       ...(reasoningEffort === undefined ? {} : { reasoningEffort }),
+      ...(streamIdleTimeoutMs === undefined ? {} : { streamIdleTimeoutMs }),
     };
   });
+}
+
+/**
+ * Prompt caching is on by default where the provider needs it asked for: Anthropic caches only up
+ * to an explicit breakpoint (OpenAI caches on its own, so the switch means nothing there).
+ */
+export function isPromptCachingDefault(provider: ProviderName): boolean {
+  return provider === "anthropic";
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {

@@ -58,6 +58,7 @@ describe("agent definitions", () => {
         maxIterations: 7,
         reasoningEffort: "low",
         contextWindow: 200_000,
+        promptCaching: true,
       },
     ]);
   });
@@ -92,6 +93,7 @@ describe("agent definitions", () => {
       maxIterations: 3,
       reasoningEffort: "low",
       contextWindow: 200_000,
+      promptCaching: true,
     });
     expect(coder).toEqual({
       name: "coder",
@@ -137,6 +139,25 @@ describe("agent definitions", () => {
     );
     expect(refusal({ agents: [{ name: "a", provider: "openai-chat" }] })).toMatch(
       /agents\[0\]\.model: agent "a" uses provider openai-chat .*name its model/,
+    );
+  });
+
+  it("turns Anthropic prompt caching on by default; the file's promptCaching switches it", () => {
+    const agents = parseAgentDefinitions(
+      JSON.stringify({
+        agents: [
+          { name: "cached" },
+          { name: "uncached", promptCaching: false },
+          { name: "other", provider: "openai-chat", model: "gpt-4o" },
+        ],
+      }),
+      "agents.json",
+      config,
+      { knownTools },
+    );
+    expect(agents.map((agent) => agent.promptCaching)).toEqual([true, undefined, undefined]);
+    expect(refusal({ agents: [{ name: "a", promptCaching: "yes" }] })).toMatch(
+      /agents\[0\]\.promptCaching: /,
     );
   });
 
