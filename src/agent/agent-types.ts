@@ -74,4 +74,10 @@ export interface Agent {
   readonly messages: readonly Message[];
   /** Publishes a session-level event (chatId "") on this session's stream, e.g. the session machine's StateChanged. */
   report?(body: EventBody): void;
+  /**
+   * Tells event consumers about a chat the session took but that never ran (dropped from the
+   * queue, or stopped while it waited its turn): ChatStarted, then ChatFailed (cancelled, with
+   * `reason`), under a fresh chat id.
+   */
+  reportCancelledChat?(text: string, reason: string): void;
 }

@@ -204,11 +204,21 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     return run;
   };
 
+  function reportCancelledChat(text: string, reason: string): void {
+    const chatId = createId();
+    events.emit(0, { kind: "ChatStarted", text }, chatId);
+    const error = { name: "ChatCancelledError", message: reason };
+    events.emit(0, { kind: "ChatFailed", error, cancelled: true }, chatId);
+  }
+
   async function runChat(text: string, chatOptions: ChatOptions): Promise<ChatResult> {
     const { signal } = chatOptions;
+    if (signal?.aborted) {
+      reportCancelledChat(text, "the chat was cancelled before it started");
+      throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
+    }
     events.chatId = createId();
     depth = chatOptions.depth ?? 0;
-    if (signal?.aborted) throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
     const context = manager.context;
     events.emit(0, { kind: "ChatStarted", text });
     // `preparing` is left within the start's macrostep, so no inspection event shows it.
@@ -269,5 +279,6 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
       return manager.context.messages;
     },
     report: (body) => events.emit(0, body, ""),
+    reportCancelledChat,
   };
 }
