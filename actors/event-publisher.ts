@@ -1,6 +1,10 @@
 import type { AgentEvent, EventBody } from "../src/events/types.js";
 
-/** Stamps an event body with the session's identity, a per-session seq and a timestamp. */
+/**
+ * Stamps an event body with the session's identity, a per-session seq and a timestamp. The seq is
+ * monotonic per session across rebuilds when the session's history keeps a mark (see
+ * {@link EventEmitterParams.reserveSeq}).
+ */
 export interface EventEmitter {
   /**
    * Emits one event; listeners' exceptions are swallowed (best-effort). `chatId` overrides the
@@ -18,14 +22,37 @@ export interface EventEmitterParams {
   session: string;
   listeners: ReadonlyArray<(event: AgentEvent) => void>;
   now?: () => Date;
+  /** The highest seq the session may have used before (restored from history); default 0. */
+  lastSeq?: number;
+  /**
+   * Persists a seq mark: called before the first event and then whenever the seq passes the last
+   * mark, with a mark {@link SEQ_RESERVATION_BLOCK} ahead. Whatever stops this emitter (a
+   * passivation, a restart, a crash), no event got a seq above the stored mark, so a session rebuilt
+   * from it numbers its events above every one it published before.
+   */
+  reserveSeq?: (mark: number) => void;
 }
+
+/**
+ * How many seqs one mark reserves: one persisted write per this many events, and at most this
+ * many numbers skipped when a session is rebuilt.
+ */
+export const SEQ_RESERVATION_BLOCK = 1_000;
 
 /**
  * The best-effort event publisher every actor of a session reports through. A throwing listener
  * never reaches the chat: observability must not change the conversation.
  */
-export function createEventEmitter({ agent, session, listeners, now }: EventEmitterParams): EventEmitter {
-  let seq = 0;
+export function createEventEmitter({
+  agent,
+  session,
+  listeners,
+  now,
+  lastSeq = 0,
+  reserveSeq,
+}: EventEmitterParams): EventEmitter {
+  let seq = lastSeq;
+  let reserved = lastSeq;
   // Events come in bursts (a delta every few µs): format the clock once per millisecond.
   let lastMs = Number.NaN;
   let lastIso = "";
@@ -45,6 +72,14 @@ export function createEventEmitter({ agent, session, listeners, now }: EventEmit
     },
     emit(iteration, body, chatId = emitter.chatId) {
       seq += 1;
+      if (seq > reserved && reserveSeq !== undefined) {
+        reserved = seq + SEQ_RESERVATION_BLOCK - 1;
+        try {
+          reserveSeq(reserved);
+        } catch {
+          // Best-effort like the events themselves: the chat goes on.
+        }
+      }
       // Nobody listening: the seq still advances, nothing is built.
       if (listeners.length === 0) return;
       const event = {

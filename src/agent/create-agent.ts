@@ -102,11 +102,19 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   const onMessageRecorded = swallow(options.onMessageRecorded);
   const listeners: Array<(event: AgentEvent) => void> = [];
   if (options.onLog) listeners.push(options.onLog);
+  const { history } = params;
   const events = createEventEmitter({
     agent: name,
     session,
     listeners,
     ...(params.now ? { now: params.now } : {}),
+    // seq goes on from where the session's last instance left it (passivation, restart).
+    ...(history?.loadSeq && history.saveSeq
+      ? {
+          lastSeq: await history.loadSeq(),
+          reserveSeq: (mark: number) => void history.saveSeq?.(mark).catch(() => {}),
+        }
+      : {}),
   });
   let depth = 0;
 
