@@ -34,14 +34,20 @@ const COMMANDS: Record<
 > = {
   up: {
     run: upCommand,
-    flags: { port: "string", host: "string", agents: "string", "idle-timeout": "string" },
-    usage: "up [--port N] [--agents FILE] [--idle-timeout 12h]",
+    flags: {
+      port: "string",
+      host: "string",
+      agents: "string",
+      "idle-timeout": "string",
+      "max-sessions": "string",
+    },
+    usage: "up [--port N] [--agents FILE] [--idle-timeout 12h] [--max-sessions N]",
     arguments: false,
   },
   serve: {
     run: serveCommand,
-    flags: { agents: "string", "idle-timeout": "string" },
-    usage: "serve [--agents FILE] [--idle-timeout 12h]",
+    flags: { agents: "string", "idle-timeout": "string", "max-sessions": "string" },
+    usage: "serve [--agents FILE] [--idle-timeout 12h] [--max-sessions N]",
     arguments: false,
   },
   chat: {

@@ -114,6 +114,11 @@ function timerDuration(value: string | undefined, option: string): number | unde
   return milliseconds === undefined ? undefined : Math.ceil(milliseconds);
 }
 
+/** `--max-sessions` / `AGENTLOOP_MAX_SESSIONS`: how many sessions a host keeps live at most. */
+export function maxSessionsFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
+  return positiveInteger(pick(flags, "max-sessions", env, "AGENTLOOP_MAX_SESSIONS"), "--max-sessions");
+}
+
 /** `--idle-timeout` / `AGENTLOOP_IDLE_TIMEOUT`: how long a session may stay idle before passivation. */
 export function idleTimeoutFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
   return parseDuration(pick(flags, "idle-timeout", env, "AGENTLOOP_IDLE_TIMEOUT"), "--idle-timeout");

@@ -95,6 +95,7 @@ export class SessionActor {
   readonly #createId: () => string;
   #work: Promise<unknown> = Promise.resolve();
   #lastActivityAt: number;
+  #hasHadMessages = false;
   #cancelReason = "cancelled by stop";
   #idleWaiters: (() => void)[] = [];
 
@@ -171,6 +172,11 @@ export class SessionActor {
   /** When a message last arrived or was answered (passivation's own compaction excluded). */
   get lastActivityAt(): number {
     return this.#lastActivityAt;
+  }
+
+  /** Whether a message (passivation's own compaction aside) was ever queued: false for a session still on its way to its first caller. */
+  get hasHadMessages(): boolean {
+    return this.#hasHadMessages;
   }
 
   /** The machine's persisted snapshot (plain JSON: the queue and the running message). */
@@ -268,7 +274,10 @@ export class SessionActor {
     if (this.isStopped) {
       return Promise.resolve({ ok: false, error: { code: "cancelled", message: "the session is stopped" } });
     }
-    if (touches) this.#lastActivityAt = this.#now();
+    if (touches) {
+      this.#lastActivityAt = this.#now();
+      this.#hasHadMessages = true;
+    }
     const message = build(this.#createId());
     return new Promise<Settlement>((resolve) => {
       const chatText = message.kind === "chat" ? message.text : undefined;

@@ -131,6 +131,7 @@ describe("replies", () => {
       "cancelled",
       "llm_error",
       "internal",
+      "overloaded",
     ]);
   });
 
