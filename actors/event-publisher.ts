@@ -1,7 +1,11 @@
 import type { AgentEvent, EventBody } from "../src/events/types.js";
 import { NO_SECRETS, type SecretRedactor } from "../src/text/secret-redactor.js";
 
-/** Stamps an event body with the session's identity, a per-session seq and a timestamp. */
+/**
+ * Stamps an event body with the session's identity, a per-session seq and a timestamp. The seq is
+ * monotonic per session across rebuilds when the session's history keeps a mark (see
+ * {@link EventEmitterParams.reserveSeq}).
+ */
 export interface EventEmitter {
   /**
    * Emits one event; listeners' exceptions are swallowed (best-effort). `chatId` overrides the
@@ -21,7 +25,22 @@ export interface EventEmitterParams {
   now?: () => Date;
   /** Hides the configured secrets in every event's fields. Default: none (no cost). */
   redactor?: SecretRedactor;
+  /** The highest seq the session may have used before (restored from history); default 0. */
+  lastSeq?: number;
+  /**
+   * Persists a seq mark: called before the first event and then whenever the seq passes the last
+   * mark, with a mark {@link SEQ_RESERVATION_BLOCK} ahead. Whatever stops this emitter (a
+   * passivation, a restart, a crash), no event got a seq above the stored mark, so a session rebuilt
+   * from it numbers its events above every one it published before.
+   */
+  reserveSeq?: (mark: number) => void;
 }
+
+/**
+ * How many seqs one mark reserves: one persisted write per this many events, and at most this
+ * many numbers skipped when a session is rebuilt.
+ */
+export const SEQ_RESERVATION_BLOCK = 1_000;
 
 /**
  * The best-effort event publisher every actor of a session reports through. A throwing listener
@@ -33,8 +52,11 @@ export function createEventEmitter({
   listeners,
   now,
   redactor = NO_SECRETS,
+  lastSeq = 0,
+  reserveSeq,
 }: EventEmitterParams): EventEmitter {
-  let seq = 0;
+  let seq = lastSeq;
+  let reserved = lastSeq;
   // Events come in bursts (a delta every few µs): format the clock once per millisecond.
   let lastMs = Number.NaN;
   let lastIso = "";
@@ -54,6 +76,14 @@ export function createEventEmitter({
     },
     emit(iteration, body, chatId = emitter.chatId) {
       seq += 1;
+      if (seq > reserved && reserveSeq !== undefined) {
+        reserved = seq + SEQ_RESERVATION_BLOCK - 1;
+        try {
+          reserveSeq(reserved);
+        } catch {
+          // Best-effort like the events themselves: the chat goes on.
+        }
+      }
       // Nobody listening: the seq still advances, nothing is built.
       if (listeners.length === 0) return;
       const event = {

@@ -21,6 +21,10 @@ export interface AgentOptions {
   maxConcurrentToolCalls?: number;
   reasoningEffort?: ReasoningEffort;
   temperature?: number;
+  /** Anthropic: put a prompt-cache breakpoint on the last message of each request. Default off. */
+  promptCaching?: boolean;
+  /** A stream silent this long once started fails with a timeout (default 120 s, see request-deadline). */
+  streamIdleTimeoutMs?: number;
   /** Best-effort event callback; its exceptions are swallowed. */
   onLog?: (event: AgentEvent) => void;
   /** Audit callback for every user / assistant / tool message; exceptions swallowed. */
@@ -79,4 +83,10 @@ export interface Agent {
   readonly messages: readonly Message[];
   /** Publishes a session-level event (chatId "") on this session's stream, e.g. the session machine's StateChanged. */
   report?(body: EventBody): void;
+  /**
+   * Tells event consumers about a chat the session took but that never ran (dropped from the
+   * queue, or stopped while it waited its turn): ChatStarted, then ChatFailed (cancelled, with
+   * `reason`), under a fresh chat id.
+   */
+  reportCancelledChat?(text: string, reason: string): void;
 }

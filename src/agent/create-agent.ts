@@ -117,12 +117,20 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     ...params.tracing,
   });
   if (tracing) listeners.push(tracing.listener);
+  const { history } = params;
   const events = createEventEmitter({
     agent: name,
     session,
     listeners,
     redactor,
     ...(params.now ? { now: params.now } : {}),
+    // seq goes on from where the session's last instance left it (passivation, restart).
+    ...(history?.loadSeq && history.saveSeq
+      ? {
+          lastSeq: await history.loadSeq(),
+          reserveSeq: (mark: number) => void history.saveSeq?.(mark).catch(() => {}),
+        }
+      : {}),
   });
   let depth = 0;
 
@@ -131,6 +139,10 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     ...(options.maxOutputTokens !== undefined ? { maxTokens: options.maxOutputTokens } : {}),
     ...(options.reasoningEffort !== undefined ? { reasoningEffort: options.reasoningEffort } : {}),
     ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
+    ...(options.promptCaching ? { promptCaching: true } : {}),
+    ...(options.streamIdleTimeoutMs !== undefined
+      ? { streamIdleTimeoutMs: options.streamIdleTimeoutMs }
+      : {}),
   };
 
   const withTools = (options: LlmOptions): LlmOptions => {
@@ -217,13 +229,23 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     return run;
   };
 
+  function reportCancelledChat(text: string, reason: string): void {
+    const chatId = createId();
+    events.emit(0, { kind: "ChatStarted", text }, chatId);
+    const error = { name: "ChatCancelledError", message: reason };
+    events.emit(0, { kind: "ChatFailed", error, cancelled: true }, chatId);
+  }
+
   async function runChat(userText: string, chatOptions: ChatOptions): Promise<ChatResult> {
     const { signal } = chatOptions;
     // Stored and replayed on every later request: half an emoji must not poison the session.
     const text = toWellFormed(userText);
+    if (signal?.aborted) {
+      reportCancelledChat(text, "the chat was cancelled before it started");
+      throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
+    }
     events.chatId = createId();
     depth = chatOptions.depth ?? 0;
-    if (signal?.aborted) throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
     const context = manager.context;
     events.emit(0, { kind: "ChatStarted", text });
     // `preparing` is left within the start's macrostep, so no inspection event shows it.
@@ -286,5 +308,6 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
       return manager.context.messages;
     },
     report: (body) => events.emit(0, body, ""),
+    reportCancelledChat,
   };
 }

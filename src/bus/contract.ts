@@ -19,6 +19,7 @@ export const ERROR_CODES = [
   "cancelled",
   "llm_error",
   "internal",
+  "overloaded",
 ] as const;
 
 export const ErrorCode = z.enum(ERROR_CODES);

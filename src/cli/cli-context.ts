@@ -12,6 +12,8 @@ export interface RuntimeConfig {
   reasoningEffort?: ReasoningEffort;
   /** Token limit the compaction ratio is measured against. */
   contextWindow: number;
+  /** `--stream-idle-timeout` / `AGENTLOOP_STREAM_IDLE_TIMEOUT`; undefined = the backends' default (120 s). */
+  streamIdleTimeoutMs?: number;
   /** NATS URL (flag --nats, env NATS_URL, default nats://127.0.0.1:4222). */
   natsUrl: string;
   natsCreds?: string;

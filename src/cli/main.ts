@@ -21,6 +21,7 @@ const GLOBAL_FLAGS: Record<string, FlagKind> = {
   "max-iterations": "string",
   "reasoning-effort": "string",
   "context-window": "string",
+  "stream-idle-timeout": "string",
   nats: "string",
   "nats-creds": "string",
   db: "string",
@@ -36,14 +37,20 @@ const COMMANDS: Record<
 > = {
   up: {
     run: withTelemetry(upCommand),
-    flags: { port: "string", host: "string", agents: "string", "idle-timeout": "string" },
-    usage: "up [--port N] [--agents FILE] [--idle-timeout 12h]",
+    flags: {
+      port: "string",
+      host: "string",
+      agents: "string",
+      "idle-timeout": "string",
+      "max-sessions": "string",
+    },
+    usage: "up [--port N] [--agents FILE] [--idle-timeout 12h] [--max-sessions N]",
     arguments: false,
   },
   serve: {
     run: withTelemetry(serveCommand),
-    flags: { agents: "string", "idle-timeout": "string" },
-    usage: "serve [--agents FILE] [--idle-timeout 12h]",
+    flags: { agents: "string", "idle-timeout": "string", "max-sessions": "string" },
+    usage: "serve [--agents FILE] [--idle-timeout 12h] [--max-sessions N]",
     arguments: false,
   },
   chat: {
@@ -86,6 +93,7 @@ Provider and shared options (flags win over the environment):
   --max-iterations N      iterations per chat (default 20)
   --reasoning-effort low|medium|high
   --context-window N      (AGENTLOOP_CONTEXT_WINDOW) tokens the compaction ratio is measured against
+  --stream-idle-timeout D (AGENTLOOP_STREAM_IDLE_TIMEOUT) a stream silent this long fails (default 120s)
   --nats URL              (NATS_URL, default nats://127.0.0.1:4222); --nats-creds FILE (NATS_CREDS)
   --db PATH               (AGENTLOOP_DB) SQLite history file
   --prefix NAME           (AGENTLOOP_PREFIX) subject prefix, default agentloop

@@ -65,6 +65,10 @@ export function resolveRuntimeConfig(flags: Flags, env: NodeJS.ProcessEnv): Runt
     positiveInteger(pick(flags, "context-window", env, "AGENTLOOP_CONTEXT_WINDOW"), "--context-window") ??
     knownContextWindow(model) ??
     DEFAULT_CONTEXT_WINDOW;
+  const streamIdleTimeoutMs = timerDuration(
+    pick(flags, "stream-idle-timeout", env, "AGENTLOOP_STREAM_IDLE_TIMEOUT"),
+    "--stream-idle-timeout",
+  );
   const natsCreds = pick(flags, "nats-creds", env, "NATS_CREDS");
   const db = pick(flags, "db", env, "AGENTLOOP_DB");
   const prefix = pick(flags, "prefix", env, "AGENTLOOP_PREFIX") ?? "agentloop";
@@ -79,6 +83,7 @@ export function resolveRuntimeConfig(flags: Flags, env: NodeJS.ProcessEnv): Runt
     ...(maxIterations !== undefined ? { maxIterations } : {}),
     ...(reasoningEffort !== undefined ? { reasoningEffort } : {}),
     contextWindow,
+    ...(streamIdleTimeoutMs !== undefined ? { streamIdleTimeoutMs } : {}),
     natsUrl: pick(flags, "nats", env, "NATS_URL") ?? DEFAULT_NATS_URL,
     ...(natsCreds !== undefined ? { natsCreds } : {}),
     ...(db !== undefined ? { db } : {}),
@@ -132,6 +137,23 @@ export function parseDuration(value: string | undefined, option: string): number
   if (!(milliseconds > 0))
     throw new UsageError(`${option} must be a duration such as 90s, 30m or 12h, got "${value}"`);
   return milliseconds;
+}
+
+/** The longest delay a Node timer takes (about 24.8 days); a longer one would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** {@link parseDuration} for a value that arms a timer: at most {@link MAX_TIMER_MS}. */
+function timerDuration(value: string | undefined, option: string): number | undefined {
+  const milliseconds = parseDuration(value, option);
+  if (milliseconds !== undefined && milliseconds > MAX_TIMER_MS) {
+    throw new UsageError(`${option} must be at most 24d, got "${value}"`);
+  }
+  return milliseconds === undefined ? undefined : Math.ceil(milliseconds);
+}
+
+/** `--max-sessions` / `AGENTLOOP_MAX_SESSIONS`: how many sessions a host keeps live at most. */
+export function maxSessionsFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
+  return positiveInteger(pick(flags, "max-sessions", env, "AGENTLOOP_MAX_SESSIONS"), "--max-sessions");
 }
 
 /** `--idle-timeout` / `AGENTLOOP_IDLE_TIMEOUT`: how long a session may stay idle before passivation. */

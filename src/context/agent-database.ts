@@ -19,6 +19,13 @@ const MIGRATIONS: readonly string[] = [
      message  TEXT    NOT NULL, -- one Message as JSON
      PRIMARY KEY (agent, session, position)
    ) WITHOUT ROWID`,
+  // 1 → 2: each session's event seq mark, so seq stays monotonic when a session is rebuilt.
+  `CREATE TABLE IF NOT EXISTS event_seqs (
+     agent   TEXT    NOT NULL,
+     session TEXT    NOT NULL,
+     seq     INTEGER NOT NULL, -- the highest event seq the session may have used
+     PRIMARY KEY (agent, session)
+   ) WITHOUT ROWID`,
 ];
 
 /** The schema version this code reads and writes. */

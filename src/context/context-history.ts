@@ -11,4 +11,11 @@ export interface ContextHistory {
   /** Replaces everything (after a compaction: one summary message). */
   replace(messages: readonly Message[]): Promise<void>;
   clear(): Promise<void>;
+  /**
+   * The highest event seq the session may have used (0 when none is stored), so a rebuilt session
+   * numbers its events above it. Optional: without it seq starts at 1 each time.
+   */
+  loadSeq?(): Promise<number>;
+  /** Stores an event seq mark; a lower mark than the stored one changes nothing. `clear` keeps it. */
+  saveSeq?(seq: number): Promise<void>;
 }

@@ -46,8 +46,12 @@ export class ContextManager {
     return this.tokenLimit > 0 ? this.context.tokenUsed / this.tokenLimit : 0;
   }
 
-  /** Compacts on a fork; the context changes only when the compaction succeeded. */
+  /**
+   * Compacts on a fork; the context changes only when the compaction succeeded. An empty context
+   * has nothing to summarise: that is a success that changes nothing (no request, no summary).
+   */
   async compact(topic?: string, signal?: AbortSignal): Promise<boolean> {
+    if (this.context.messages.length === 0) return true;
     const outcome = await this.#compactor(this.context.fork(), topic, signal);
     if (!outcome) return false;
     this.context.messages = outcome.messages;

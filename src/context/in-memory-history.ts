@@ -9,6 +9,7 @@ import type { ContextHistory } from "./context-history.js";
  */
 export class InMemoryContextHistory implements ContextHistory {
   #messages: Message[];
+  #seq = 0;
 
   constructor(messages: readonly Message[] = []) {
     this.#messages = storable(messages);
@@ -28,6 +29,14 @@ export class InMemoryContextHistory implements ContextHistory {
 
   async clear(): Promise<void> {
     this.#messages = [];
+  }
+
+  async loadSeq(): Promise<number> {
+    return this.#seq;
+  }
+
+  async saveSeq(seq: number): Promise<void> {
+    this.#seq = Math.max(this.#seq, seq);
   }
 }
 

@@ -21,6 +21,7 @@ export type SqliteContextHistoryParams = {
 
 const StoredRow = z.object({ position: z.number().int(), message: z.string() });
 const NextPosition = z.number().int();
+const StoredSeq = z.number().int().nonnegative();
 
 /**
  * A session's history in SQLite (SPEC §7.1), keyed by agent + session: one row per message, the
@@ -37,6 +38,8 @@ export class SqliteContextHistory implements ContextHistory {
   readonly #nextPosition: Statement;
   readonly #insert: Statement;
   readonly #delete: Statement;
+  readonly #selectSeq: Statement;
+  readonly #upsertSeq: Statement;
   readonly #appendRows: (messages: readonly Message[]) => void;
   readonly #replaceRows: (messages: readonly Message[]) => void;
 
@@ -65,6 +68,12 @@ export class SqliteContextHistory implements ContextHistory {
       "INSERT INTO messages (agent, session, position, message) VALUES (?, ?, ?, ?)",
     );
     this.#delete = database.prepare("DELETE FROM messages WHERE agent = ? AND session = ?");
+    this.#selectSeq = database.prepare("SELECT seq FROM event_seqs WHERE agent = ? AND session = ?").pluck();
+    // Never lowers the mark: another writer (process) may have moved it further.
+    this.#upsertSeq = database.prepare(
+      `INSERT INTO event_seqs (agent, session, seq) VALUES (?, ?, ?)
+       ON CONFLICT (agent, session) DO UPDATE SET seq = MAX(seq, excluded.seq)`,
+    );
 
     const insertFrom = (start: number, messages: readonly Message[]) => {
       messages.forEach((message, index) => {
@@ -100,8 +109,26 @@ export class SqliteContextHistory implements ContextHistory {
     this.#replaceRows(storable(messages));
   }
 
+  /** `/new` clears the conversation, not the seq mark: seq stays monotonic across resets. */
   async clear(): Promise<void> {
     this.#delete.run(this.agent, this.session);
+  }
+
+  async loadSeq(): Promise<number> {
+    const stored = this.#selectSeq.get(this.agent, this.session);
+    if (stored === undefined) return 0;
+    const seq = StoredSeq.safeParse(stored);
+    if (!seq.success) {
+      throw new CorruptHistoryError(
+        this.#where(-1),
+        `the stored event seq is not a count: ${String(stored)}`,
+      );
+    }
+    return seq.data;
+  }
+
+  async saveSeq(seq: number): Promise<void> {
+    this.#upsertSeq.run(this.agent, this.session, seq);
   }
 
   /** Closes the database when this history opened it (`path`); a shared handle stays open. */

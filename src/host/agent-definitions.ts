@@ -28,6 +28,8 @@ export const AgentDefinition = z
     shellEnv: z
       .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "must be an environment variable name" }))
       .optional(),
+    /** Anthropic prompt caching (a cache breakpoint on the last message); default on for anthropic. */
+    promptCaching: z.boolean().optional(),
   })
   .strict();
 export type AgentDefinition = z.infer<typeof AgentDefinition>;
@@ -69,6 +71,10 @@ export interface ResolvedAgentDefinition {
   contextWindow: number;
   /** Variables passed to the `shell` tool's commands (see `SHELL_BASE_ENV` for the ones always passed). */
   shellEnv?: string[];
+  /** Anthropic prompt caching: the file's switch, else on for anthropic (other providers ignore it). */
+  promptCaching?: boolean;
+  /** From the CLI (`--stream-idle-timeout`); undefined: the backends' default. */
+  streamIdleTimeoutMs?: number;
 }
 
 /** A bad agents file: the message names the file and the field. */
@@ -182,20 +188,32 @@ export function resolveAgentDefinitions(
     const apiKey = sameProvider ? config.apiKey : undefined;
     const maxIterations = agent.maxIterations ?? config.maxIterations;
     const reasoningEffort = agent.reasoningEffort ?? config.reasoningEffort;
+    const { streamIdleTimeoutMs } = config;
+    const promptCaching = agent.promptCaching ?? isPromptCachingDefault(provider);
     return {
       name: agent.name,
       provider,
       model,
       tools: agent.tools ?? [...DEFAULT_AGENT_TOOLS],
       contextWindow,
+      ...(promptCaching ? { promptCaching } : {}),
       ...(agent.systemPrompt === undefined ? {} : { systemPrompt: agent.systemPrompt }),
       ...(baseUrl === undefined ? {} : { baseUrl }),
       ...(apiKey === undefined ? {} : { apiKey }),
       ...(maxIterations === undefined ? {} : { maxIterations }),
       ...(reasoningEffort === undefined ? {} : { reasoningEffort }),
       ...(agent.shellEnv === undefined ? {} : { shellEnv: agent.shellEnv }),
+      ...(streamIdleTimeoutMs === undefined ? {} : { streamIdleTimeoutMs }),
     };
   });
+}
+
+/**
+ * Prompt caching is on by default where the provider needs it asked for: Anthropic caches only up
+ * to an explicit breakpoint (OpenAI caches on its own, so the switch means nothing there).
+ */
+export function isPromptCachingDefault(provider: ProviderName): boolean {
+  return provider === "anthropic";
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {

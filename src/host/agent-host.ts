@@ -12,7 +12,12 @@ import { DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestDepth } from "./request-depth.js";
 import { SessionActor } from "./session-actor.js";
-import { type ManagerTimers, SessionManager, SessionManagerClosedError } from "./session-manager.js";
+import {
+  type ManagerTimers,
+  SessionManager,
+  SessionManagerClosedError,
+  SessionManagerOverloadedError,
+} from "./session-manager.js";
 
 /** How long `close()` lets running chats finish by default before cancelling them. */
 export const DEFAULT_GRACE_MS = 30_000;
@@ -38,6 +43,8 @@ export interface AgentHostOptions {
   maxQueue?: number;
   /** Idle sessions are passivated after this long; default 12 h. */
   idleTimeoutMs?: number;
+  /** Live sessions at most (default 10,000); past it a new session gets `overloaded`. */
+  maxSessions?: number;
   sweepIntervalMs?: number;
   /** How long `close()` waits for running chats by default (30 s). */
   graceMs?: number;
@@ -83,6 +90,7 @@ export class AgentHost {
     this.sessions = new SessionManager({
       createSession: (agent, session) => this.#createSession(agent, session),
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
+      ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
       ...(options.sweepIntervalMs === undefined ? {} : { sweepIntervalMs: options.sweepIntervalMs }),
       ...(options.now === undefined ? {} : { now: options.now }),
       ...(options.timers === undefined ? {} : { timers: options.timers }),
@@ -240,5 +248,6 @@ export class AgentHost {
 
 function sessionStartError(error: unknown): SessionError {
   if (error instanceof SessionManagerClosedError) return { code: "cancelled", message: error.message };
+  if (error instanceof SessionManagerOverloadedError) return { code: "overloaded", message: error.message };
   return { code: "internal", message: `cannot start the session: ${describeFailure(error).message}` };
 }

@@ -161,6 +161,10 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
         ...(definition.systemPrompt === undefined ? {} : { systemPrompt: definition.systemPrompt }),
         ...(definition.maxIterations === undefined ? {} : { maxIterations: definition.maxIterations }),
         ...(definition.reasoningEffort === undefined ? {} : { reasoningEffort: definition.reasoningEffort }),
+        ...(definition.promptCaching ? { promptCaching: true } : {}),
+        ...(definition.streamIdleTimeoutMs === undefined
+          ? {}
+          : { streamIdleTimeoutMs: definition.streamIdleTimeoutMs }),
       },
       ...(options.now === undefined ? {} : { now: options.now }),
       ...(options.createId === undefined ? {} : { createId: options.createId }),

@@ -20,6 +20,7 @@ export interface HostServiceOptions {
   onEvent?: (event: AgentEvent) => void;
   /** Passed to the host (tests shorten them). */
   idleTimeoutMs?: number;
+  maxSessions?: number;
   graceMs?: number;
 }
 
@@ -69,6 +70,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
     createAgent: factory.createAgent,
     log,
     ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
+    ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
     ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
   }).start();
   return {

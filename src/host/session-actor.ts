@@ -46,6 +46,8 @@ interface Waiter {
   settle(settlement: Settlement): void;
   /** Passivation's own compaction does not count as activity. */
   touches: boolean;
+  /** A chat message's text (reported as a cancelled chat if it never runs). */
+  chatText: string | undefined;
 }
 
 let nextActorNumber = 0;
@@ -87,10 +89,13 @@ export class SessionActor {
   readonly agent: Agent;
   readonly #actor: Actor<typeof sessionMachine>;
   readonly #waiters = new Map<string, Waiter>();
+  /** Chats handed to `runChat`: they report their own cancellation (see {@link runChat}). */
+  readonly #dispatched = new Set<string>();
   readonly #now: () => number;
   readonly #createId: () => string;
   #work: Promise<unknown> = Promise.resolve();
   #lastActivityAt: number;
+  #hasHadMessages = false;
   #cancelReason = "cancelled by stop";
   #idleWaiters: (() => void)[] = [];
 
@@ -115,7 +120,12 @@ export class SessionActor {
     );
     this.#actor.on("message.dropped", (event) => {
       const error = this.#dropError(event.reason);
-      for (const id of event.ids) this.#settle(id, { ok: false, error });
+      for (const id of event.ids) {
+        // A queued chat that will never run still shows as a chat in the events.
+        const text = this.#waiters.get(id)?.chatText;
+        if (text !== undefined && !this.#dispatched.has(id)) this.#reportCancelledChat(text, error.message);
+        this.#settle(id, { ok: false, error });
+      }
     });
     let lastState: unknown;
     this.#actor.subscribe({
@@ -162,6 +172,11 @@ export class SessionActor {
   /** When a message last arrived or was answered (passivation's own compaction excluded). */
   get lastActivityAt(): number {
     return this.#lastActivityAt;
+  }
+
+  /** Whether a message (passivation's own compaction aside) was ever queued: false for a session still on its way to its first caller. */
+  get hasHadMessages(): boolean {
+    return this.#hasHadMessages;
   }
 
   /** The machine's persisted snapshot (plain JSON: the queue and the running message). */
@@ -259,10 +274,14 @@ export class SessionActor {
     if (this.isStopped) {
       return Promise.resolve({ ok: false, error: { code: "cancelled", message: "the session is stopped" } });
     }
-    if (touches) this.#lastActivityAt = this.#now();
+    if (touches) {
+      this.#lastActivityAt = this.#now();
+      this.#hasHadMessages = true;
+    }
     const message = build(this.#createId());
     return new Promise<Settlement>((resolve) => {
-      this.#waiters.set(message.id, { settle: resolve, touches });
+      const chatText = message.kind === "chat" ? message.text : undefined;
+      this.#waiters.set(message.id, { settle: resolve, touches, chatText });
       this.#actor.send({ type: "enqueue", message });
     });
   }
@@ -288,10 +307,18 @@ export class SessionActor {
     return { code: "cancelled", message: this.#cancelReason };
   }
 
-  /** Runs `operation` after the previous agent operation settled; skips it if already cancelled. */
-  /** The session machine's `runChat` / `runCompact` / `runReset` (see {@link boundSessionMachine}). */
+  /**
+   * The session machine's `runChat` / `runCompact` / `runReset` (see {@link boundSessionMachine}).
+   * A chat stopped while it waited its turn never reaches the agent's loop, so it is reported as a
+   * cancelled chat here; once it runs, the agent reports it.
+   */
   runChat(input: Extract<MailboxMessage, { kind: "chat" }>, signal: AbortSignal): Promise<ChatOutput> {
-    return this.#exclusive(signal, () => this.agent.chat(input.text, { signal, depth: input.depth }));
+    this.#dispatched.add(input.id);
+    return this.#exclusive(
+      signal,
+      () => this.agent.chat(input.text, { signal, depth: input.depth }),
+      () => this.#reportCancelledChat(input.text, "the chat was cancelled before it started"),
+    ).finally(() => this.#dispatched.delete(input.id));
   }
 
   runCompact(
@@ -311,13 +338,30 @@ export class SessionActor {
     });
   }
 
-  #exclusive<T>(signal: AbortSignal | undefined, operation: () => Promise<T>): Promise<T> {
+  /** Runs `operation` after the previous agent operation settled; skips it if already cancelled. */
+  #exclusive<T>(
+    signal: AbortSignal | undefined,
+    operation: () => Promise<T>,
+    onCancelledBeforeStart?: () => void,
+  ): Promise<T> {
     const run = this.#work.then(() => {
-      if (signal?.aborted) throw new Error("cancelled before it started");
+      if (signal?.aborted) {
+        onCancelledBeforeStart?.();
+        throw new Error("cancelled before it started");
+      }
       return operation();
     });
     this.#work = run.catch(() => undefined);
     return run;
+  }
+
+  /** Best-effort, like every event: a failing report never disturbs the mailbox. */
+  #reportCancelledChat(text: string, reason: string): void {
+    try {
+      this.agent.reportCancelledChat?.(text, reason);
+    } catch {
+      // Events are observability; the caller is answered all the same.
+    }
   }
 
   #releaseIdleWaiters(): void {

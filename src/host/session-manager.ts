@@ -4,6 +4,9 @@ import type { SessionActor } from "./session-actor.js";
 /** Idle sessions are passivated after this long by default (SPEC §10). */
 export const DEFAULT_IDLE_TIMEOUT_MS = 12 * 60 * 60 * 1000;
 
+/** How many sessions may be live at once by default (`--max-sessions`). */
+export const DEFAULT_MAX_SESSIONS = 10_000;
+
 /** The longest pause between two idleness checks. */
 const MAX_SWEEP_INTERVAL_MS = 60_000;
 
@@ -34,6 +37,11 @@ export interface SessionManagerOptions {
   createSession(agent: string, session: string): Promise<SessionActor>;
   /** Idle time before a session is passivated; default 12 h. */
   idleTimeoutMs?: number;
+  /**
+   * Live sessions at most (default 10,000). At the cap a new session first passivates the least
+   * recently used idle one; with none idle it is refused with {@link SessionManagerOverloadedError}.
+   */
+  maxSessions?: number;
   /** How often idleness is checked; default min(idle timeout, 1 min). `start()` begins checking. */
   sweepIntervalMs?: number;
   /** Clock in ms since the epoch. */
@@ -41,6 +49,19 @@ export interface SessionManagerOptions {
   timers?: ManagerTimers;
   /** One-line notices (a failed passivation compaction, a failed creation). Default: none. */
   log?: (line: string) => void;
+}
+
+/** Every session slot is taken by a busy session: no new session can start now. */
+export class SessionManagerOverloadedError extends Error {
+  readonly maxSessions: number;
+
+  constructor(maxSessions: number) {
+    super(
+      `the host is at its limit of ${maxSessions} live session${maxSessions === 1 ? "" : "s"} and none is idle; try again later`,
+    );
+    this.name = new.target.name;
+    this.maxSessions = maxSessions;
+  }
 }
 
 /** The host is closing: no session is created any more. */
@@ -57,10 +78,15 @@ export class SessionManagerClosedError extends Error {
  * sessions are passivated: compacted (a failure is logged and eviction goes on, the history is
  * already persisted), checked for idleness again (a message may have arrived meanwhile), then
  * stopped. The next message builds the session again from its history.
+ *
+ * At most `maxSessions` are live: a creation takes a slot before it starts (so concurrent ones
+ * cannot overshoot), passivating the least recently used idle session when none is free, and is
+ * refused as overloaded when every live session is busy.
  */
 export class SessionManager {
   readonly #createSession: (agent: string, session: string) => Promise<SessionActor>;
   readonly #idleTimeoutMs: number;
+  readonly #maxSessions: number;
   readonly #sweepIntervalMs: number;
   readonly #now: () => number;
   readonly #timers: ManagerTimers;
@@ -70,6 +96,8 @@ export class SessionManager {
   /** Shutdowns in progress: a new instance waits for the old one to let go of the history. */
   readonly #stopping = new Map<string, Promise<void>>();
   readonly #passivating = new Set<string>();
+  /** Slots held by creations that are not live yet: live + this never exceeds the cap. */
+  #reservedSlots = 0;
   #sweepHandle: unknown;
   #sweeping: Promise<number> | undefined;
   #isClosed = false;
@@ -77,6 +105,7 @@ export class SessionManager {
   constructor(options: SessionManagerOptions) {
     this.#createSession = options.createSession;
     this.#idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+    this.#maxSessions = Math.max(1, options.maxSessions ?? DEFAULT_MAX_SESSIONS);
     this.#sweepIntervalMs =
       options.sweepIntervalMs ?? Math.max(1, Math.min(this.#idleTimeoutMs, MAX_SWEEP_INTERVAL_MS));
     this.#now = options.now ?? Date.now;
@@ -109,13 +138,18 @@ export class SessionManager {
     if (live !== undefined && !live.isStopped) return Promise.resolve(live);
     const pending = this.#creating.get(key);
     if (pending !== undefined) return pending;
+    let hasSlot = false;
     const creation = (async () => {
       await this.#stopping.get(key);
       if (this.#isClosed) throw new SessionManagerClosedError();
+      await this.#takeSlot();
+      hasSlot = true;
       return this.#createSession(agent, session);
     })().then(
       (actor) => {
         this.#creating.delete(key);
+        // The slot passes from the creation to the live session in the same tick.
+        this.#reservedSlots--;
         if (this.#isClosed) {
           void actor.shutdown("the host is shutting down");
           throw new SessionManagerClosedError();
@@ -125,6 +159,7 @@ export class SessionManager {
       },
       (error: unknown) => {
         this.#creating.delete(key);
+        if (hasSlot) this.#reservedSlots--;
         throw error;
       },
     );
@@ -178,6 +213,35 @@ export class SessionManager {
     ]);
   }
 
+  /**
+   * Reserves a slot for a new session: a free one, else one an idle session gives up (least
+   * recently used first). Resolves once the slot is held; rejects when every live session is busy.
+   */
+  async #takeSlot(): Promise<void> {
+    for (;;) {
+      if (this.#isClosed) throw new SessionManagerClosedError();
+      if (this.#live.size + this.#reservedSlots < this.#maxSessions) {
+        this.#reservedSlots++;
+        return;
+      }
+      const victim = this.#leastRecentlyUsedIdle();
+      if (victim === undefined) throw new SessionManagerOverloadedError(this.#maxSessions);
+      // On success the passivation hands the freed slot over (see #passivate): nobody else can take it.
+      if (await this.#passivate(victim[0], victim[1], { forRoom: true })) return;
+    }
+  }
+
+  /** The idle session to give up its slot: the longest unused one, not already being passivated. */
+  #leastRecentlyUsedIdle(): [string, SessionActor] | undefined {
+    let victim: [string, SessionActor] | undefined;
+    for (const [key, actor] of this.#live) {
+      // A session nobody has used yet is on its way to its first caller: not a candidate.
+      if (!actor.isIdle || !actor.hasHadMessages || this.#passivating.has(key)) continue;
+      if (victim === undefined || actor.lastActivityAt < victim[1].lastActivityAt) victim = [key, actor];
+    }
+    return victim;
+  }
+
   async #sweep(): Promise<number> {
     const limit = pLimit(PASSIVATION_CONCURRENCY);
     const candidates = [...this.#live.entries()].filter(([, actor]) => this.#isPassivatable(actor));
@@ -191,7 +255,12 @@ export class SessionManager {
     return actor.isIdle && this.#now() - actor.lastActivityAt >= this.#idleTimeoutMs;
   }
 
-  async #passivate(key: string, actor: SessionActor): Promise<boolean> {
+  /**
+   * Compacts, re-checks and stops one session. `forRoom`: passivated to make room for a new
+   * session, idle time regardless; its slot is reserved for that session the moment it is freed.
+   */
+  async #passivate(key: string, actor: SessionActor, options: { forRoom?: boolean } = {}): Promise<boolean> {
+    const isStillPassivatable = () => (options.forRoom ? actor.isIdle : this.#isPassivatable(actor));
     if (this.#passivating.has(key)) return false;
     this.#passivating.add(key);
     try {
@@ -204,8 +273,9 @@ export class SessionManager {
           );
         }
       }
-      if (this.#isClosed || this.#live.get(key) !== actor || !this.#isPassivatable(actor)) return false;
+      if (this.#isClosed || this.#live.get(key) !== actor || !isStillPassivatable()) return false;
       this.#live.delete(key);
+      if (options.forRoom) this.#reservedSlots++;
       const stopping = actor.shutdown("the session was passivated").finally(() => {
         if (this.#stopping.get(key) === stopping) this.#stopping.delete(key);
       });

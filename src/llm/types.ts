@@ -92,6 +92,8 @@ export interface LlmOptions {
   extraBody?: Record<string, unknown>;
   /** Time to first byte, streaming only (default 60 s). */
   firstByteTimeoutMs?: number;
+  /** Longest silence once a stream has started, streaming only (default 120 s). */
+  streamIdleTimeoutMs?: number;
   /** Total generation time (default 5 min non-streaming, 30 min streaming). */
   totalTimeoutMs?: number;
 }

@@ -124,4 +124,24 @@ describe("cancelling a chat", () => {
     );
     expect(backend.requests).toEqual([]);
   });
+
+  it("a chat cancelled before it starts still emits ChatStarted then ChatFailed, under a fresh chat id (issue 9)", async () => {
+    const { agent, events } = await createTestAgent({ script: [{ text: "answered" }] });
+    await agent.chat("first");
+    const firstChatId = events[0]?.chatId;
+    const before = events.length;
+    await expect(agent.chat("too late", { signal: AbortSignal.abort() })).rejects.toBeInstanceOf(
+      ChatCancelledError,
+    );
+    const cancelled = events.slice(before);
+    expect(cancelled.map((event) => event.kind)).toEqual(["ChatStarted", "ChatFailed"]);
+    expect(cancelled[0]).toMatchObject({ text: "too late", iteration: 0 });
+    expect(cancelled[1]).toMatchObject({
+      error: { name: "ChatCancelledError", message: "the chat was cancelled before it started" },
+      cancelled: true,
+    });
+    expect(cancelled[1]?.chatId).toBe(cancelled[0]?.chatId);
+    expect(cancelled[0]?.chatId).not.toBe(firstChatId);
+    expect(cancelled[0]?.chatId).not.toBe("");
+  });
 });

@@ -26,6 +26,18 @@ const conversation: Message[] = [
 ];
 
 describe("manual compaction", () => {
+  it("on an empty context is a no-op: no request, no event, no summary written (issue 9)", async () => {
+    const history = histories.open();
+    // The script is empty: any model request would fail the compaction.
+    const { agent, backend, events } = await createTestAgent({ script: [], history });
+    expect(await agent.compact()).toBe(true);
+    expect(await agent.compact("a topic")).toBe(true);
+    expect(backend.requests).toEqual([]);
+    expect(events.filter((event) => event.kind !== "StateChanged")).toEqual([]);
+    expect(agent.messages).toEqual([]);
+    expect(await history.restore()).toEqual([]);
+  });
+
   it("compact(topic): the topic is in the instruction; history and context become the summary", async () => {
     const history = histories.open();
     await history.append(conversation);

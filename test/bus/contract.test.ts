@@ -144,6 +144,7 @@ describe("replies", () => {
       "cancelled",
       "llm_error",
       "internal",
+      "overloaded",
     ]);
   });
 

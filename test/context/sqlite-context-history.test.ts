@@ -1,6 +1,6 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
@@ -172,6 +172,43 @@ describe("SqliteContextHistory", () => {
     expect(() => new SqliteContextHistory({ path, agent: "bot", session: "s1" })).toThrow(
       HistorySchemaVersionError,
     );
+  });
+
+  it("upgrades a version-1 file in place: every stored message kept, the seq mark table added (issue 9)", async () => {
+    // A file as the version-1 code wrote it.
+    mkdirSync(dirname(path), { recursive: true });
+    const old = new Database(path);
+    old.exec(
+      "CREATE TABLE messages (agent TEXT NOT NULL, session TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (agent, session, position)) WITHOUT ROWID",
+    );
+    const insert = old.prepare("INSERT INTO messages VALUES (?, ?, ?, ?)");
+    for (const [position, message] of conversation.entries()) {
+      insert.run("bot", "s1", position, JSON.stringify(message));
+    }
+    old.pragma("user_version = 1");
+    old.close();
+
+    const upgraded = history();
+    expect(await upgraded.restore()).toEqual(conversation);
+    expect(await upgraded.loadSeq()).toBe(0);
+    const database = track(new Database(path, { readonly: true }));
+    expect(database.pragma("user_version", { simple: true })).toBe(HISTORY_SCHEMA_VERSION);
+    expect(HISTORY_SCHEMA_VERSION).toBe(2);
+  });
+
+  it("keeps a session's event seq mark: never lowered, kept by clear, seen after reopening (issue 9)", async () => {
+    const writer = history();
+    await writer.saveSeq(1_000);
+    await writer.saveSeq(400);
+    expect(await writer.loadSeq()).toBe(1_000);
+    await writer.append(conversation);
+    await writer.clear();
+    expect(await writer.loadSeq()).toBe(1_000);
+    expect(await history("bot", "s2").loadSeq()).toBe(0);
+    writer.close();
+    const reopened = new SqliteContextHistory({ path, agent: "bot", session: "s1" });
+    expect(await reopened.loadSeq()).toBe(1_000);
+    reopened.close();
   });
 
   it("creates the schema on a database handle it did not open", async () => {

@@ -58,6 +58,7 @@ describe("agent definitions", () => {
         maxIterations: 7,
         reasoningEffort: "low",
         contextWindow: 200_000,
+        promptCaching: true,
       },
     ]);
   });
@@ -92,6 +93,7 @@ describe("agent definitions", () => {
       maxIterations: 3,
       reasoningEffort: "low",
       contextWindow: 200_000,
+      promptCaching: true,
     });
     expect(coder).toEqual({
       name: "coder",
@@ -148,6 +150,25 @@ describe("agent definitions", () => {
       "agents file agents.json: agents[0].shellEnv[0]: must be an environment variable name",
     );
     expect(refusal({ agents: [{ name: "a", shellEnv: "PATH" }] })).toMatch(/agents\[0\]\.shellEnv: /);
+  });
+
+  it("turns Anthropic prompt caching on by default; the file's promptCaching switches it", () => {
+    const agents = parseAgentDefinitions(
+      JSON.stringify({
+        agents: [
+          { name: "cached" },
+          { name: "uncached", promptCaching: false },
+          { name: "other", provider: "openai-chat", model: "gpt-4o" },
+        ],
+      }),
+      "agents.json",
+      config,
+      { knownTools },
+    );
+    expect(agents.map((agent) => agent.promptCaching)).toEqual([true, undefined, undefined]);
+    expect(refusal({ agents: [{ name: "a", promptCaching: "yes" }] })).toMatch(
+      /agents\[0\]\.promptCaching: /,
+    );
   });
 
   it("uses the injected per-provider default model when an agent switches provider", () => {

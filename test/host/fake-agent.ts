@@ -29,6 +29,8 @@ export class FakeAgent implements Agent {
   compactCalls: (string | undefined)[] = [];
   resetCalls = 0;
   overlapped = false;
+  /** Chats reported as cancelled before they ran (see Agent.reportCancelledChat). */
+  cancelledChats: { text: string; reason: string }[] = [];
   /** What `compact` does: resolve with this, or throw it when it is an Error. */
   compactResult: boolean | Error = true;
   /** Called at the start of each compaction (e.g. to hold it open). */
@@ -90,6 +92,10 @@ export class FakeAgent implements Agent {
     } finally {
       this.#leave();
     }
+  }
+
+  reportCancelledChat(text: string, reason: string): void {
+    this.cancelledChats.push({ text, reason });
   }
 
   async reset(): Promise<void> {

@@ -65,6 +65,36 @@ describe("SessionActor", () => {
     expect(agent.overlapped).toBe(false);
   });
 
+  it("reports every chat it took that never ran: dropped from the queue, or stopped while waiting its turn (issue 9)", async () => {
+    const agent = new FakeAgent({ isManual: true, cancelsAtOnce: false });
+    const actor = new SessionActor({ agent, maxQueue: 1 });
+    const running = actor.chatAndWait("long");
+    const overflowed = actor.chatAndWait("overflowed");
+    const queued = actor.chatAndWait("queued");
+    expect(await overflowed).toMatchObject({ ok: false, error: { code: "queue_overflow" } });
+    await tick();
+    actor.stop();
+    expect(await running).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    expect(await queued).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    // The running chat reports its own end (the agent's loop emits ChatFailed).
+    expect(agent.cancelledChats).toEqual([
+      { text: "overflowed", reason: "dropped: more than 1 messages were queued for the session" },
+      { text: "queued", reason: "cancelled by stop" },
+    ]);
+    // "waiting" is handed to the agent only once "long" let go; it is stopped before that.
+    const waiting = actor.chatAndWait("waiting");
+    await tick();
+    actor.stop();
+    expect(await waiting).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    agent.chats[0]?.reject(new Error("cancelled"));
+    await agent.chats[0]?.settled;
+    await tick();
+    expect(agent.chats.map((chat) => chat.text)).toEqual(["long"]);
+    expect(agent.cancelledChats.slice(2)).toEqual([
+      { text: "waiting", reason: "the chat was cancelled before it started" },
+    ]);
+  });
+
   it("drops the oldest queued message past the limit with queue_overflow", async () => {
     const agent = new FakeAgent({ isManual: true });
     const actor = new SessionActor({ agent, maxQueue: 2 });

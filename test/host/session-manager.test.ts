@@ -2,7 +2,11 @@ import { describe, expect, it, vi } from "vitest";
 import { createAgent } from "../../src/agent/create-agent.js";
 import { InMemoryContextHistory } from "../../src/context/in-memory-history.js";
 import { SessionActor } from "../../src/host/session-actor.js";
-import { SessionManager, SessionManagerClosedError } from "../../src/host/session-manager.js";
+import {
+  SessionManager,
+  SessionManagerClosedError,
+  SessionManagerOverloadedError,
+} from "../../src/host/session-manager.js";
 import { RetryingLlmClient } from "../../src/llm/retrying-client.js";
 import { ScriptedBackend } from "../../src/llm/scripted-backend.js";
 import { textOf } from "../../src/llm/types.js";
@@ -11,7 +15,7 @@ import { FakeAgent } from "./fake-agent.js";
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** A manager over fake agents with a hand-driven clock; sweeps are run by the test. */
-function setup(options: { idleTimeoutMs?: number; isManual?: boolean } = {}) {
+function setup(options: { idleTimeoutMs?: number; isManual?: boolean; maxSessions?: number } = {}) {
   let now = 0;
   const agents: FakeAgent[] = [];
   const log: string[] = [];
@@ -23,6 +27,7 @@ function setup(options: { idleTimeoutMs?: number; isManual?: boolean } = {}) {
   const manager = new SessionManager({
     createSession,
     idleTimeoutMs: options.idleTimeoutMs ?? 1_000,
+    ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
     now: () => now,
     log: (line) => log.push(line),
   });
@@ -195,6 +200,90 @@ describe("SessionManager", () => {
     expect(lastRequest.messages.map((message) => textOf(message.content)).join("\n")).toContain(
       "Summary: the user's name is Ada.",
     );
+    await manager.close();
+  });
+});
+
+describe("SessionManager at its session cap (issue 9)", () => {
+  it("makes room by passivating the least recently used idle session, compaction first", async () => {
+    const { manager, agents, advance } = setup({ maxSessions: 2 });
+    await manager.use("bot", "old", (actor) => actor.chatAndWait("first"));
+    advance(10);
+    await manager.use("bot", "recent", (actor) => actor.chatAndWait("second"));
+    const old = manager.find("bot", "old")!;
+    advance(10);
+    expect(await manager.use("bot", "new", (actor) => actor.chatAndWait("third"))).toMatchObject({
+      ok: true,
+    });
+    expect(agents[0]?.compactCalls).toEqual([undefined]);
+    expect(old.isStopped).toBe(true);
+    expect(manager.find("bot", "recent")).toBeDefined();
+    expect(manager.size).toBe(2);
+  });
+
+  it("refuses a new session as overloaded when every live session is busy, and creates nothing", async () => {
+    const { manager, createSession } = setup({ maxSessions: 2, isManual: true });
+    const busy = ["a", "b"].map((session) =>
+      manager.use("bot", session, (actor) => actor.chatAndWait("work")),
+    );
+    await tick();
+    const refused = await manager.use("bot", "c", (actor) => actor.chatAndWait("hi")).catch((error) => error);
+    expect(refused).toBeInstanceOf(SessionManagerOverloadedError);
+    expect((refused as Error).message).toBe(
+      "the host is at its limit of 2 live sessions and none is idle; try again later",
+    );
+    expect(createSession).toHaveBeenCalledTimes(2);
+    expect(manager.size).toBe(2);
+    // A session that is live already is still served.
+    manager.find("bot", "a")?.stop();
+    expect(await busy[0]).toMatchObject({ ok: false, error: { code: "cancelled" } });
+  });
+
+  it("never lets concurrent creations overshoot the cap", async () => {
+    const { manager, agents, createSession } = setup({ maxSessions: 3, isManual: true });
+    // Three idle sessions with a conversation each (so making room means a compaction).
+    for (const session of ["i1", "i2", "i3"]) {
+      const answer = manager.use("bot", session, (actor) => actor.chatAndWait("hello"));
+      await tick();
+      agents.at(-1)?.chats[0]?.resolve();
+      await answer;
+    }
+    const actors = ["i1", "i2", "i3"].map((session) => manager.find("bot", session)!);
+    const runningAtEachCreation: number[] = [];
+    createSession.mockImplementation(async (agent: string, session: string) => {
+      runningAtEachCreation.push(actors.filter((actor) => !actor.isStopped).length);
+      const fake = new FakeAgent({ name: agent, session, isManual: true });
+      agents.push(fake);
+      const actor = new SessionActor({ agent: fake });
+      actors.push(actor);
+      return actor;
+    });
+    for (const fake of agents) {
+      fake.onCompact = () => new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    // Ten new sessions at once, each kept busy by its first chat.
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 10 }, (_, index) =>
+        manager.use("bot", `n${index}`, (actor) => {
+          void actor.chatAndWait("work");
+          return actor.session;
+        }),
+      ),
+    );
+    const started = outcomes.filter((outcome) => outcome.status === "fulfilled");
+    const refused = outcomes.flatMap((outcome) => (outcome.status === "rejected" ? [outcome.reason] : []));
+    expect(started).toHaveLength(3);
+    expect(refused).toHaveLength(7);
+    for (const reason of refused) expect(reason).toBeInstanceOf(SessionManagerOverloadedError);
+    expect(manager.size).toBe(3);
+    // Each new session started only once the idle one it replaced had stopped.
+    expect(runningAtEachCreation).toEqual([2, 2, 2]);
+    expect(actors.filter((actor) => !actor.isStopped)).toHaveLength(3);
+    expect(agents.slice(0, 3).map((fake) => fake.compactCalls)).toEqual([
+      [undefined],
+      [undefined],
+      [undefined],
+    ]);
     await manager.close();
   });
 });

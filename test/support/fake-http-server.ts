@@ -9,6 +9,8 @@ export interface RecordedRequest {
   /** Parsed JSON body (undefined when empty or not JSON). */
   body: unknown;
   rawBody: string;
+  /** True once the connection closed before the response was complete (the client aborted, or a cut). */
+  isClosedEarly: boolean;
 }
 
 /** What the route returns. */
@@ -18,9 +20,18 @@ export type FakeResponse =
   /**
    * A `text/event-stream` response written frame by frame. Each item is a complete SSE frame
    * text (e.g. `event: x\ndata: {...}\n\n`). `cutAfter`: destroy the socket after that many frames
-   * (a connection cut mid-stream). `delayMs`: pause between frames.
+   * (a connection cut mid-stream). `stallAfter`: after that many frames send nothing more and keep
+   * the connection open until the client goes away (a stalled stream). `delayMs`: pause between
+   * frames.
    */
-  | { type: "sse"; frames: string[]; headers?: Record<string, string>; cutAfter?: number; delayMs?: number }
+  | {
+      type: "sse";
+      frames: string[];
+      headers?: Record<string, string>;
+      cutAfter?: number;
+      stallAfter?: number;
+      delayMs?: number;
+    }
   /** Accept the request and never answer (for timeout tests). */
   | { type: "hang" }
   /** Destroy the connection without a response. */
@@ -61,6 +72,7 @@ async function write(response: ServerResponse, reply: FakeResponse): Promise<voi
   for (let i = 0; i < reply.frames.length; i++) {
     // The client went away (an abort): stop writing to a closed connection.
     if (response.destroyed || response.writableEnded) return;
+    if (reply.stallAfter !== undefined && i >= reply.stallAfter) break;
     if (reply.cutAfter !== undefined && i >= reply.cutAfter) {
       // Let the frames already written reach the client, then cut before a clean end.
       await new Promise((resolve) => setTimeout(resolve, 10));
@@ -69,6 +81,11 @@ async function write(response: ServerResponse, reply: FakeResponse): Promise<voi
     }
     response.write(reply.frames[i]);
     if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
+  }
+  if (reply.stallAfter !== undefined) {
+    // Headers and the first frames are out; nothing more until the client (or close()) ends it.
+    if (!response.destroyed) await new Promise((resolve) => response.once("close", resolve));
+    return;
   }
   if (reply.cutAfter !== undefined && reply.cutAfter <= reply.frames.length) {
     // Let the frames reach the client, then cut before a clean end.
@@ -100,7 +117,11 @@ export async function startFakeHttpServer(route: FakeRoute): Promise<FakeHttpSer
       headers: incoming.headers,
       body,
       rawBody,
+      isClosedEarly: false,
     };
+    response.once("close", () => {
+      if (!response.writableFinished) recorded.isClosedEarly = true;
+    });
     requests.push(recorded);
     try {
       await write(response, await route(recorded, requests.length - 1));

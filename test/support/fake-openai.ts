@@ -114,6 +114,15 @@ export function cutAfterFrames(reply: FakeResponse, frames: number): FakeRespons
   return { ...reply, frames: reply.frames.slice(0, frames), cutAfter: frames };
 }
 
+/**
+ * The same stream, stalled after its first `frames` frames: the connection stays open and silent
+ * until the client gives up (a provider that stops mid-answer).
+ */
+export function stallAfterFrames(reply: FakeResponse, frames: number): FakeResponse {
+  if (reply.type !== "sse") throw new Error("only a stream can stall");
+  return { ...reply, stallAfter: frames };
+}
+
 /** Splits an SSE transcript into frames (each ends with its blank line). */
 export function parseSseFrames(transcript: string): string[] {
   return transcript

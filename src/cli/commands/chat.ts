@@ -3,6 +3,7 @@ import { createAgent } from "../../agent/create-agent.js";
 import { isValidName } from "../../bus/subjects.js";
 import { SqliteContextHistory } from "../../context/sqlite-context-history.js";
 import type { AgentEvent } from "../../events/types.js";
+import { isPromptCachingDefault } from "../../host/agent-definitions.js";
 import { ConfigurationError } from "../../llm/configuration-error.js";
 import { createBackend } from "../../llm/create-backend.js";
 import { RetryingLlmClient } from "../../llm/retrying-client.js";
@@ -127,6 +128,10 @@ async function runLocalChat(context: CliContext, args: ChatArguments): Promise<n
         tokenLimit: config.contextWindow,
         ...(config.maxIterations !== undefined ? { maxIterations: config.maxIterations } : {}),
         ...(config.reasoningEffort !== undefined ? { reasoningEffort: config.reasoningEffort } : {}),
+        ...(isPromptCachingDefault(config.provider) ? { promptCaching: true } : {}),
+        ...(config.streamIdleTimeoutMs !== undefined
+          ? { streamIdleTimeoutMs: config.streamIdleTimeoutMs }
+          : {}),
         onLog: printer.onEvent,
       },
     });

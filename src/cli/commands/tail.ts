@@ -97,7 +97,7 @@ export function parseSince(value: string | boolean | undefined): ReplayStart | u
   );
 }
 
-/** Identity of an event across the log and the live feed (seq restarts when a session is rebuilt). */
+/** Identity of an event across the log and the live feed (seq restarts for a session without a history). */
 function eventKey(event: AgentEvent): string {
   return `${event.agent}\u0000${event.session}\u0000${event.chatId}\u0000${event.seq}\u0000${event.kind}`;
 }

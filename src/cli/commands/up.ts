@@ -7,7 +7,7 @@ import { describeAgents, startHostService } from "../../host/host-service.js";
 import { startUiServer } from "../../ui/ui-server.js";
 import type { Command } from "../cli-context.js";
 import { parsePort, untilAborted } from "../command-helpers.js";
-import { idleTimeoutFrom } from "../runtime-config.js";
+import { idleTimeoutFrom, maxSessionsFrom } from "../runtime-config.js";
 import { loadAgentsFromFlags } from "./serve.js";
 import { createEventLogger, followEvents, NOISY_EVENT_KINDS } from "./tail.js";
 
@@ -25,6 +25,7 @@ export const upCommand: Command = async (context) => {
   const port = parsePort(context.flags.port);
   const definitions = await loadAgentsFromFlags(context);
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
+  const maxSessions = maxSessionsFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
   const nats = await NatsBus.tryConnect(config.natsUrl, NATS_PROBE_TIMEOUT_MS, {
     name: "agentloop up",
@@ -49,6 +50,7 @@ export const upCommand: Command = async (context) => {
       env: context.env,
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+      ...(maxSessions === undefined ? {} : { maxSessions }),
     });
     const following = followEvents({
       bus,

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { InvalidResponseError, type LlmError, RequestTimeoutError } from "../errors.js";
 import {
   DEFAULT_FIRST_BYTE_TIMEOUT_MS,
+  DEFAULT_STREAM_IDLE_TIMEOUT_MS,
   DEFAULT_STREAM_TOTAL_TIMEOUT_MS,
   DEFAULT_TOTAL_TIMEOUT_MS,
   RequestDeadline,
@@ -84,7 +85,8 @@ export class AnthropicBackend implements LlmBackend {
   async generateStream(request: GenerateRequest, sink: BackendSink): Promise<GenerateResponse> {
     const totalMs = request.options.totalTimeoutMs ?? DEFAULT_STREAM_TOTAL_TIMEOUT_MS;
     const firstByteMs = request.options.firstByteTimeoutMs ?? DEFAULT_FIRST_BYTE_TIMEOUT_MS;
-    const deadline = new RequestDeadline(request.signal, { totalMs, firstByteMs });
+    const idleMs = request.options.streamIdleTimeoutMs ?? DEFAULT_STREAM_IDLE_TIMEOUT_MS;
+    const deadline = new RequestDeadline(request.signal, { totalMs, firstByteMs, idleMs });
     try {
       const body = toAnthropicRequest(request.messages, request.options);
       const stream = await this.client.messages.create(
@@ -95,7 +97,7 @@ export class AnthropicBackend implements LlmBackend {
       for await (const raw of stream) {
         // Events already buffered still come after an abort: none may reach the sink.
         if (deadline.signal.aborted) break;
-        deadline.markFirstByte();
+        deadline.markProgress();
         const delta = accumulator.push(parseWire(AnthropicStreamEvent, raw));
         if (delta) deliver(sink, delta);
         // Nothing may reach the sink after the response is complete.

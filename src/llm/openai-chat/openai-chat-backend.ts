@@ -49,7 +49,7 @@ export class OpenAIChatBackend implements LlmBackend {
       for await (const chunk of stream) {
         // Nothing reaches the sink once the request was stopped.
         if (deadline.stopError) break;
-        deadline.markFirstByte();
+        deadline.markProgress();
         state.push(parseWire(OpenAIChatChunk, chunk, "chat completion chunk"));
       }
       if (deadline.stopError) throw deadline.stopError;

@@ -52,7 +52,7 @@ export class OpenAIResponsesBackend implements LlmBackend {
       for await (const event of stream) {
         // Nothing reaches the sink once the request was stopped.
         if (deadline.stopError) break;
-        deadline.markFirstByte();
+        deadline.markProgress();
         state.push(parseWire(ResponsesStreamEvent, event, "response stream event"));
       }
       if (deadline.stopError) throw deadline.stopError;
