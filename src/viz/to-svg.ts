@@ -190,6 +190,6 @@ function style(arrow: string): string {
     `.al-statechart .al-state.active-leaf>.al-title,.al-statechart .al-state.active>.al-title{fill:#1e3a8a;}`,
     // The transition just taken (set by the page).
     `.al-statechart .al-edge.taken>.al-edge-line{stroke:${ACCENT};stroke-width:2.6;stroke-dasharray:none;marker-end:url(#${arrow}-taken);}`,
-    `.al-statechart .al-edge.taken>.al-label{fill:#1e3a8a;font-weight:700;}`,
+    `.al-statechart .al-edge.taken>.al-label{fill:#1d4ed8;}`,
   ].join("");
 }
