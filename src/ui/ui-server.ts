@@ -77,7 +77,8 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
   const historyLimit = options.historyLimit ?? 2_000;
   const tracker = new SessionTracker({ historyLimit });
   const hub = new SseHub(options.keepAliveMs === undefined ? {} : { keepAliveMs: options.keepAliveMs });
-  const drawings = new Map<string, string>();
+  // The machines are static: each drawing is laid out once (ELK takes a moment) and shared.
+  const drawings = new Map<string, Promise<string>>();
 
   const subscription = bus.subscribe(allEventsPattern(prefix), (message) => {
     const event = parseAgentEvent(message.data);
@@ -88,7 +89,7 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
     hub.broadcast(event.agent, event.session, json);
   });
 
-  const drawing = (name: string, format: "svg" | "json"): string | undefined => {
+  const drawing = (name: string, format: "svg" | "json"): Promise<string> | undefined => {
     const key = `${name}.${format}`;
     const cached = drawings.get(key);
     if (cached !== undefined) return cached;
@@ -96,6 +97,8 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
     if (machine === undefined) return undefined;
     const text = renderMachine(machine, format, { name });
     drawings.set(key, text);
+    // A failed layout is not cached: the next request tries again (and reports the error).
+    text.catch(() => drawings.delete(key));
     return text;
   };
 
@@ -230,8 +233,9 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
     const machine = /^\/api\/machines\/([A-Za-z0-9_-]+)\.(svg|json)$/.exec(path);
     if (machine) {
       const format = machine[2] as "svg" | "json";
-      const text = drawing(machine[1]!, format);
-      if (text === undefined) throw new HttpError(404, "not_found", `no machine named ${machine[1]}`);
+      const pending = drawing(machine[1]!, format);
+      if (pending === undefined) throw new HttpError(404, "not_found", `no machine named ${machine[1]}`);
+      const text = await pending;
       response.writeHead(200, {
         "content-type": format === "svg" ? "image/svg+xml; charset=utf-8" : "application/json; charset=utf-8",
         "content-length": Buffer.byteLength(text),

@@ -12,12 +12,15 @@ export interface RenderMachineOptions {
   name?: string;
 }
 
-/** Draws `machine` as mermaid text, the JSON graph model, or a self-contained SVG document. */
-export function renderMachine(
+/**
+ * Draws `machine` as mermaid text, the JSON graph model, or a self-contained SVG document. Async
+ * because the SVG is laid out by ELK, whose `layout()` is.
+ */
+export async function renderMachine(
   machine: AnyStateMachine,
   format: VizFormat,
   options: RenderMachineOptions = {},
-): string {
+): Promise<string> {
   const graph = machineGraph(machine, options);
   switch (format) {
     case "mermaid":

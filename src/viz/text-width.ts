@@ -24,7 +24,12 @@ export function textWidth(text: string, fontSize: number, bold = false): number 
   return Math.ceil(em * fontSize * (bold ? 1.06 : 1));
 }
 
-/** Font size of state names, px. */
-export const TITLE_FONT = 13;
-/** Font size of labels, invokes and other small text, px. */
-export const SMALL_FONT = 11;
+/**
+ * Font size of state names, px. Large on purpose: the UI scales the whole drawing down to fit its
+ * pane, and state names must stay readable (≥ 10 px on screen) at the default window size.
+ */
+export const TITLE_FONT = 16;
+/** Font size of transition labels, invokes and other small text, px. */
+export const SMALL_FONT = 12;
+/** Distance between two lines of small text, px. */
+export const SMALL_LINE = 15;

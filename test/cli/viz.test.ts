@@ -48,6 +48,16 @@ describe("agentloop viz", () => {
     for (const run of [mermaid, json, svg]) expect(run.stderr).toBe("");
   });
 
+  // ELK is deterministic and the coordinates are rounded: the drawings are byte-stable. A layout
+  // change shows up here as a diff of the snapshot files (review them as pictures).
+  it.each(MACHINES)("--machine %s: the svg and json are the snapshots, byte for byte", async (machine) => {
+    for (const format of ["svg", "json"] as const) {
+      const run = await runCli(["viz", "--machine", machine, "--format", format]);
+      expect(run.code).toBe(0);
+      await expect(run.stdout).toMatchFileSnapshot(`__snapshots__/viz-${machine}.${format}`);
+    }
+  });
+
   it("the chat svg marks every state of the loop with its id", async () => {
     const run = await runCli(["viz", "--format=svg", "--machine=chat"]);
     for (const id of [

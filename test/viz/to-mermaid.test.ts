@@ -1,9 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { renderMachine } from "../../src/viz/render-machine.js";
+import { machineGraph } from "../../src/viz/machine-graph.js";
+import { toJson } from "../../src/viz/to-json.js";
+import { toMermaid } from "../../src/viz/to-mermaid.js";
 import { loopLikeMachine, parallelMachine } from "./test-machines.js";
 
 describe("toMermaid", () => {
-  const text = renderMachine(loopLikeMachine, "mermaid");
+  const text = toMermaid(machineGraph(loopLikeMachine));
   const lines = text.split("\n").map((line) => line.trim());
 
   it("writes a stateDiagram-v2 with every state, its label and initial / final markers", () => {
@@ -31,7 +33,7 @@ describe("toMermaid", () => {
   });
 
   it("separates parallel regions with --", () => {
-    const parallel = renderMachine(parallelMachine, "mermaid")
+    const parallel = toMermaid(machineGraph(parallelMachine))
       .split("\n")
       .map((line) => line.trim());
     expect(parallel).toContain("state player {");
@@ -44,7 +46,7 @@ describe("toMermaid", () => {
 
 describe("toJson", () => {
   it("is the graph model", () => {
-    const graph = JSON.parse(renderMachine(loopLikeMachine, "json", { name: "chat" }));
+    const graph = JSON.parse(toJson(machineGraph(loopLikeMachine, { name: "chat" })));
     expect(graph.name).toBe("chat");
     expect(graph.root.children.map((state: { key: string }) => state.key)).toContain("iterating");
     expect(graph.transitions.length).toBeGreaterThan(10);

@@ -11,7 +11,7 @@ export const vizCommand: Command = async (context) => {
   if (!(VIZ_FORMATS as readonly string[]).includes(format)) {
     throw new UsageError(`--format must be one of ${VIZ_FORMATS.join(", ")}, got "${format}"`);
   }
-  const text = renderMachine(machine, format as VizFormat);
+  const text = await renderMachine(machine, format as VizFormat);
   context.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
   return 0;
 };

@@ -3,7 +3,7 @@
 // statechart; selecting a session replays its stored events first (/api/sessions/<a>/<s>/events).
 
 import { element, formatTime } from "./dom.js";
-import { activeStateIds, formatStateValue, summarizeStates } from "./state-values.js";
+import { activeStateIds, formatStateValue, isTakenTransition, summarizeStates } from "./state-values.js";
 import { TranscriptView } from "./transcript-view.js";
 
 const transcript = document.querySelector('[data-testid="transcript"]');
@@ -86,6 +86,8 @@ function recordEvent(event) {
   else if (event.kind === "ChatCompleted") summary.status = "completed";
   else if (event.kind === "ChatFailed") summary.status = event.cancelled ? "cancelled" : "failed";
   else if (event.kind === "StateChanged") {
+    // The state before, so the chart can mark the transition just taken.
+    summary.previousStates = { ...summary.previousStates, [event.machine]: summary.states[event.machine] };
     summary.states[event.machine] = event.state;
     summary.state = summarizeStates(summary.states);
   }
@@ -259,12 +261,21 @@ function highlight(machine) {
   if (!chart || !chart.svg) return;
   for (const node of chart.svg.querySelectorAll(".active, .active-leaf"))
     node.classList.remove("active", "active-leaf");
+  for (const edge of chart.svg.querySelectorAll(".al-edge.taken")) edge.classList.remove("taken");
   if (value === undefined) return;
   for (const { id, isLeaf } of activeStateIds(machine, value)) {
     const node = chart.svg.querySelector(`[data-state-id="${CSS.escape(id)}"]`);
     if (!node) continue;
     node.classList.add("active");
     if (isLeaf) node.classList.add("active-leaf");
+  }
+  // The transition just taken stays marked until the machine moves again.
+  const previous = summary.previousStates?.[machine];
+  if (previous === undefined) return;
+  const isTaken = isTakenTransition(machine, previous, value);
+  for (const edge of chart.svg.querySelectorAll(".al-edge")) {
+    if (isTaken(edge.getAttribute("data-source"), edge.getAttribute("data-target")))
+      edge.classList.add("taken");
   }
 }
 

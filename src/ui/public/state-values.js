@@ -38,3 +38,18 @@ export function activeStateIds(prefix, value) {
   }
   return ids;
 }
+
+/**
+ * Whether a drawn transition (by its `data-source` / `data-target` state ids) is one the move from
+ * the state value `previous` to `current` took: it leaves a state that was active (the root always
+ * is) and enters one that was not. Guarded alternatives between the same two states all match.
+ */
+export function isTakenTransition(prefix, previous, current) {
+  const before = new Set([prefix, ...activeStateIds(prefix, previous).map(({ id }) => id)]);
+  const entered = new Set(
+    activeStateIds(prefix, current)
+      .map(({ id }) => id)
+      .filter((id) => !before.has(id)),
+  );
+  return (source, target) => before.has(source) && entered.has(target);
+}
