@@ -64,7 +64,16 @@ export function createModelStreamActor(resolve: (system: object) => SessionDeps 
       .then(
         (response) => {
           isPending = false;
-          if (!isStopped) sendBack({ type: "stream.completed", response });
+          if (isStopped) return;
+          // Marks the request's end with its own usage (the chat's events only carry the sum).
+          events.emit(input.iteration, {
+            kind: "ModelResponse",
+            content: response.content,
+            toolCalls: response.toolCalls.length,
+            usage: response.usage,
+            purpose: "chat",
+          });
+          sendBack({ type: "stream.completed", response });
         },
         (error: unknown) => {
           isPending = false;

@@ -206,7 +206,13 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     depth = chatOptions.depth ?? 0;
     if (signal?.aborted) throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
     const context = manager.context;
-    events.emit(0, { kind: "ChatStarted", text });
+    events.emit(0, {
+      kind: "ChatStarted",
+      text,
+      tokenUsed: context.tokenUsed,
+      tokenLimit: manager.tokenLimit,
+      contextCompactRatio,
+    });
     // `preparing` is left within the start's macrostep, so no inspection event shows it.
     events.emit(0, { kind: "StateChanged", machine: "chat", state: "preparing" });
     const actor = createSessionActor(boundMachines.chat, {
