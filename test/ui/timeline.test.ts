@@ -359,6 +359,22 @@ describe("the chat timeline", () => {
       await page.locator(`${byTestId("session-item")}[data-session="t1"]`).click();
       await expect.poll(async () => (await timelineShape(page)).summary).toContain("completed");
       expectFinishedChat(await timelineShape(page));
+
+      // A second chat: the timeline follows it; the picker brings the first one back.
+      const timeline = page.locator(byTestId("timeline"));
+      expect(await timeline.getAttribute("data-chat-id")).toBe("chat-1");
+      await page.fill(byTestId("composer-text"), "And now?");
+      await page.click(byTestId("send-button"));
+      await expect.poll(() => timeline.getAttribute("data-chat-id")).toBe("chat-2");
+      await expect.poll(async () => (await timelineShape(page)).summary).toContain("completed");
+      expect(await page.locator(`${byTestId("timeline-chat")} option`).allTextContents()).toEqual([
+        "latest chat (follows live)",
+        "1. What time is it?",
+        "2. And now?",
+      ]);
+      await page.selectOption(byTestId("timeline-chat"), "chat-1");
+      await expect.poll(() => timeline.getAttribute("data-chat-id")).toBe("chat-1");
+      expectFinishedChat(await timelineShape(page));
       expect(errors).toEqual([]);
     } finally {
       gate1.open();
