@@ -1,13 +1,9 @@
 import { describe, expect, it } from "vitest";
 import type { AgentEvent, EventBody } from "../../src/events/types.js";
-import {
-  formatDuration,
-  layoutTimeline,
-  TimelineModel,
-  timeTicks,
-} from "../../src/ui/public/timeline-model.js";
+import { formatDuration, layoutTimeline, timeTicks } from "../../src/ui/public/timeline-layout.js";
+import { TimelineModel } from "../../src/ui/public/timeline-model.js";
 
-/** The chat timeline's model (src/ui/public/timeline-model.js): events → bands, bars, lanes. */
+/** The chat timeline's model and layout (src/ui/public/timeline-*.js): events → bands, bars, lanes. */
 
 const T0 = Date.UTC(2025, 0, 1, 12, 0, 0);
 const usage1 = { prompt: 1000, completion: 50, total: 1050, cached: 200 };

@@ -4,14 +4,14 @@
 // in %, so the pane can be resized), at most once per frame however fast events come.
 
 import { element } from "./dom.js";
-import { formatDuration, layoutTimeline, TimelineModel } from "./timeline-model.js";
+import { formatDuration, layoutTimeline } from "./timeline-layout.js";
+import { TimelineModel } from "./timeline-model.js";
+import { contextGauge, formatTokens, tokenChart, usageText } from "./timeline-usage-view.js";
 
 /** A running chat with no event for this long is drawn up to its last event, not to "now". */
 const STALL_MS = 5 * 60_000;
 /** The bar labels' font size (style.css `.tl-bar-label`), for measuring them before drawing. */
 const LABEL_FONT_PX = 11;
-
-const numberFormat = new Intl.NumberFormat("en-US");
 
 export class TimelineView {
   /** `root` is emptied and filled; `summary` gets a one-line description of the shown chat. */
@@ -103,7 +103,7 @@ export class TimelineView {
     this.body.replaceChildren(
       waterfall(layout, trackPx),
       legend(),
-      element("div", { className: "timeline-foot" }, tokenChart(layout), gauge(layout)),
+      element("div", { className: "timeline-foot" }, tokenChart(layout), contextGauge(layout)),
     );
   }
 
@@ -148,7 +148,7 @@ function describe(layout) {
       `${plural(layout.tools.length, "tool call")}${failedTools > 0 ? ` (${failedTools} failed)` : ""}`,
     );
   }
-  if (layout.usage) parts.push(`${numberFormat.format(layout.usage.total)} tokens`);
+  if (layout.usage) parts.push(`${formatTokens(layout.usage.total)} tokens`);
   return parts.join(" · ");
 }
 
@@ -372,9 +372,7 @@ function waitBar(wait) {
     title: [
       `${wait.kind}${wait.topic ? ` (topic: ${wait.topic})` : ""} · ${wait.status} · ${formatDuration(wait.durationMs)}`,
       wait.usage ? `summary request: ${usageText(wait.usage)}` : "",
-      typeof wait.tokenUsed === "number"
-        ? `context after: ${numberFormat.format(wait.tokenUsed)} tokens`
-        : "",
+      typeof wait.tokenUsed === "number" ? `context after: ${formatTokens(wait.tokenUsed)} tokens` : "",
       wait.error ? `${wait.error.name}: ${wait.error.message}` : "",
     ]
       .filter(Boolean)
@@ -406,114 +404,5 @@ function legend() {
     item("tl-tool", "tool"),
     item("tl-tool-failed", "failed"),
     item("tl-wait-compaction", "compaction"),
-  );
-}
-
-function usageText(usage) {
-  return `tokens: prompt ${numberFormat.format(usage.prompt)} (cached ${numberFormat.format(usage.cached)}) · completion ${numberFormat.format(usage.completion)} · total ${numberFormat.format(usage.total)}`;
-}
-
-function compact(count) {
-  if (count < 1000) return String(count);
-  if (count < 1_000_000) return `${trim(count / 1000)}k`;
-  return `${trim(count / 1_000_000)}M`;
-}
-
-function trim(value) {
-  return value >= 100 ? value.toFixed(0) : value.toFixed(1).replace(/\.0$/, "");
-}
-
-function tokenChart(layout) {
-  const max = Math.max(1, ...layout.tokens.map((entry) => entry.usage.total));
-  const bars = layout.tokens.map((entry) => {
-    const { prompt, completion, cached, total } = entry.usage;
-    const stack = element(
-      "div",
-      { className: "tl-token-stack" },
-      segment("tl-tok-completion", completion),
-      segment("tl-tok-prompt", Math.max(0, prompt - cached)),
-      segment("tl-tok-cached", Math.min(cached, prompt)),
-    );
-    stack.style.height = percent(total / max);
-    return element(
-      "div",
-      {
-        className: "tl-token",
-        "data-testid": "timeline-token-bar",
-        "data-iteration": entry.iteration,
-        "data-index": entry.index,
-        "data-total": total,
-        title: `request ${entry.index + 1} (iteration ${entry.iteration})\n${usageText(entry.usage)}`,
-      },
-      element("span", { className: "tl-token-value" }, compact(total)),
-      element("div", { className: "tl-token-column" }, stack),
-      element("span", { className: "tl-token-label" }, `i${entry.iteration}`),
-    );
-  });
-  return element(
-    "div",
-    { className: "tl-tokens", "data-testid": "timeline-tokens" },
-    element(
-      "div",
-      { className: "tl-foot-title" },
-      "tokens per request",
-      element(
-        "span",
-        { className: "tl-token-keys" },
-        key("tl-tok-cached", "cached"),
-        key("tl-tok-prompt", "prompt"),
-        key("tl-tok-completion", "completion"),
-      ),
-    ),
-    bars.length > 0
-      ? element("div", { className: "tl-token-bars" }, ...bars)
-      : element("p", { className: "timeline-empty" }, "no usage reported yet"),
-  );
-}
-
-function key(className, text) {
-  return element(
-    "span",
-    { className: "tl-legend-item" },
-    element("span", { className: `tl-swatch ${className}` }),
-    text,
-  );
-}
-
-function segment(className, value) {
-  const node = element("div", { className });
-  node.style.flexGrow = String(value);
-  return node;
-}
-
-function gauge(layout) {
-  const { tokenUsed, tokenLimit, ratio, threshold } = layout.context;
-  const level =
-    ratio === null ? "unknown" : ratio >= threshold ? "over" : ratio >= threshold * 0.8 ? "near" : "ok";
-  const fill = element("div", { className: "tl-gauge-fill" });
-  fill.style.width = percent(Math.min(1, ratio ?? 0));
-  const mark = element("div", {
-    className: "tl-gauge-threshold",
-    title: `compacted after a chat at ${Math.round(threshold * 100)}%`,
-  });
-  mark.style.left = percent(Math.min(1, threshold));
-  const text =
-    ratio === null
-      ? tokenUsed === null
-        ? "no context size reported yet"
-        : `${numberFormat.format(tokenUsed)} tokens (no token limit in the events)`
-      : `${numberFormat.format(tokenUsed)} / ${numberFormat.format(tokenLimit)} tokens · ${(ratio * 100).toFixed(1)}% · compacts at ${Math.round(threshold * 100)}%`;
-  return element(
-    "div",
-    {
-      className: "tl-gauge",
-      "data-testid": "timeline-gauge",
-      "data-level": level,
-      "data-ratio": ratio === null ? "" : String(ratio),
-      "data-threshold": String(threshold),
-    },
-    element("div", { className: "tl-foot-title" }, "context"),
-    element("div", { className: "tl-gauge-track" }, fill, mark),
-    element("div", { className: "tl-gauge-text", "data-testid": "timeline-gauge-text" }, text),
   );
 }
