@@ -65,9 +65,19 @@ export function createModelStreamActor(resolve: (system: object) => SessionDeps 
       .then(
         (response) => {
           isPending = false;
+          if (isStopped) return;
           // The response enters the conversation, replayed on every later request: a lone
           // surrogate from the model (a JSON `\ud83d`) must not poison it.
-          if (!isStopped) sendBack({ type: "stream.completed", response: wellFormedResponse(response) });
+          const wellFormed = wellFormedResponse(response);
+          // Marks the request's end with its own usage (the chat's events only carry the sum).
+          events.emit(input.iteration, {
+            kind: "ModelResponse",
+            content: wellFormed.content,
+            toolCalls: wellFormed.toolCalls.length,
+            usage: wellFormed.usage,
+            purpose: "chat",
+          });
+          sendBack({ type: "stream.completed", response: wellFormed });
         },
         (error: unknown) => {
           isPending = false;

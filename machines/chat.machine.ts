@@ -431,6 +431,7 @@ export const chatMachine = setup({
               result: context.result ?? EMPTY_REPLY_PLACEHOLDER,
               usage: context.usage,
               tokenUsed: context.tokenUsed,
+              tokenLimit: context.tokenLimit,
             },
           }),
         },

@@ -247,7 +247,13 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     events.chatId = createId();
     depth = chatOptions.depth ?? 0;
     const context = manager.context;
-    events.emit(0, { kind: "ChatStarted", text });
+    events.emit(0, {
+      kind: "ChatStarted",
+      text,
+      tokenUsed: context.tokenUsed,
+      tokenLimit: manager.tokenLimit,
+      contextCompactRatio,
+    });
     // `preparing` is left within the start's macrostep, so no inspection event shows it.
     events.emit(0, { kind: "StateChanged", machine: "chat", state: "preparing" });
     const actor = createSessionActor(boundMachines.chat, {

@@ -48,13 +48,26 @@ export type CompactionPhase = "started" | "completed" | "failed";
 
 /** The kind-specific part of each event. */
 export type EventBody =
-  | { kind: "ChatStarted"; text: string }
+  | {
+      kind: "ChatStarted";
+      text: string;
+      /** The context's size before this chat (tokens). Absent from hosts before these fields. */
+      tokenUsed?: number;
+      /** The token limit the compaction ratio is measured against. */
+      tokenLimit?: number;
+      /** The ratio tokenUsed / tokenLimit at which the context is compacted after a chat. */
+      contextCompactRatio?: number;
+    }
   | { kind: "ModelRequest"; final: boolean; messageCount: number }
   | { kind: "ModelStreamSegmentStart"; attempt: number }
   | { kind: "ModelStreamSegmentReset"; attempt: number; reason: string; error: ErrorInfo }
   | { kind: "ModelTextDelta"; delta: string }
   | { kind: "ModelReasoningDelta"; delta: string }
   | {
+      /**
+       * The end of one model request with that request's usage: every chat request (purpose
+       * "chat", after its stream completed) and the compaction summary (purpose "compaction").
+       */
       kind: "ModelResponse";
       content: string;
       toolCalls: number;
@@ -78,7 +91,7 @@ export type EventBody =
       error?: ErrorInfo;
       tokenUsed?: number;
     }
-  | { kind: "ChatCompleted"; result: string; usage: TokenUsage; tokenUsed: number }
+  | { kind: "ChatCompleted"; result: string; usage: TokenUsage; tokenUsed: number; tokenLimit?: number }
   | { kind: "ChatFailed"; error: ErrorInfo; cancelled: boolean }
   | { kind: "StateChanged"; machine: string; state: unknown };
 

@@ -48,4 +48,35 @@ describe("token accounting", () => {
     expect((await agent.chat("second")).usage).toEqual(createUsage(300, 5));
     expect(agent.tokenUsed).toBe(305);
   });
+
+  it("publishes each request's own usage (ModelResponse) and the context ratio's inputs (timeline)", async () => {
+    const { agent, eventsOf } = await createTestAgent({
+      script: [
+        { toolCalls: [{ name: "noop" }], usage: { prompt: 1000, completion: 50, cached: 10 } },
+        { text: "done", usage: { prompt: 1200, completion: 70, cached: 1000 } },
+      ],
+      tools: [noop],
+      options: { tokenLimit: 4000, contextCompactRatio: 0.8 },
+    });
+    await agent.chat("go");
+
+    expect(
+      eventsOf("ModelResponse").map((event) => ({
+        iteration: event.iteration,
+        purpose: event.purpose,
+        toolCalls: event.toolCalls,
+        usage: event.usage,
+      })),
+    ).toEqual([
+      { iteration: 1, purpose: "chat", toolCalls: 1, usage: createUsage(1000, 50, 10) },
+      { iteration: 2, purpose: "chat", toolCalls: 0, usage: createUsage(1200, 70, 1000) },
+    ]);
+    expect(eventsOf("ModelResponse")[1]?.content).toBe("done");
+    expect(eventsOf("ChatStarted")[0]).toMatchObject({
+      tokenUsed: 0,
+      tokenLimit: 4000,
+      contextCompactRatio: 0.8,
+    });
+    expect(eventsOf("ChatCompleted")[0]).toMatchObject({ tokenUsed: 1270, tokenLimit: 4000 });
+  });
 });

@@ -66,6 +66,7 @@ describe.each(HOSTED_PROVIDERS)("chat --local --provider %s", (provider) => {
       "ModelStreamSegmentStart",
       "ModelTextDelta",
       "ModelTextDelta",
+      "ModelResponse",
       "ChatCompleted",
     ]);
     expect(events.flatMap((event) => (event.kind === "ModelTextDelta" ? [event.delta] : [])).join("")).toBe(
@@ -114,11 +115,13 @@ describe.each(HOSTED_PROVIDERS)("chat --local --provider %s", (provider) => {
     expect(events.filter((event) => event.kind !== "StateChanged").map((event) => event.kind)).toEqual([
       "ChatStarted",
       "ModelRequest",
+      "ModelResponse",
       "ToolCallStarted",
       "ToolCallCompleted",
       "ModelRequest",
       "ModelStreamSegmentStart",
       "ModelTextDelta",
+      "ModelResponse",
       "ChatCompleted",
     ]);
     const started = events.find((event) => event.kind === "ToolCallStarted");
@@ -204,7 +207,13 @@ describe.each(HOSTED_PROVIDERS)("chat --local --provider %s", (provider) => {
       "started",
       "completed",
     ]);
-    expect(events.find((event) => event.kind === "ModelResponse")).toMatchObject({ purpose: "compaction" });
+    // One ModelResponse per request: the chat's streamed answer, then the summary.
+    expect(
+      events.flatMap((event) => (event.kind === "ModelResponse" ? [[event.purpose, event.iteration]] : [])),
+    ).toEqual([
+      ["chat", 1],
+      ["compaction", 0],
+    ]);
   });
 
   it("a large --context-window does not compact", async () => {

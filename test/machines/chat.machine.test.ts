@@ -363,6 +363,7 @@ function checkInvariants(
       result: output.result,
       usage: output.usage,
       tokenUsed: output.tokenUsed,
+      tokenLimit: TOKEN_LIMIT,
     });
     expect(output.result).not.toBe("");
     if (output.result.trim() === "") throw new Error("an empty result escaped");

@@ -4,9 +4,12 @@
 
 import { element, formatTime } from "./dom.js";
 import { activeStateIds, formatStateValue, isTakenTransition, summarizeStates } from "./state-values.js";
+import { TimelineView } from "./timeline-view.js";
 import { TranscriptView } from "./transcript-view.js";
 
 const transcript = document.querySelector('[data-testid="transcript"]');
+const timelineRoot = document.querySelector('[data-testid="timeline"]');
+const timelineSummary = document.querySelector('[data-testid="timeline-summary"]');
 const sessionList = document.querySelector('[data-testid="session-list"]');
 const sessionsEmpty = document.querySelector('[data-testid="sessions-empty"]');
 const selectedTitle = document.querySelector('[data-testid="selected-session"]');
@@ -27,6 +30,8 @@ const app = {
   items: new Map(),
   selected: null,
   view: null,
+  /** The selected session's chat timeline (fed the same events as the transcript). */
+  timeline: null,
   /** Live events of the selected session that arrived while its history was loading. */
   pending: null,
   generation: 0,
@@ -160,8 +165,10 @@ async function select(key) {
   composer.elements.agent.value = agent;
   composer.elements.session.value = session;
   if (app.view) app.view.dispose();
+  if (app.timeline) app.timeline.dispose();
   transcript.replaceChildren();
   app.view = new TranscriptView(transcript);
+  app.timeline = new TimelineView(timelineRoot, timelineSummary);
   app.pending = [];
   updateSelectedState();
   let replayed = [];
@@ -177,18 +184,24 @@ async function select(key) {
   const chatIds = new Set();
   let lastSeq = -1;
   for (const event of replayed) {
-    app.view.apply(event);
+    applyToViews(event);
     chatIds.add(event.chatId);
     lastSeq = Math.max(lastSeq, event.seq);
   }
   // Live events already in the replay are skipped (same chat, seq not newer).
   for (const event of app.pending) {
     if (event.seq <= lastSeq && chatIds.has(event.chatId)) continue;
-    app.view.apply(event);
+    applyToViews(event);
   }
   app.pending = null;
   transcript.setAttribute("data-loaded", "true");
   highlightAll();
+}
+
+/** The selected session's views: the transcript and the timeline. */
+function applyToViews(event) {
+  app.view.apply(event);
+  app.timeline.apply(event);
 }
 
 function updateSelectedState() {
@@ -297,7 +310,7 @@ function onEvent(event) {
   const key = recordEvent(event);
   if (key !== app.selected) return;
   if (app.pending) app.pending.push(event);
-  else app.view.apply(event);
+  else applyToViews(event);
   if (event.kind === "StateChanged") highlight(event.machine);
 }
 

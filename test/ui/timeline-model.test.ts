@@ -1,0 +1,315 @@
+import { describe, expect, it } from "vitest";
+import type { AgentEvent, EventBody } from "../../src/events/types.js";
+import { formatDuration, layoutTimeline, timeTicks } from "../../src/ui/public/timeline-layout.js";
+import { TimelineModel } from "../../src/ui/public/timeline-model.js";
+
+/** The chat timeline's model and layout (src/ui/public/timeline-*.js): events → bands, bars, lanes. */
+
+const T0 = Date.UTC(2025, 0, 1, 12, 0, 0);
+const usage1 = { prompt: 1000, completion: 50, total: 1050, cached: 200 };
+const usage2 = { prompt: 1300, completion: 80, total: 1380, cached: 1000 };
+
+/** Events of one chat at chosen times (ms after T0). */
+function chatEvents(chatId = "chat-1") {
+  let seq = 0;
+  return (ms: number, body: EventBody, iteration = 0): AgentEvent =>
+    ({
+      agent: "bot",
+      session: "s1",
+      chatId,
+      seq: ++seq,
+      ts: new Date(T0 + ms).toISOString(),
+      iteration,
+      ...body,
+    }) as AgentEvent;
+}
+
+function iterationState(at: ReturnType<typeof chatEvents>, ms: number, state: string, iteration: number) {
+  return at(ms, { kind: "StateChanged", machine: "iteration", state }, iteration);
+}
+
+/** Two iterations: a reset in the first request, three tool calls (two at once, one failing). */
+function scriptedChat(): AgentEvent[] {
+  const at = chatEvents();
+  return [
+    at(0, { kind: "ChatStarted", text: "hi", tokenUsed: 500, tokenLimit: 4000, contextCompactRatio: 0.7 }),
+    iterationState(at, 10, "streaming", 1),
+    at(10, { kind: "ModelRequest", final: false, messageCount: 2 }, 1),
+    at(300, { kind: "ModelStreamSegmentStart", attempt: 1 }, 1),
+    at(300, { kind: "ModelTextDelta", delta: "Let me" }, 1),
+    at(500, { kind: "ModelTextDelta", delta: " check" }, 1),
+    at(
+      600,
+      {
+        kind: "ModelStreamSegmentReset",
+        attempt: 1,
+        reason: "server_error",
+        error: { name: "ServerError", message: "529" },
+      },
+      1,
+    ),
+    at(1000, { kind: "ModelStreamSegmentStart", attempt: 2 }, 1),
+    at(1000, { kind: "ModelReasoningDelta", delta: "hm" }, 1),
+    at(1400, { kind: "ModelResponse", content: "", toolCalls: 3, usage: usage1, purpose: "chat" }, 1),
+    iterationState(at, 1400, "assembling", 1),
+    iterationState(at, 1400, "executingTools", 1),
+    at(1500, { kind: "ToolCallStarted", toolName: "current_time", toolCallId: "c1", arguments: "{}" }, 1),
+    at(1500, { kind: "ToolCallStarted", toolName: "ask_agent", toolCallId: "c2", arguments: "{}" }, 1),
+    at(
+      1600,
+      {
+        kind: "ToolCallCompleted",
+        toolName: "current_time",
+        toolCallId: "c1",
+        result: "noon",
+        durationMs: 95,
+      },
+      1,
+    ),
+    at(1700, { kind: "ToolCallStarted", toolName: "todo_list", toolCallId: "c3", arguments: "{}" }, 1),
+    at(
+      1900,
+      {
+        kind: "ToolCallFailed",
+        toolName: "ask_agent",
+        toolCallId: "c2",
+        error: { name: "ToolError", message: "no helper" },
+        result: '{"error":"no helper"}',
+        durationMs: 398,
+      },
+      1,
+    ),
+    at(
+      2000,
+      { kind: "ToolCallCompleted", toolName: "todo_list", toolCallId: "c3", result: "[]", durationMs: 299 },
+      1,
+    ),
+    iterationState(at, 2000, "toolsDone", 1),
+    iterationState(at, 2100, "streaming", 2),
+    at(2100, { kind: "ModelRequest", final: true, messageCount: 6 }, 2),
+    at(2300, { kind: "ModelStreamSegmentStart", attempt: 1 }, 2),
+    at(2300, { kind: "ModelTextDelta", delta: "Noon." }, 2),
+    at(2800, { kind: "ModelResponse", content: "Noon.", toolCalls: 0, usage: usage2, purpose: "chat" }, 2),
+    iterationState(at, 2800, "answered", 2),
+    at(2900, { kind: "ContextCompaction", phase: "started" }),
+    at(
+      3500,
+      {
+        kind: "ModelResponse",
+        content: "summary",
+        toolCalls: 0,
+        usage: { prompt: 1400, completion: 40, total: 1440, cached: 0 },
+        purpose: "compaction",
+      },
+      0,
+    ),
+    at(3500, { kind: "ContextCompaction", phase: "completed", tokenUsed: 40 }),
+    at(3600, {
+      kind: "ChatCompleted",
+      result: "Noon.",
+      usage: { prompt: 3700, completion: 170, total: 3870, cached: 1200 },
+      tokenUsed: 40,
+      tokenLimit: 4000,
+    }),
+  ];
+}
+
+function build(events: readonly AgentEvent[]) {
+  const model = new TimelineModel();
+  for (const event of events) model.apply(event as never);
+  return model;
+}
+
+describe("the timeline model", () => {
+  it("builds iteration bands, request bars with their attempts, tool lanes, waits and token bars", () => {
+    const chat = build(scriptedChat()).get("chat-1")!;
+    expect(chat).toMatchObject({ text: "hi", status: "completed", startMs: T0, endMs: T0 + 3600 });
+    expect(chat.iterations).toEqual([
+      { iteration: 1, startMs: T0 + 10, endMs: T0 + 2000, isOpen: false, final: false },
+      { iteration: 2, startMs: T0 + 2100, endMs: T0 + 2800, isOpen: false, final: true },
+    ]);
+
+    const layout = layoutTimeline(chat);
+    expect(layout.spanMs).toBe(3600);
+    expect(
+      layout.requests.map(({ iteration, status, attempts, ttftMs, streamMs, durationMs }) => ({
+        iteration,
+        status,
+        attempts,
+        ttftMs,
+        streamMs,
+        durationMs,
+      })),
+    ).toEqual([
+      { iteration: 1, status: "completed", attempts: 2, ttftMs: 290, streamMs: 400, durationMs: 1390 },
+      { iteration: 2, status: "completed", attempts: 1, ttftMs: 200, streamMs: 500, durationMs: 700 },
+    ]);
+    const first = layout.requests[0]!;
+    expect(first.segments.map((segment) => [segment.kind, segment.attempt])).toEqual([
+      ["wait", 1],
+      ["discarded", 1],
+      ["wait", 2],
+      ["stream", 2],
+    ]);
+    expect(first.resets).toEqual([
+      {
+        attempt: 1,
+        reason: "server_error",
+        error: { name: "ServerError", message: "529" },
+        ms: T0 + 600,
+        x: 600 / 3600,
+      },
+    ]);
+    expect(first.usage).toEqual(usage1);
+    expect(first.toolCalls).toBe(3);
+
+    // c3 starts after c1 ended: it reuses lane 0 while c2 still runs in lane 1.
+    expect(
+      layout.tools.map(({ toolCallId, toolName, lane, status, durationMs }) => [
+        toolCallId,
+        toolName,
+        lane,
+        status,
+        durationMs,
+      ]),
+    ).toEqual([
+      ["c1", "current_time", 0, "completed", 95],
+      ["c2", "ask_agent", 1, "failed", 398],
+      ["c3", "todo_list", 0, "completed", 299],
+    ]);
+    expect(layout.tools[1]?.error).toEqual({ name: "ToolError", message: "no helper" });
+    expect(layout.toolLanes).toBe(2);
+
+    expect(layout.waits).toMatchObject([
+      { kind: "compaction", status: "completed", lane: 0, tokenUsed: 40, durationMs: 600 },
+    ]);
+    expect(layout.waits[0]?.usage?.completion).toBe(40);
+    expect(layout.tokens).toEqual([
+      { index: 0, iteration: 1, final: false, usage: usage1 },
+      { index: 1, iteration: 2, final: true, usage: usage2 },
+    ]);
+    expect(layout.context).toEqual({ tokenUsed: 40, tokenLimit: 4000, ratio: 0.01, threshold: 0.7 });
+  });
+
+  it("follows the context ratio request by request while the chat runs", () => {
+    const events = scriptedChat();
+    const model = build(events.slice(0, 10));
+    const chat = model.latest()!;
+    expect(layoutTimeline(chat).context).toEqual({
+      tokenUsed: 1050,
+      tokenLimit: 4000,
+      ratio: 1050 / 4000,
+      threshold: 0.7,
+    });
+    const untilAnswered = build(events.slice(0, 25)).latest()!;
+    expect(layoutTimeline(untilAnswered).context.tokenUsed).toBe(1380);
+  });
+
+  it("keeps running items open up to `now`, and the live band and request end there", () => {
+    const events = scriptedChat();
+    // In the middle of the retried stream: ModelStreamSegmentStart attempt 2 at 1000 ms.
+    const chat = build(events.slice(0, 9)).latest()!;
+    expect(chat.status).toBe("running");
+    const layout = layoutTimeline(chat, T0 + 2000);
+    expect(layout.endMs).toBe(T0 + 2000);
+    expect(layout.iterations).toMatchObject([{ iteration: 1, isOpen: true, x1: 1 }]);
+    expect(layout.requests).toMatchObject([{ status: "running", attempts: 2, x1: 1, durationMs: 1990 }]);
+    // `now` before the last event (a browser clock behind the host's): the last event wins.
+    expect(layoutTimeline(chat, T0).endMs).toBe(T0 + 1000);
+  });
+
+  it("ends a request at the first event that follows its stream when no ModelResponse marks it", () => {
+    // Hosts from before per-request ModelResponse events.
+    const events = scriptedChat().filter(
+      (event) => !(event.kind === "ModelResponse" && event.purpose === "chat"),
+    );
+    const layout = layoutTimeline(build(events).latest()!);
+    expect(layout.requests.map((request) => [request.status, request.durationMs, request.usage])).toEqual([
+      ["completed", 1390, null],
+      ["completed", 700, null],
+    ]);
+    expect(layout.tokens).toEqual([]);
+    const withoutStates = events.filter((event) => event.kind !== "StateChanged");
+    expect(layoutTimeline(build(withoutStates).latest()!).requests.map((request) => request.endMs)).toEqual([
+      T0 + 1500,
+      T0 + 3600,
+    ]);
+  });
+
+  it("marks a failed stream failed and a cancelled chat's running tool and wait cancelled", () => {
+    const at = chatEvents("chat-9");
+    const model = build([
+      at(0, { kind: "ChatStarted", text: "go" }),
+      at(0, { kind: "ModelRequest", final: false, messageCount: 1 }, 1),
+      iterationState(at, 50, "failed", 1),
+      at(60, { kind: "ModelRequest", final: false, messageCount: 1 }, 2),
+      at(70, { kind: "ModelResponse", content: "", toolCalls: 1, usage: usage1, purpose: "chat" }, 2),
+      at(80, { kind: "ToolCallStarted", toolName: "slow", toolCallId: "s1", arguments: "{}" }, 2),
+      at(90, { kind: "ContextCompaction", phase: "started", topic: "x" }),
+      at(200, {
+        kind: "ChatFailed",
+        error: { name: "ChatCancelledError", message: "the chat was cancelled" },
+        cancelled: true,
+      }),
+    ]);
+    const layout = layoutTimeline(model.get("chat-9")!);
+    expect(layout.status).toBe("cancelled");
+    expect(layout.requests.map((request) => request.status)).toEqual(["failed", "completed"]);
+    expect(layout.tools).toMatchObject([{ status: "cancelled", durationMs: 120 }]);
+    expect(layout.waits).toMatchObject([{ kind: "compaction", status: "cancelled", topic: "x" }]);
+    expect(layout.context).toMatchObject({ tokenLimit: null, ratio: null, threshold: 0.7 });
+  });
+
+  it("replays a chat whose beginning was not kept: requests and tools from what remains", () => {
+    // From c1's completion on: its start, and c2's, are inferred from the measured durations.
+    const tail = scriptedChat().slice(14);
+    const chat = build(tail).latest()!;
+    expect(chat.text).toBeNull();
+    expect(chat.startMs).toBe(T0 + 1900 - 398);
+    expect(chat.tools.map((tool) => [tool.toolCallId, tool.startMs, tool.status])).toEqual([
+      ["c1", T0 + 1600 - 95, "completed"],
+      ["c3", T0 + 1700, "completed"],
+      ["c2", T0 + 1900 - 398, "failed"],
+    ]);
+    expect(chat.tools.map((tool) => tool.lane)).toEqual([0, 0, 1]);
+    expect(chat.requests.map((request) => request.iteration)).toEqual([2]);
+  });
+
+  it("keeps chats apart, ignores session-level events, and ends a manual compaction's chat", () => {
+    const session = chatEvents("");
+    const compaction = chatEvents("chat-2");
+    const model = build([
+      ...scriptedChat(),
+      session(4000, { kind: "StateChanged", machine: "session", state: "idle" }),
+      compaction(5000, { kind: "ContextCompaction", phase: "started", topic: "budget" }),
+      compaction(5400, {
+        kind: "ContextCompaction",
+        phase: "failed",
+        error: { name: "E", message: "empty" },
+      }),
+    ]);
+    expect([...model.chats.keys()]).toEqual(["chat-1", "chat-2"]);
+    expect(model.latest()).toMatchObject({ chatId: "chat-2", status: "failed", endMs: T0 + 5400 });
+    expect(model.latest()?.waits).toMatchObject([{ kind: "compaction", status: "failed", topic: "budget" }]);
+    expect(model.apply({ kind: "ChatStarted", chatId: "x", ts: "not a date", iteration: 0 })).toBeUndefined();
+  });
+});
+
+describe("time axis", () => {
+  it("places round ticks and formats durations", () => {
+    expect(timeTicks(3600).map((tick) => tick.label)).toEqual([
+      "0 ms",
+      "500 ms",
+      "1 s",
+      "1.5 s",
+      "2 s",
+      "2.5 s",
+      "3 s",
+      "3.5 s",
+    ]);
+    expect(timeTicks(95_000).length).toBeLessThanOrEqual(9);
+    expect(formatDuration(42)).toBe("42 ms");
+    expect(formatDuration(12_400)).toBe("12 s");
+    expect(formatDuration(125_000)).toBe("2 min 5 s");
+  });
+});
