@@ -2,6 +2,7 @@ import type { Agent } from "../agent/agent-types.js";
 import type { Bus, BusMessage, Subscription } from "../bus/bus.js";
 import {
   type ChatReply,
+  type ChatRequest,
   type ControlReply,
   type ControlRequest,
   errorReply,
@@ -12,6 +13,7 @@ import { DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestDepth } from "./request-depth.js";
 import { SessionActor } from "./session-actor.js";
+import { SessionHeartbeats } from "./session-heartbeats.js";
 import { type ManagerTimers, SessionManager, SessionManagerClosedError } from "./session-manager.js";
 
 /** How long `close()` lets running chats finish by default before cancelling them. */
@@ -45,6 +47,10 @@ export interface AgentHostOptions {
   timers?: ManagerTimers;
   /** One-line notices (failed session creations, passivation problems). Default: none. */
   log?: (line: string) => void;
+  /** Named in the session heartbeats; default host name, pid and a random suffix. */
+  hostId?: string;
+  /** How often a session with a request in hand beats; default 2 s (HEARTBEAT_INTERVAL_MS). */
+  heartbeatIntervalMs?: number;
 }
 
 /**
@@ -66,6 +72,7 @@ export class AgentHost {
   readonly #now: (() => number) | undefined;
   readonly #log: (line: string) => void;
   readonly #inFlight = new Set<Promise<void>>();
+  readonly #heartbeats: SessionHeartbeats;
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
 
@@ -80,6 +87,13 @@ export class AgentHost {
     this.#graceMs = options.graceMs ?? DEFAULT_GRACE_MS;
     this.#now = options.now;
     this.#log = options.log ?? (() => {});
+    this.#heartbeats = new SessionHeartbeats({
+      bus: options.bus,
+      prefix: this.prefix,
+      ...(options.hostId === undefined ? {} : { hostId: options.hostId }),
+      ...(options.heartbeatIntervalMs === undefined ? {} : { intervalMs: options.heartbeatIntervalMs }),
+      ...(options.now === undefined ? {} : { now: options.now }),
+    });
     this.sessions = new SessionManager({
       createSession: (agent, session) => this.#createSession(agent, session),
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
@@ -119,6 +133,7 @@ export class AgentHost {
       this.#subscriptions = [];
       await this.sessions.close({ graceMs: options.graceMs ?? this.#graceMs });
       await Promise.allSettled([...this.#inFlight]);
+      this.#heartbeats.close();
       await this.#bus.flush().catch(() => {});
     })();
     return this.#closing;
@@ -182,7 +197,16 @@ export class AgentHost {
       this.#reply(message, parsed);
       return;
     }
-    const request = parsed.value;
+    // The session beats until the reply is out, so the caller can tell "working" from "gone".
+    const release = this.#heartbeats.track(agent, parsed.value.session);
+    try {
+      await this.#answerChat(message, agent, parsed.value);
+    } finally {
+      release();
+    }
+  }
+
+  async #answerChat(message: BusMessage, agent: string, request: ChatRequest): Promise<void> {
     const echo = request.id === undefined ? {} : { id: request.id };
     const depth = readRequestDepth(message.data);
     if (!depth.ok) {
@@ -215,10 +239,13 @@ export class AgentHost {
       return;
     }
     let reply: ControlReply;
+    const release = this.#heartbeats.track(agent, parsed.value.session);
     try {
       reply = await this.#control(agent, parsed.value);
     } catch (error) {
       reply = { ok: false, error: sessionStartError(error) };
+    } finally {
+      release();
     }
     this.#reply(message, reply);
   }
