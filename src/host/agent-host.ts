@@ -123,15 +123,19 @@ export class AgentHost {
   }
 
   /**
-   * Graceful shutdown: stops accepting requests, lets running chats finish for up to `graceMs`,
-   * then cancels what is left (those callers are answered `cancelled`), waits until every session
-   * has let go of its agent and every reply is sent. The bus stays open (its owner closes it).
+   * Graceful shutdown: stops accepting requests, lets running chats finish for up to `graceMs`
+   * (or until `hurry` aborts: a second SIGTERM), then cancels what is left (those callers are
+   * answered `cancelled`, their chats back-fill the history), waits until every session has let go
+   * of its agent and every reply is sent. The bus stays open (its owner closes it).
    */
-  close(options: { graceMs?: number } = {}): Promise<void> {
+  close(options: { graceMs?: number; hurry?: AbortSignal } = {}): Promise<void> {
     this.#closing ??= (async () => {
       for (const subscription of this.#subscriptions) subscription.unsubscribe();
       this.#subscriptions = [];
-      await this.sessions.close({ graceMs: options.graceMs ?? this.#graceMs });
+      await this.sessions.close({
+        graceMs: options.graceMs ?? this.#graceMs,
+        ...(options.hurry === undefined ? {} : { hurry: options.hurry }),
+      });
       await Promise.allSettled([...this.#inFlight]);
       this.#heartbeats.close();
       await this.#bus.flush().catch(() => {});

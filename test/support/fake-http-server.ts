@@ -18,9 +18,18 @@ export type FakeResponse =
   /**
    * A `text/event-stream` response written frame by frame. Each item is a complete SSE frame
    * text (e.g. `event: x\ndata: {...}\n\n`). `cutAfter`: destroy the socket after that many frames
-   * (a connection cut mid-stream). `delayMs`: pause between frames.
+   * (a connection cut mid-stream). `stallAfter`: after that many frames, write nothing more and
+   * keep the connection open until the client goes away (a stream stalled mid-way). `delayMs`:
+   * pause between frames.
    */
-  | { type: "sse"; frames: string[]; headers?: Record<string, string>; cutAfter?: number; delayMs?: number }
+  | {
+      type: "sse";
+      frames: string[];
+      headers?: Record<string, string>;
+      cutAfter?: number;
+      stallAfter?: number;
+      delayMs?: number;
+    }
   /** Accept the request and never answer (for timeout tests). */
   | { type: "hang" }
   /** Destroy the connection without a response. */
@@ -39,6 +48,12 @@ async function readBody(request: IncomingMessage): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of request) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks).toString("utf8");
+}
+
+/** Resolves when the client has gone (or the server destroyed the connection on close). */
+function untilClosed(response: ServerResponse): Promise<void> {
+  if (response.destroyed || response.socket === null || response.socket.destroyed) return Promise.resolve();
+  return new Promise((resolve) => response.once("close", () => resolve()));
 }
 
 async function write(response: ServerResponse, reply: FakeResponse): Promise<void> {
@@ -61,6 +76,10 @@ async function write(response: ServerResponse, reply: FakeResponse): Promise<voi
   for (let i = 0; i < reply.frames.length; i++) {
     // The client went away (an abort): stop writing to a closed connection.
     if (response.destroyed || response.writableEnded) return;
+    if (reply.stallAfter !== undefined && i >= reply.stallAfter) {
+      await untilClosed(response);
+      return;
+    }
     if (reply.cutAfter !== undefined && i >= reply.cutAfter) {
       // Let the frames already written reach the client, then cut before a clean end.
       await new Promise((resolve) => setTimeout(resolve, 10));
@@ -69,6 +88,10 @@ async function write(response: ServerResponse, reply: FakeResponse): Promise<voi
     }
     response.write(reply.frames[i]);
     if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
+  }
+  if (reply.stallAfter !== undefined) {
+    await untilClosed(response);
+    return;
   }
   if (reply.cutAfter !== undefined && reply.cutAfter <= reply.frames.length) {
     // Let the frames reach the client, then cut before a clean end.
