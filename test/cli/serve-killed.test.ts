@@ -2,11 +2,11 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
-import { startServeProcess, waitUntilServing } from "../host/running-serve.js";
+import { killServeProcesses, startServeProcess, waitUntilServing } from "../host/running-serve.js";
 import {
   type FakeProvider,
   linesOf,
@@ -35,6 +35,9 @@ beforeAll(async () => {
   bus = await NatsBus.connect({ url: server.url, name: "serve-killed-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-killed-"));
 });
+
+// A failed test must not leave a host running.
+afterEach(() => killServeProcesses());
 
 afterAll(async () => {
   await Promise.all(providers.splice(0).map((provider) => provider.close()));

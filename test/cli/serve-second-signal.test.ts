@@ -1,11 +1,11 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { SqliteContextHistory } from "../../src/context/sqlite-context-history.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
-import { startServeProcess, waitUntilServing } from "../host/running-serve.js";
+import { killServeProcesses, startServeProcess, waitUntilServing } from "../host/running-serve.js";
 import { danglingToolCalls } from "../support/agent-harness.js";
 import { runCli, toolResults, waitFor } from "../support/cli.js";
 import { chatTurnSse, type FakeOpenAI, startFakeOpenAI, turn } from "../support/fake-openai.js";
@@ -30,6 +30,9 @@ beforeAll(async () => {
   bus = await NatsBus.connect({ url: server.url, name: "serve-second-signal-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-signal-"));
 });
+
+// A failed test must not leave a host running.
+afterEach(() => killServeProcesses());
 
 afterAll(async () => {
   await model?.close();

@@ -34,9 +34,12 @@ export interface ServeProcess {
   stderr(): string;
 }
 
+const serveProcesses = new Set<ChildProcess>();
+
 /**
  * Spawns `agentloop serve ...args` (see {@link startBinary}); a process still running after
- * `timeoutMs` (default 2 min) is killed and `run` rejects.
+ * `timeoutMs` (default 2 min) is killed and `run` rejects. {@link killServeProcesses} ends what a
+ * failed test left running.
  */
 export function startServeProcess(
   args: readonly string[],
@@ -44,11 +47,19 @@ export function startServeProcess(
   timeoutMs = 120_000,
 ): ServeProcess {
   const { child, result } = startBinary(["serve", ...args], { env, timeoutMs });
+  serveProcesses.add(child);
+  child.once("exit", () => serveProcesses.delete(child));
   let stderr = "";
   child.stderr?.on("data", (text: string) => {
     stderr += text;
   });
   return { child, run: result, stderr: () => stderr };
+}
+
+/** SIGKILLs every serve process still running (for a suite's afterEach). */
+export function killServeProcesses(): void {
+  for (const child of serveProcesses) child.kill("SIGKILL");
+  serveProcesses.clear();
 }
 
 /**
