@@ -12,9 +12,10 @@ import {
 } from "./iteration.machine.js";
 
 /**
- * The chat loop (SPEC §2): prepare the user message, iterate (generate → tools → back-fill) up to
- * maxIterations with the last turn forced to text, measure the context, then either compact or
- * append this chat's messages to the history.
+ * The chat loop (SPEC §2): prepare the user message and persist it (so a host that dies mid-chat
+ * loses nothing the user sent), iterate (generate → tools → back-fill) up to maxIterations with the
+ * last turn forced to text, measure the context, then either compact or append the rest of this
+ * chat's messages to the history.
  *
  * Pure: `runIteration` (the iteration machine), `compactContext` (the compaction machine) and
  * `appendHistory` are bound with `.provide()` at the composition root; `report` and
@@ -68,6 +69,13 @@ export interface ChatContext {
   messages: Message[];
   /** Index of this chat's first message in `messages`. */
   chatStart: number;
+  /**
+   * How many of `messages` the history holds (always a prefix): the writes after the loop append
+   * only what lies past it, so nothing is written twice. A journal of the chat's progress.
+   */
+  persisted: number;
+  /** A cancel arrived while the user message was being written: honoured once the write settles. */
+  isCancelRequested: boolean;
   /** 1-based; 0 before the first iteration. */
   iteration: number;
   usage: TokenUsage;
@@ -174,6 +182,8 @@ export const chatMachine = setup({
     recordError: assign({
       error: ({ event }) => toErrorInfo((event as unknown as { error: unknown }).error),
     }),
+    /** The history now holds every message of the context (the write that just finished). */
+    markPersisted: assign({ persisted: ({ context }) => context.messages.length }),
   },
   actors: {
     /** One iteration (the iteration machine, with its actors bound at the composition root). */
@@ -199,6 +209,7 @@ export const chatMachine = setup({
     isOverCompactRatio: ({ context }) =>
       context.tokenLimit > 0 && context.tokenUsed / context.tokenLimit >= context.contextCompactRatio,
     hasCompacted: ({ event }) => (event as unknown as { output: CompactionOutput }).output.ok,
+    isCancelRequested: ({ context }) => context.isCancelRequested,
   },
 }).createMachine({
   id: "chat",
@@ -213,6 +224,8 @@ export const chatMachine = setup({
     contextCompactRatio: input.contextCompactRatio,
     messages: input.history,
     chatStart: input.history.length,
+    persisted: input.history.length,
+    isCancelRequested: false,
     iteration: 0,
     usage: emptyUsage(),
     lastUsage: null,
@@ -237,7 +250,22 @@ export const chatMachine = setup({
           params: ({ context }) => ({ messages: [context.messages[context.messages.length - 1]!] }),
         },
       ],
-      always: "iterating",
+      always: "persistingUserMessage",
+    },
+    persistingUserMessage: {
+      // The user message is durable before the first model request: a host killed mid-chat loses
+      // nothing the user sent (a trailing user message is a valid history to continue from).
+      // A cancel waits for the write to settle, so the messages written later are never doubled.
+      on: { cancel: { actions: assign({ isCancelRequested: true }) } },
+      invoke: {
+        src: "appendHistory",
+        input: ({ context }) => ({ messages: context.messages.slice(context.persisted) }),
+        onDone: [
+          { guard: "isCancelRequested", target: "cancelling", actions: "markPersisted" },
+          { target: "iterating", actions: "markPersisted" },
+        ],
+        onError: { target: "failed", actions: "recordError" },
+      },
     },
     iterating: {
       initial: "deciding",
@@ -308,6 +336,8 @@ export const chatMachine = setup({
           messages: context.messages.slice(0, context.chatStart),
           systemPrompt: context.systemPrompt,
           options: context.options,
+          // What this chat has persisted stays in the history, after the summary (one write).
+          keptTail: context.messages.slice(context.chatStart, context.persisted),
         }),
         onDone: [
           {
@@ -318,6 +348,7 @@ export const chatMachine = setup({
               return {
                 messages: [...output.messages, ...context.messages.slice(context.chatStart)],
                 chatStart: output.messages.length,
+                persisted: output.messages.length + context.persisted - context.chatStart,
                 iteration: context.iteration - 1,
                 usage: addUsage(context.usage, output.usage),
                 hasRecoveredContext: true,
@@ -365,6 +396,8 @@ export const chatMachine = setup({
                 tokenUsed: output.tokenUsed,
                 usage: addUsage(context.usage, output.usage),
                 compacted: true,
+                // The history was replaced by the summary: it holds all of the context now.
+                persisted: output.messages.length,
               };
             }),
           },
@@ -380,8 +413,8 @@ export const chatMachine = setup({
     appending: {
       invoke: {
         src: "appendHistory",
-        input: ({ context }) => ({ messages: context.messages.slice(context.chatStart) }),
-        onDone: "done",
+        input: ({ context }) => ({ messages: context.messages.slice(context.persisted) }),
+        onDone: { target: "done", actions: "markPersisted" },
         onError: { target: "failed", actions: "recordError" },
       },
     },
@@ -395,8 +428,8 @@ export const chatMachine = setup({
       ],
       invoke: {
         src: "appendHistory",
-        input: ({ context }) => ({ messages: context.messages.slice(context.chatStart) }),
-        onDone: "failed",
+        input: ({ context }) => ({ messages: context.messages.slice(context.persisted) }),
+        onDone: { target: "failed", actions: "markPersisted" },
         onError: "failed",
       },
     },
@@ -413,8 +446,8 @@ export const chatMachine = setup({
       ],
       invoke: {
         src: "appendHistory",
-        input: ({ context }) => ({ messages: context.messages.slice(context.chatStart) }),
-        onDone: "cancelled",
+        input: ({ context }) => ({ messages: context.messages.slice(context.persisted) }),
+        onDone: { target: "cancelled", actions: "markPersisted" },
         onError: "cancelled",
       },
     },

@@ -17,6 +17,12 @@ export interface CompactionInput {
   systemPrompt: string;
   options: LlmOptions;
   topic?: string;
+  /**
+   * Messages that follow the compacted ones and stay in the history verbatim, after the summary
+   * (a running chat's messages already persisted): the history is replaced in one write, so a
+   * crash never finds it without them. Not part of the output.
+   */
+  keptTail?: Message[];
 }
 
 export type CompactionOutput =
@@ -28,6 +34,7 @@ export interface CompactionContext {
   systemPrompt: string;
   options: LlmOptions;
   topic: string | null;
+  keptTail: Message[];
   summary: Message | null;
   tokenUsed: number;
   usage: TokenUsage;
@@ -80,6 +87,7 @@ export const compactionMachine = setup({
     systemPrompt: input.systemPrompt,
     options: input.options,
     topic: input.topic ?? null,
+    keptTail: input.keptTail ?? [],
     summary: null,
     tokenUsed: 0,
     usage: emptyUsage(),
@@ -140,7 +148,7 @@ export const compactionMachine = setup({
     replacingHistory: {
       invoke: {
         src: "replaceHistory",
-        input: ({ context }) => ({ messages: [context.summary!] }),
+        input: ({ context }) => ({ messages: [context.summary!, ...context.keptTail] }),
         onDone: "compacted",
         onError: {
           target: "failed",

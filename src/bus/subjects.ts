@@ -6,7 +6,7 @@ import type { EventKind } from "../events/types.js";
  * agree on what a subject means.
  *
  * Layout: `<prefix>.agents.<agent>.chat`, `<prefix>.agents.<agent>.control`,
- * `<prefix>.events.<agent>.<session>.<Kind>`.
+ * `<prefix>.events.<agent>.<session>.<Kind>`, `<prefix>.sessions.<agent>.<session>.heartbeat`.
  */
 
 /** The default subject prefix. */
@@ -62,6 +62,14 @@ export function allEventsPattern(prefix: string): string {
 /** `<prefix>.events.<agent|*>.<session|*>.>`: the events of one agent and/or session. */
 export function sessionEventsPattern(prefix: string, agent = "*", session = "*"): string {
   return `${prefix}.events.${agent}.${session}.>`;
+}
+
+/**
+ * `<prefix>.sessions.<agent>.<session>.heartbeat`: while a host works on a request for the
+ * session, it publishes here periodically, so a waiting client notices a vanished host.
+ */
+export function sessionHeartbeatSubject(prefix: string, agent: string, session: string): string {
+  return `${prefix}.sessions.${agent}.${session}.heartbeat`;
 }
 
 /**

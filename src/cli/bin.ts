@@ -1,13 +1,19 @@
 #!/usr/bin/env node
 import { main } from "./main.js";
 
-/** The `agentloop` executable: signals become an AbortSignal, the exit code comes from main. */
+/**
+ * The `agentloop` executable: signals become AbortSignals, the exit code comes from main. The first
+ * SIGINT / SIGTERM asks to stop (a host drains), the second to stop now (a host cancels what runs,
+ * still answering every caller and writing history), the third exits at once.
+ */
 const controller = new AbortController();
+const urgent = new AbortController();
 let interrupts = 0;
 const onSignal = () => {
   interrupts += 1;
-  if (interrupts > 1) process.exit(130);
-  controller.abort();
+  if (interrupts === 1) controller.abort();
+  else if (interrupts === 2) urgent.abort();
+  else process.exit(130);
 };
 process.on("SIGINT", onSignal);
 process.on("SIGTERM", onSignal);
@@ -16,6 +22,7 @@ main(process.argv.slice(2), {
   stderr: process.stderr,
   env: process.env,
   signal: controller.signal,
+  urgentSignal: urgent.signal,
 }).then(
   (code) => {
     process.exitCode = code;

@@ -35,6 +35,12 @@ export interface CliContext {
   stderr: NodeJS.WritableStream & { isTTY?: boolean };
   /** Aborted on SIGINT / SIGTERM: long-running commands drain and resolve. */
   signal: AbortSignal;
+  /**
+   * Aborted on the second SIGINT / SIGTERM: long-running commands stop draining, cancel what
+   * runs (answering every waiting request `cancelled`, letting cancelled chats write their
+   * history) and resolve. A third signal exits at once.
+   */
+  urgentSignal?: AbortSignal;
 }
 
 /** A user's mistake on the command line: printed as one line, exit code 2. */

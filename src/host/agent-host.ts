@@ -2,6 +2,7 @@ import type { Agent } from "../agent/agent-types.js";
 import type { Bus, BusMessage, Subscription } from "../bus/bus.js";
 import {
   type ChatReply,
+  type ChatRequest,
   type ControlReply,
   type ControlRequest,
   errorReply,
@@ -12,6 +13,7 @@ import { DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestDepth } from "./request-depth.js";
 import { SessionActor } from "./session-actor.js";
+import { SessionHeartbeats } from "./session-heartbeats.js";
 import {
   type ManagerTimers,
   SessionManager,
@@ -52,6 +54,10 @@ export interface AgentHostOptions {
   timers?: ManagerTimers;
   /** One-line notices (failed session creations, passivation problems). Default: none. */
   log?: (line: string) => void;
+  /** Named in the session heartbeats; default host name, pid and a random suffix. */
+  hostId?: string;
+  /** How often a session with a request in hand beats; default 2 s (HEARTBEAT_INTERVAL_MS). */
+  heartbeatIntervalMs?: number;
 }
 
 /**
@@ -73,6 +79,7 @@ export class AgentHost {
   readonly #now: (() => number) | undefined;
   readonly #log: (line: string) => void;
   readonly #inFlight = new Set<Promise<void>>();
+  readonly #heartbeats: SessionHeartbeats;
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
 
@@ -87,6 +94,13 @@ export class AgentHost {
     this.#graceMs = options.graceMs ?? DEFAULT_GRACE_MS;
     this.#now = options.now;
     this.#log = options.log ?? (() => {});
+    this.#heartbeats = new SessionHeartbeats({
+      bus: options.bus,
+      prefix: this.prefix,
+      ...(options.hostId === undefined ? {} : { hostId: options.hostId }),
+      ...(options.heartbeatIntervalMs === undefined ? {} : { intervalMs: options.heartbeatIntervalMs }),
+      ...(options.now === undefined ? {} : { now: options.now }),
+    });
     this.sessions = new SessionManager({
       createSession: (agent, session) => this.#createSession(agent, session),
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
@@ -117,16 +131,21 @@ export class AgentHost {
   }
 
   /**
-   * Graceful shutdown: stops accepting requests, lets running chats finish for up to `graceMs`,
-   * then cancels what is left (those callers are answered `cancelled`), waits until every session
-   * has let go of its agent and every reply is sent. The bus stays open (its owner closes it).
+   * Graceful shutdown: stops accepting requests, lets running chats finish for up to `graceMs`
+   * (or until `hurry` aborts: a second SIGTERM), then cancels what is left (those callers are
+   * answered `cancelled`, their chats back-fill the history), waits until every session has let go
+   * of its agent and every reply is sent. The bus stays open (its owner closes it).
    */
-  close(options: { graceMs?: number } = {}): Promise<void> {
+  close(options: { graceMs?: number; hurry?: AbortSignal } = {}): Promise<void> {
     this.#closing ??= (async () => {
       for (const subscription of this.#subscriptions) subscription.unsubscribe();
       this.#subscriptions = [];
-      await this.sessions.close({ graceMs: options.graceMs ?? this.#graceMs });
+      await this.sessions.close({
+        graceMs: options.graceMs ?? this.#graceMs,
+        ...(options.hurry === undefined ? {} : { hurry: options.hurry }),
+      });
       await Promise.allSettled([...this.#inFlight]);
+      this.#heartbeats.close();
       await this.#bus.flush().catch(() => {});
     })();
     return this.#closing;
@@ -190,7 +209,16 @@ export class AgentHost {
       this.#reply(message, parsed);
       return;
     }
-    const request = parsed.value;
+    // The session beats until the reply is out, so the caller can tell "working" from "gone".
+    const release = this.#heartbeats.track(agent, parsed.value.session);
+    try {
+      await this.#answerChat(message, agent, parsed.value);
+    } finally {
+      release();
+    }
+  }
+
+  async #answerChat(message: BusMessage, agent: string, request: ChatRequest): Promise<void> {
     const echo = request.id === undefined ? {} : { id: request.id };
     const depth = readRequestDepth(message.data);
     if (!depth.ok) {
@@ -223,10 +251,13 @@ export class AgentHost {
       return;
     }
     let reply: ControlReply;
+    const release = this.#heartbeats.track(agent, parsed.value.session);
     try {
       reply = await this.#control(agent, parsed.value);
     } catch (error) {
       reply = { ok: false, error: sessionStartError(error) };
+    } finally {
+      release();
     }
     this.#reply(message, reply);
   }

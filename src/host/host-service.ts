@@ -27,8 +27,11 @@ export interface HostServiceOptions {
 /** A running agent host with what it holds open. */
 export interface HostService {
   host: AgentHost;
-  /** Graceful: running chats finish (up to the grace period), then the history database closes. */
-  close(): Promise<void>;
+  /**
+   * Graceful: running chats finish (up to the grace period, or until `hurry` aborts: then they are
+   * cancelled and their callers answered `cancelled`), then the history database closes.
+   */
+  close(options?: { hurry?: AbortSignal }): Promise<void>;
 }
 
 /**
@@ -75,8 +78,8 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   }).start();
   return {
     host,
-    close: async () => {
-      await host.close();
+    close: async (closeOptions = {}) => {
+      await host.close(closeOptions);
       factory.close();
     },
   };

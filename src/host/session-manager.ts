@@ -188,23 +188,29 @@ export class SessionManager {
   }
 
   /**
-   * Stops accepting new sessions, lets running work finish for up to `graceMs`, then shuts every
-   * session down (what still runs is cancelled and answered `cancelled`).
+   * Stops accepting new sessions, lets running work finish for up to `graceMs` (cut short when
+   * `hurry` aborts), then shuts every session down: what still runs is cancelled and answered
+   * `cancelled`, and resolves once every cancelled chat has written its history.
    */
-  async close(options: { graceMs?: number } = {}): Promise<void> {
+  async close(options: { graceMs?: number; hurry?: AbortSignal } = {}): Promise<void> {
     this.#isClosed = true;
     if (this.#sweepHandle !== undefined) this.#timers.clearInterval(this.#sweepHandle);
     this.#sweepHandle = undefined;
     await Promise.allSettled([...this.#creating.values()]);
     const actors = [...this.#live.values()];
     const graceMs = options.graceMs ?? 0;
-    if (graceMs > 0) {
+    const { hurry } = options;
+    if (graceMs > 0 && hurry?.aborted !== true) {
       let handle: unknown;
+      let onHurry = () => {};
       const expired = new Promise<void>((resolve) => {
         handle = this.#timers.setTimeout(resolve, graceMs);
+        onHurry = resolve;
+        hurry?.addEventListener("abort", onHurry, { once: true });
       });
       await Promise.race([Promise.all(actors.map((actor) => actor.whenIdle())), expired]);
       this.#timers.clearTimeout(handle);
+      hurry?.removeEventListener("abort", onHurry);
     }
     this.#live.clear();
     await Promise.all([

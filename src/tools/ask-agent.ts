@@ -3,7 +3,8 @@ import { z } from "zod";
 import type { Bus, BusMessage } from "../bus/bus.js";
 import { BusTimeoutError, NoRespondersError } from "../bus/bus-errors.js";
 import { parseChatReply } from "../bus/contract.js";
-import { chatSubject, DEFAULT_PREFIX, NAME_PATTERN } from "../bus/subjects.js";
+import { HostSilentError, requestWithHeartbeat } from "../bus/request-with-heartbeat.js";
+import { chatSubject, DEFAULT_PREFIX, NAME_PATTERN, sessionHeartbeatSubject } from "../bus/subjects.js";
 import { createToolSet, type StatefulToolSet } from "./create-tool-set.js";
 import { defineTool } from "./define-tool.js";
 import { ToolCancelledError, ToolError } from "./tool-errors.js";
@@ -37,6 +38,8 @@ export interface AskAgentToolSetOptions {
   maxDepth?: number;
   /** Default 5 minutes. */
   timeoutMs?: number;
+  /** The other agent's host counts as gone after this long without a heartbeat; default 10 s. */
+  heartbeatTimeoutMs?: number;
 }
 
 /**
@@ -45,6 +48,8 @@ export interface AskAgentToolSetOptions {
  * from the caller's (`<callerAgent>-<callerSession>`), so a conversation between two agents keeps
  * its context from one question to the next. The request carries `depth` (the caller's + 1), and a
  * chat at `maxDepth` may not ask again, so agents asking each other cannot recurse without end.
+ * A host that dies while answering is noticed within seconds (its session heartbeat stops) and
+ * becomes a tool error the model sees.
  */
 export function createAskAgentToolSet(options: AskAgentToolSetOptions): StatefulToolSet<undefined> {
   const { bus } = options;
@@ -79,9 +84,13 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
       };
       let reply: BusMessage;
       try {
-        reply = await bus.request(chatSubject(prefix, agent), JSON.stringify(request), {
+        reply = await requestWithHeartbeat(bus, chatSubject(prefix, agent), JSON.stringify(request), {
+          heartbeatSubject: sessionHeartbeatSubject(prefix, agent, request.session),
           timeoutMs,
           signal: context.signal,
+          ...(options.heartbeatTimeoutMs === undefined
+            ? {}
+            : { heartbeatTimeoutMs: options.heartbeatTimeoutMs }),
         });
       } catch (error) {
         throw requestError(agent, error, context.signal, timeoutMs);
@@ -127,6 +136,12 @@ function requestError(agent: string, error: unknown, signal: AbortSignal, timeou
   }
   if (error instanceof NoRespondersError) {
     return new ToolError(`no host serves agent "${agent}"`, { toolName: TOOL_NAME, cause: error });
+  }
+  if (error instanceof HostSilentError) {
+    return new ToolError(
+      `the host of agent "${agent}" stopped responding (no heartbeat for ${error.silentFor}); it may have crashed`,
+      { toolName: TOOL_NAME, cause: error },
+    );
   }
   const reason = error instanceof Error ? error.message : String(error);
   return new ToolError(`asking agent "${agent}" failed: ${reason}`, { toolName: TOOL_NAME, cause: error });

@@ -216,7 +216,8 @@ async function realDirectory(path: string, what: string): Promise<string> {
 
 /**
  * Runs `command` with `shell -c` in its own process group, so a timeout or an abort kills the
- * whole pipeline, not just the shell. Output beyond `maxOutputChars` is dropped (and flagged).
+ * whole pipeline, not just the shell; the group also dies with this process, even on SIGKILL
+ * (see {@link spawnTiedToHost}). Output beyond `maxOutputChars` is dropped (and flagged).
  * Rejects only when the process cannot be started (e.g. the directory does not exist).
  */
 export function runShellCommand(
@@ -234,12 +235,7 @@ export function runShellCommand(
     let output = "";
     let truncated = false;
     let timedOut = false;
-    const child = spawn(options.shell, ["-c", command], {
-      cwd: options.cwd,
-      env: options.env,
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawnTiedToHost(options.shell, command, { cwd: options.cwd, env: options.env });
     const kill = () => {
       if (child.pid === undefined || child.exitCode !== null) return;
       try {
@@ -282,6 +278,43 @@ export function runShellCommand(
       resolvePromise({ exitCode, signal, timedOut, output, truncated });
     });
   });
+}
+
+/**
+ * The supervisor every command runs under (`/bin/sh -c SUPERVISOR agentloop-shell SHELL COMMAND`).
+ * It keeps the host's pipe (its stdin) on fd 3 and gives the command /dev/null instead; a watcher
+ * blocks reading fd 3. The host never writes to that pipe and holds its only write end, so the
+ * watcher reads end-of-file exactly when the host is gone — even killed with SIGKILL, which runs
+ * no handler — and then kills the whole process group. When the command ends first, the watcher
+ * is stopped and the command's exit status passed on.
+ */
+const HOST_DEATH_SUPERVISOR = [
+  "exec 3<&0 </dev/null",
+  "( while read -r _ <&3; do :; done; kill -KILL 0 ) >/dev/null 2>&1 &",
+  "watcher=$!",
+  "exec 3<&-",
+  '"$1" -c "$2"',
+  "status=$?",
+  'kill "$watcher" 2>/dev/null',
+  'exit "$status"',
+].join("\n");
+
+/**
+ * Starts `shell -c command` so that it dies with this process. It gets its own process group (so
+ * a timeout or an abort kills the whole pipeline with one signal), and that group is killed when
+ * this process exits or is killed: Node cannot set PR_SET_PDEATHSIG (which would reach only the
+ * direct child anyway), so a supervisor watches a pipe only this process holds open.
+ */
+function spawnTiedToHost(shell: string, command: string, options: { cwd: string; env: NodeJS.ProcessEnv }) {
+  const child = spawn("/bin/sh", ["-c", HOST_DEATH_SUPERVISOR, "agentloop-shell", shell, command], {
+    cwd: options.cwd,
+    env: options.env,
+    detached: true,
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  // Nothing is ever written: the pipe is only the host's lifeline. A late EPIPE is no news.
+  child.stdin.on("error", () => {});
+  return child;
 }
 
 /** `exit code: N` (or how it ended), then the output. */

@@ -46,7 +46,9 @@ describe("agentloop serve", () => {
         `^agentloop serve: bus nats://127\\.0\\.0\\.1:\\d+ \\(nats, prefix ${prefix}\\); agents: assistant \\(demo model\\) — the demo model is offline`,
       ),
     );
-    expect(run.stderr).toBe("agentloop serve: stopping: finishing running chats\n");
+    expect(run.stderr).toBe(
+      "agentloop serve: stopping: finishing running chats (signal again to cancel them)\n",
+    );
   });
 
   it("serves the agents of an agents file, and only those", async () => {

@@ -10,8 +10,10 @@ import {
   parseChatRequest,
   parseControlRequest,
 } from "../../src/bus/contract.js";
+import { sessionHeartbeatSubject } from "../../src/bus/subjects.js";
 import { readRequestDepth } from "../../src/host/request-depth.js";
 import { textOf } from "../../src/llm/types.js";
+import { record } from "../bus/bus-helpers.js";
 import { type HostFixture, SLOW, sleepText, startHostFixture } from "./host-fixture.js";
 
 export interface HostContractOptions {
@@ -400,6 +402,46 @@ export function registerAgentHostContractTests(name: string, options: HostContra
         error: { code: "cancelled", message: "the host is shutting down" },
       });
       expect(fixture.host.inFlight).toBe(0);
+    });
+
+    it("a hurried close cancels at once: every waiting caller is answered cancelled, the history back-filled", async () => {
+      const fixture = await start();
+      const running = fixture.request("bot", "chat", { session: "s1", text: SLOW });
+      const queued = fixture.request("bot", "chat", { session: "s1", text: "after the slow one" });
+      const other = fixture.request("bot", "chat", { session: "s2", text: SLOW });
+      await eventually(() => {
+        expect(fixture.host.sessions.find("bot", "s1")?.queueLength).toBe(1);
+        expect(fixture.host.sessions.find("bot", "s2")?.state).toBe("processing");
+      });
+      const agent = fixture.host.sessions.find("bot", "s1")!.agent;
+      const hurry = new AbortController();
+      // A grace period far longer than any test: only the hurry can end it.
+      const closing = fixture.host.close({ graceMs: 10 * 60_000, hurry: hurry.signal });
+      hurry.abort();
+      const cancelled = { ok: false, error: { code: "cancelled", message: "the host is shutting down" } };
+      expect(await Promise.all([running, queued, other])).toEqual([cancelled, cancelled, cancelled]);
+      await closing;
+      // The cancelled chat kept its user message (the queued one never started).
+      expect(agent.messages.map((message) => textOf(message.content))).toEqual([SLOW]);
+    });
+
+    it("beats on the session's heartbeat subject while a request is in hand", async () => {
+      const fixture = await start({ host: { heartbeatIntervalMs: 20, hostId: "host-1" } });
+      const beats = record(fixture.bus, sessionHeartbeatSubject(fixture.prefix, "bot", "s1"));
+      await fixture.bus.flush();
+      const running = fixture.request("bot", "chat", { session: "s1", text: SLOW });
+      await beats.waitFor(3);
+      expect(beats.messages.map((message) => JSON.parse(message.data))).toContainEqual({
+        host: "host-1",
+        agent: "bot",
+        session: "s1",
+        ts: expect.any(String),
+        intervalMs: 20,
+        requests: 1,
+      });
+      await fixture.request("bot", "control", { session: "s1", command: "stop" });
+      expect(await running).toMatchObject({ ok: false, error: { code: "cancelled" } });
+      beats.unsubscribe();
     });
   });
 }

@@ -48,6 +48,7 @@ export function definition(
 
 export interface HostFixture {
   host: AgentHost;
+  bus: Bus;
   prefix: string;
   /** Each agent's scripted model. */
   backends: Map<string, ScriptedBackend>;
@@ -92,6 +93,7 @@ export async function startHostFixture(
   await bus.flush();
   return {
     host,
+    bus,
     prefix,
     backends,
     get events() {

@@ -1,7 +1,8 @@
+import type { ChildProcess } from "node:child_process";
 import type { Bus } from "../../src/bus/bus.js";
 import { NoRespondersError } from "../../src/bus/bus-errors.js";
 import { chatSubject } from "../../src/bus/subjects.js";
-import { type CliRun, runCli } from "../support/cli.js";
+import { type CliRun, runCli, startBinary } from "../support/cli.js";
 
 /** `agentloop serve` running in this process (for the CLI suites). */
 export interface RunningServe {
@@ -24,6 +25,43 @@ export function startServe(args: readonly string[], env: Record<string, string> 
   };
 }
 
+/** `agentloop serve` as a real process of its own (the built binary), to signal or kill. */
+export interface ServeProcess {
+  child: ChildProcess;
+  /** Resolves when the process exits, with what it printed. */
+  run: Promise<CliRun>;
+  /** What it has written to stderr so far. */
+  stderr(): string;
+}
+
+const serveProcesses = new Set<ChildProcess>();
+
+/**
+ * Spawns `agentloop serve ...args` (see {@link startBinary}); a process still running after
+ * `timeoutMs` (default 2 min) is killed and `run` rejects. {@link killServeProcesses} ends what a
+ * failed test left running.
+ */
+export function startServeProcess(
+  args: readonly string[],
+  env: Record<string, string> = {},
+  timeoutMs = 120_000,
+): ServeProcess {
+  const { child, result } = startBinary(["serve", ...args], { env, timeoutMs });
+  serveProcesses.add(child);
+  child.once("exit", () => serveProcesses.delete(child));
+  let stderr = "";
+  child.stderr?.on("data", (text: string) => {
+    stderr += text;
+  });
+  return { child, run: result, stderr: () => stderr };
+}
+
+/** SIGKILLs every serve process still running (for a suite's afterEach). */
+export function killServeProcesses(): void {
+  for (const child of serveProcesses) child.kill("SIGKILL");
+  serveProcesses.clear();
+}
+
 /**
  * Resolves once a host answers on `agent`'s chat subject under `prefix` (probing with an empty
  * request, which is answered `bad_request` at once without running a chat), or rejects when
@@ -32,7 +70,7 @@ export function startServe(args: readonly string[], env: Record<string, string> 
 export async function waitUntilServing(
   bus: Bus,
   prefix: string,
-  serve: RunningServe,
+  serve: Pick<RunningServe, "run">,
   agent = "assistant",
   timeoutMs = 15_000,
 ): Promise<void> {

@@ -32,16 +32,18 @@ import {
 
 /**
  * Model-based tests of the chat loop (SPEC §2): the iteration, compaction and history actors are
- * replaced with promises the replay settles; paths planned with xstate/graph (iterations answering,
- * calling tools, failing; cancellation mid-tools; compaction on both sides of the threshold and
- * failing; history writes failing) are replayed on the real machine; every state and every
- * transition of the definition must be taken.
+ * replaced with promises the replay settles; paths planned with xstate/graph (the user message
+ * persisted first, or its write failing or cancelled; iterations answering, calling tools,
+ * failing; cancellation mid-tools; compaction on both sides of the threshold and failing; history
+ * writes failing) are replayed on the real machine; every state and every transition of the
+ * definition must be taken.
  */
 
 type Snapshot = SnapshotFrom<typeof chatMachine>;
 
 /** The invoked children, by the state that invokes them (auto ids: `<index>.<state node id>`). */
 const INVOKE_IDS = {
+  persistingUserMessage: "0.chat.persistingUserMessage",
   "iterating.toolTurn": "0.chat.iterating.toolTurn",
   "iterating.finalTurn": "0.chat.iterating.finalTurn",
   compacting: "0.chat.compacting",
@@ -187,6 +189,12 @@ function eventsFor(snapshot: Snapshot): ModelEvent[] {
   if (key === "appending" || key === "failing" || key === "cancelling") {
     return [done(INVOKE_IDS[key], undefined), failure(INVOKE_IDS[key])];
   }
+  if (key === "persistingUserMessage") {
+    const events: ModelEvent[] = [done(INVOKE_IDS[key], undefined), failure(INVOKE_IDS[key])];
+    // A second cancel changes nothing: one is enough for the graph.
+    if (!snapshot.context.isCancelRequested) events.push({ type: "cancel" });
+    return events;
+  }
   return [];
 }
 
@@ -196,6 +204,7 @@ function serializeState(snapshot: Snapshot): string {
   return JSON.stringify([
     snapshot.status,
     stateKey(snapshot),
+    snapshot.context.isCancelRequested,
     iteration,
     inFlight.assistant === null ? null : Object.keys(inFlight.settled).sort(),
     isCompacted,
@@ -260,6 +269,7 @@ function startScripted(chatInput: ChatInput, inspect: (inspection: InspectionEve
         INVOKE_IDS.recoveringContext,
       ]) as unknown as typeof compactionMachine,
       appendHistory: scripted<void, { messages: Message[] }>([
+        INVOKE_IDS.persistingUserMessage,
         INVOKE_IDS.appending,
         INVOKE_IDS.failing,
         INVOKE_IDS.cancelling,
@@ -284,7 +294,10 @@ async function replay(path: PlannedPath<Snapshot, ModelEvent>, coverage: Machine
     const running = [...pending.values()];
     if (event.type === "cancel" || event.type.startsWith("iteration.")) {
       actor.send(event as { type: "cancel" } | IterationProgressEvent);
-      if (event.type === "cancel") {
+      const userWrite = pending.get(INVOKE_IDS.persistingUserMessage);
+      // The user message's write is never cut short: a cancel waits for it to settle.
+      if (userWrite) expect(userWrite.signal.aborted).toBe(false);
+      else if (event.type === "cancel") {
         // Leaving the state stops the invoked child: its work is aborted.
         for (const task of running) expect(task.signal.aborted).toBe(true);
         for (const task of running) pending.delete(task.id);
@@ -321,7 +334,10 @@ function checkInvariants(
   // iteration runs again.
   const recoveryAt = started.findIndex((task) => task.id === INVOKE_IDS.recoveringContext);
   const recovery = started[recoveryAt];
-  if (recovery) expect((recovery.input as { messages: Message[] }).messages).toEqual(history);
+  if (recovery) {
+    // The summary replaces the history before the chat; the persisted user message stays after it.
+    expect(recovery.input).toMatchObject({ messages: history, keptTail: [userMessage] });
+  }
   const iterations = started
     .map((task, position) => ({ task, isAfterRecovery: recoveryAt !== -1 && position > recoveryAt }))
     .filter(({ task }) => task.id.includes("iterating"));
@@ -342,13 +358,19 @@ function checkInvariants(
   });
   const writes = started.filter(
     (task) =>
-      task.id === INVOKE_IDS.appending || task.id === INVOKE_IDS.failing || task.id === INVOKE_IDS.cancelling,
+      task.id === INVOKE_IDS.persistingUserMessage ||
+      task.id === INVOKE_IDS.appending ||
+      task.id === INVOKE_IDS.failing ||
+      task.id === INVOKE_IDS.cancelling,
   );
+  // The user message is written first, before any model request, and on its own.
+  expect(started[0]?.id).toBe(INVOKE_IDS.persistingUserMessage);
+  expect((started[0]?.input as { messages: Message[] }).messages).toEqual([userMessage]);
+  const written = writes.flatMap((write) => (write.input as { messages: Message[] }).messages);
+  // Only this chat's messages are appended, each once, and never a dangling tool call.
+  expect(written.filter((message) => message.role === "user")).toEqual([userMessage]);
   for (const write of writes) {
-    const { messages } = write.input as { messages: Message[] };
-    // Only this chat's messages are appended, and never a dangling tool call.
-    expect(messages[0]).toEqual(userMessage);
-    expect(danglingToolCalls(messages)).toEqual([]);
+    expect(danglingToolCalls((write.input as { messages: Message[] }).messages)).toEqual([]);
   }
   if (snapshot.status !== "done") return;
 
@@ -373,6 +395,8 @@ function checkInvariants(
     } else {
       const before = recoveryAt === -1 ? history : [summary];
       expect(output.messages.slice(0, before.length + 1)).toEqual([...before, userMessage]);
+      // What the history received over the chat is exactly the chat's messages, in order.
+      expect(written).toEqual(output.messages.slice(before.length));
     }
   } else {
     expect(last?.body).toEqual({
@@ -418,6 +442,8 @@ describe("chat machine (behaviour)", () => {
 
   it("measures tokenUsed from the last request only and sums usage over the requests", async () => {
     const { actor, pending } = startScripted(input, () => {});
+    pending.get(INVOKE_IDS.persistingUserMessage)!.resolve(undefined);
+    await settle();
     pending.get(INVOKE_IDS["iterating.toolTurn"])!.resolve(toolsDone);
     await settle();
     pending.get(INVOKE_IDS["iterating.finalTurn"])!.resolve(answered(createUsage(400, 20)));
@@ -431,13 +457,16 @@ describe("chat machine (behaviour)", () => {
 
   it("turns an empty answer into the placeholder", async () => {
     const { actor, pending } = startScripted({ ...input, maxIterations: 1 }, () => {});
+    pending.get(INVOKE_IDS.persistingUserMessage)!.resolve(undefined);
+    await settle();
     pending
       .get(INVOKE_IDS["iterating.finalTurn"])!
       .resolve({ ...answered(smallUsage, ""), messages: [{ role: "assistant", content: "" }] });
     await settle();
     const write = pending.get(INVOKE_IDS.appending)!;
-    // The empty assistant turn is left out of what is persisted (providers reject empty turns).
-    expect((write.input as { messages: Message[] }).messages).toEqual([userMessage]);
+    // The empty assistant turn is left out of what is persisted (providers reject empty turns),
+    // and the user message was written before the loop: nothing is left to append.
+    expect((write.input as { messages: Message[] }).messages).toEqual([]);
     write.resolve(undefined);
     await settle();
     expect((actor.getSnapshot().output as ChatOutput).result).toBe(EMPTY_REPLY_PLACEHOLDER);

@@ -231,4 +231,20 @@ describe("compaction machine (behaviour)", () => {
     actor.stop();
     expect(request.signal.aborted).toBe(true);
   });
+
+  it("keeps the kept tail in the history after the summary, in the same write, and out of the output", async () => {
+    const tail: Message[] = [{ role: "user", content: "the running chat's question" }];
+    const { actor, pending } = startScripted({ ...input, keptTail: tail }, () => {});
+    const request = pending.get("0.compaction.requesting")!;
+    // The tail is not summarised: the model sees only the compacted part.
+    expect(JSON.stringify(request.input.messages)).not.toContain("the running chat's question");
+    request.resolve({ content: "We planned a trip to Oslo.", toolCalls: [], usage: summaryUsage });
+    await settle();
+    const write = pending.get("0.compaction.replacingHistory")!;
+    const summary = summaryMessage("We planned a trip to Oslo.");
+    expect(write.input.messages).toEqual([summary, ...tail]);
+    write.resolve(undefined);
+    await settle();
+    expect(actor.getSnapshot().output).toMatchObject({ ok: true, messages: [summary] });
+  });
 });

@@ -20,9 +20,9 @@ export type FakeResponse =
   /**
    * A `text/event-stream` response written frame by frame. Each item is a complete SSE frame
    * text (e.g. `event: x\ndata: {...}\n\n`). `cutAfter`: destroy the socket after that many frames
-   * (a connection cut mid-stream). `stallAfter`: after that many frames send nothing more and keep
-   * the connection open until the client goes away (a stalled stream). `delayMs`: pause between
-   * frames.
+   * (a connection cut mid-stream). `stallAfter`: after that many frames, write nothing more and
+   * keep the connection open until the client goes away (a stream stalled mid-way). `delayMs`:
+   * pause between frames.
    */
   | {
       type: "sse";
@@ -52,6 +52,12 @@ async function readBody(request: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
+/** Resolves when the client has gone (or the server destroyed the connection on close). */
+function untilClosed(response: ServerResponse): Promise<void> {
+  if (response.destroyed || response.socket === null || response.socket.destroyed) return Promise.resolve();
+  return new Promise((resolve) => response.once("close", () => resolve()));
+}
+
 async function write(response: ServerResponse, reply: FakeResponse): Promise<void> {
   if (reply.type === "json") {
     response.writeHead(reply.status ?? 200, { "content-type": "application/json", ...reply.headers });
@@ -72,7 +78,10 @@ async function write(response: ServerResponse, reply: FakeResponse): Promise<voi
   for (let i = 0; i < reply.frames.length; i++) {
     // The client went away (an abort): stop writing to a closed connection.
     if (response.destroyed || response.writableEnded) return;
-    if (reply.stallAfter !== undefined && i >= reply.stallAfter) break;
+    if (reply.stallAfter !== undefined && i >= reply.stallAfter) {
+      await untilClosed(response);
+      return;
+    }
     if (reply.cutAfter !== undefined && i >= reply.cutAfter) {
       // Let the frames already written reach the client, then cut before a clean end.
       await new Promise((resolve) => setTimeout(resolve, 10));
@@ -83,8 +92,7 @@ async function write(response: ServerResponse, reply: FakeResponse): Promise<voi
     if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
   }
   if (reply.stallAfter !== undefined) {
-    // Headers and the first frames are out; nothing more until the client (or close()) ends it.
-    if (!response.destroyed) await new Promise((resolve) => response.once("close", resolve));
+    await untilClosed(response);
     return;
   }
   if (reply.cutAfter !== undefined && reply.cutAfter <= reply.frames.length) {

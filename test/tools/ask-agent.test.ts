@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { LocalBus } from "../../src/bus/local-bus.js";
-import { NAME_PATTERN } from "../../src/bus/subjects.js";
+import { NAME_PATTERN, sessionHeartbeatSubject } from "../../src/bus/subjects.js";
 import type { RuntimeConfig } from "../../src/cli/cli-context.js";
 import { loadAgentDefinitions } from "../../src/host/agent-definitions.js";
 import { createHostToolSetRegistry } from "../../src/host/create-session-agent.js";
@@ -141,6 +141,38 @@ describe("createAskAgentToolSet", () => {
     await expect(
       toolSet.invoke({ ...call, arguments: JSON.stringify({ agent: "absent", message: "hi" }) }, context),
     ).rejects.toThrow('no host serves agent "absent"');
+    await bus.close();
+  });
+
+  it("notices a host that dies while answering (its heartbeat stops) and says so in a tool error", async () => {
+    // Issue 9, defect 2: ask_agent waited out its whole timeout (5 minutes) for a dead host.
+    const bus = new LocalBus();
+    bus.subscribe("agentloop.agents.helper.chat", (message) => {
+      const { session } = JSON.parse(message.data) as { session: string };
+      // The host took the question, beat once, and was killed.
+      bus.publish(
+        sessionHeartbeatSubject("agentloop", "helper", session),
+        JSON.stringify({
+          host: "h1",
+          agent: "helper",
+          session,
+          ts: new Date().toISOString(),
+          intervalMs: 10,
+          requests: 1,
+        }),
+      );
+    });
+    const toolSet = createAskAgentToolSet({ bus, heartbeatTimeoutMs: 50 });
+    const failure = await toolSet
+      .invoke(
+        { id: "c1", name: "ask_agent", arguments: JSON.stringify({ agent: "helper", message: "hi" }) },
+        createTestToolContext({ agent: "bot", session: "s1" }),
+      )
+      .catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(ToolError);
+    expect((failure as ToolError).message).toMatch(
+      /^the host of agent "helper" stopped responding \(no heartbeat for \d+ ms\); it may have crashed$/,
+    );
     await bus.close();
   });
 

@@ -3,13 +3,17 @@ import { BusTimeoutError, NoRespondersError } from "../../bus/bus-errors.js";
 import { parseChatReply } from "../../bus/contract.js";
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
-import { chatSubject, sessionEventsPattern } from "../../bus/subjects.js";
+import { HostSilentError, requestWithHeartbeat } from "../../bus/request-with-heartbeat.js";
+import { chatSubject, sessionEventsPattern, sessionHeartbeatSubject } from "../../bus/subjects.js";
 import type { AgentEvent } from "../../events/types.js";
 import { parseAgentEvent } from "../../ui/parse-agent-event.js";
 import type { CliContext } from "../cli-context.js";
 import { createEventPrinter } from "./chat.js";
 
-/** How long a remote chat may take before the CLI gives up waiting (the host keeps running it). */
+/**
+ * How long a remote chat may take before the CLI gives up waiting (the host keeps running it). A
+ * host that dies is noticed much sooner: it stops beating on the session's heartbeat subject.
+ */
 export const REMOTE_CHAT_TIMEOUT_MS = 30 * 60 * 1000;
 
 export interface RemoteChatArguments {
@@ -27,6 +31,9 @@ export interface RemoteChatArguments {
  *
  * Only this chat's events are printed: those of the chat whose `ChatStarted` carries this text, so
  * another client's chat queued in the same session does not end up in the output.
+ *
+ * While waiting it watches the session's heartbeat: a host that dies (`kill -9`, a crash, a lost
+ * connection) is reported within seconds, in one line, with exit code 1.
  */
 export async function runRemoteChat(context: CliContext, args: RemoteChatArguments): Promise<number> {
   const { config } = context;
@@ -69,16 +76,26 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
       await bus.flush();
       let reply: BusMessage;
       try {
-        reply = await bus.request(
+        reply = await requestWithHeartbeat(
+          bus,
           chatSubject(config.prefix, args.agent),
           JSON.stringify({ session: args.session, text: args.text }),
-          { timeoutMs: REMOTE_CHAT_TIMEOUT_MS, signal: context.signal },
+          {
+            heartbeatSubject: sessionHeartbeatSubject(config.prefix, args.agent, args.session),
+            timeoutMs: REMOTE_CHAT_TIMEOUT_MS,
+            signal: context.signal,
+          },
         );
       } catch (error) {
         if (context.signal.aborted) return fail("cancelled (the host may still be running the chat)", 130);
         if (error instanceof NoRespondersError) {
           return fail(
             `no agent host serves "${args.agent}" at ${url} (start one with \`agentloop serve\` or \`agentloop up\`)`,
+          );
+        }
+        if (error instanceof HostSilentError) {
+          return fail(
+            `the agent host serving "${args.agent}" stopped responding (no heartbeat for ${error.silentFor}): it stopped, crashed or lost its NATS connection; the chat did not finish`,
           );
         }
         if (error instanceof BusTimeoutError)

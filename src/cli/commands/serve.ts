@@ -20,7 +20,9 @@ export function loadAgentsFromFlags(context: CliContext): Promise<ResolvedAgentD
 /**
  * `agentloop serve [--agents FILE]`: the agent host alone, on NATS (SPEC §12). Prints one line
  * naming the bus and the agents; on SIGINT / SIGTERM stops taking requests, lets running chats
- * finish (up to the grace period) and exits 0.
+ * finish (up to the grace period) and exits 0. A second signal cancels what still runs: every
+ * waiting caller is answered `cancelled`, the cancelled chats write their history, the replies
+ * are flushed, and it exits 130.
  */
 export const serveCommand: Command = async (context) => {
   const { config } = context;
@@ -58,9 +60,15 @@ export const serveCommand: Command = async (context) => {
       `agentloop serve: bus ${url} (nats, prefix ${config.prefix}); agents: ${describeAgents(definitions)}\n`,
     );
     await untilAborted(context.signal);
-    context.stderr.write("agentloop serve: stopping: finishing running chats\n");
-    await service.close();
-    return 0;
+    context.stderr.write(
+      "agentloop serve: stopping: finishing running chats (signal again to cancel them)\n",
+    );
+    const hurry = context.urgentSignal;
+    const onHurry = () => context.stderr.write("agentloop serve: cancelling running chats\n");
+    hurry?.addEventListener("abort", onHurry, { once: true });
+    await service.close(hurry === undefined ? {} : { hurry });
+    hurry?.removeEventListener("abort", onHurry);
+    return hurry?.aborted === true ? 130 : 0;
   } finally {
     await bus.close();
   }

@@ -26,6 +26,20 @@ describe("toAnthropicMessages", () => {
     ]);
   });
 
+  it("merges two user messages in a row (one left by a host that died mid-chat) into one user turn", () => {
+    const prompt = toAnthropicMessages([
+      { role: "user", content: "Hi" },
+      { role: "assistant", content: "Hello" },
+      { role: "user", content: "remember 42" },
+      { role: "user", content: "what number?" },
+    ]);
+    expect(prompt.messages.map((message) => message.role)).toEqual(["user", "assistant", "user"]);
+    expect(prompt.messages.at(-1)?.content).toEqual([
+      { type: "text", text: "remember 42" },
+      { type: "text", text: "what number?" },
+    ]);
+  });
+
   it("has no system field without a leading system message", () => {
     expect(toAnthropicMessages([{ role: "user", content: "Hi" }])).not.toHaveProperty("system");
   });
