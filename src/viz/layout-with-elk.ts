@@ -100,12 +100,12 @@ const LAYOUT_OPTIONS: LayoutOptions = {
   "elk.layered.nodePlacement.strategy": "NETWORK_SIMPLEX",
   "elk.layered.compaction.postCompaction.strategy": "EDGE_LENGTH",
   // Tighter than ELK's defaults: the UI fits the whole chart into its pane.
-  "elk.spacing.nodeNode": "12",
-  "elk.layered.spacing.nodeNodeBetweenLayers": "16",
-  "elk.spacing.edgeNode": "10",
-  "elk.spacing.edgeEdge": "7",
-  "elk.layered.spacing.edgeNodeBetweenLayers": "10",
-  "elk.layered.spacing.edgeEdgeBetweenLayers": "7",
+  "elk.spacing.nodeNode": "6",
+  "elk.layered.spacing.nodeNodeBetweenLayers": "12",
+  "elk.spacing.edgeNode": "6",
+  "elk.spacing.edgeEdge": "4",
+  "elk.layered.spacing.edgeNodeBetweenLayers": "8",
+  "elk.layered.spacing.edgeEdgeBetweenLayers": "6",
   "elk.spacing.edgeLabel": "3",
 };
 
