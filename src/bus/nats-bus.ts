@@ -51,8 +51,8 @@ export interface NatsBusOptions {
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
-export const DEFAULT_MAX_HELD_MESSAGES = 100_000;
-export const DEFAULT_MAX_HELD_BYTES = 64 * 1024 * 1024;
+const DEFAULT_MAX_HELD_MESSAGES = 100_000;
+const DEFAULT_MAX_HELD_BYTES = 64 * 1024 * 1024;
 /** How long a held reply is offered again while its requester has not reconnected yet. */
 const REPLY_REDELIVERY_MS = 60_000;
 /** How long a reply sent as a probe waits for "no responders" before it counts as delivered. */
@@ -81,8 +81,6 @@ export class NatsBus implements Bus {
   readonly kind = "nats" as const;
   /** The NATS connection, for JetStream and KV. */
   readonly connection: NatsConnection;
-  /** The server's `max_payload` (the last one known while disconnected). */
-  maxPayload: number;
 
   private readonly onHandlerError: HandlerErrorReporter;
   private readonly onSubscriptionError: (error: unknown, subject: string) => void;
@@ -90,6 +88,8 @@ export class NatsBus implements Bus {
   private readonly maxHeldMessages: number;
   private readonly maxHeldBytes: number;
   private readonly log: (line: string) => void;
+  /** The server's `max_payload`, kept while disconnected (the client forgets it). */
+  private knownMaxPayload: number;
   private droppedCount = 0;
   private closing: Promise<void> | undefined;
   /** Defined while the connection is down: what to send once it is back. */
@@ -100,13 +100,23 @@ export class NatsBus implements Bus {
 
   private constructor(connection: NatsConnection, options: NatsBusOptions) {
     this.connection = connection;
-    this.maxPayload = connection.info?.max_payload ?? MAX_PAYLOAD_BYTES;
+    this.knownMaxPayload = connection.info?.max_payload ?? MAX_PAYLOAD_BYTES;
     this.onHandlerError = options.onHandlerError ?? reportHandlerError;
     this.onSubscriptionError = options.onSubscriptionError ?? reportSubscriptionError;
     this.defaultRequestTimeoutMs = options.defaultRequestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.maxHeldMessages = options.maxHeldMessages ?? DEFAULT_MAX_HELD_MESSAGES;
     this.maxHeldBytes = options.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES;
-    this.log = options.log ?? (() => {});
+    const log = options.log;
+    this.log =
+      log === undefined
+        ? () => {}
+        : (line) => {
+            try {
+              log(line);
+            } catch {
+              // A failing notice must not stop the bus from holding and sending.
+            }
+          };
     void this.watchStatus();
   }
 
@@ -153,6 +163,11 @@ export class NatsBus implements Bus {
    */
   get droppedPublishes(): number {
     return this.droppedCount;
+  }
+
+  /** The server's `max_payload` (the last one known while disconnected). */
+  get maxPayload(): number {
+    return this.knownMaxPayload;
   }
 
   /** Messages held right now, waiting for the connection to come back. */
@@ -393,7 +408,7 @@ export class NatsBus implements Bus {
   private onReconnect(server: string): void {
     const held = this.held;
     if (held === undefined) return;
-    this.maxPayload = this.connection.info?.max_payload ?? this.maxPayload;
+    this.knownMaxPayload = this.connection.info?.max_payload ?? this.knownMaxPayload;
     this.reconnectedAt = Date.now();
     const overflowed = held.dropped;
     const messages = held.takeAll();

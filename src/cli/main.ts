@@ -33,14 +33,20 @@ const COMMANDS: Record<
 > = {
   up: {
     run: upCommand,
-    flags: { port: "string", host: "string", agents: "string", "idle-timeout": "string" },
-    usage: "up [--port N] [--agents FILE] [--idle-timeout 12h]",
+    flags: {
+      port: "string",
+      host: "string",
+      agents: "string",
+      "idle-timeout": "string",
+      "nats-hold-mb": "string",
+    },
+    usage: "up [--port N] [--agents FILE] [--idle-timeout 12h] [--nats-hold-mb 64]",
     arguments: false,
   },
   serve: {
     run: serveCommand,
-    flags: { agents: "string", "idle-timeout": "string" },
-    usage: "serve [--agents FILE] [--idle-timeout 12h]",
+    flags: { agents: "string", "idle-timeout": "string", "nats-hold-mb": "string" },
+    usage: "serve [--agents FILE] [--idle-timeout 12h] [--nats-hold-mb 64]",
     arguments: false,
   },
   chat: {

@@ -18,9 +18,17 @@ export type FakeResponse =
   /**
    * A `text/event-stream` response written frame by frame. Each item is a complete SSE frame
    * text (e.g. `event: x\ndata: {...}\n\n`). `cutAfter`: destroy the socket after that many frames
-   * (a connection cut mid-stream). `delayMs`: pause between frames.
+   * (a connection cut mid-stream). `delayMs`: pause between frames. `pauseAfter`: after that many
+   * frames, wait for `until` before writing the rest (a model that stalls mid-answer).
    */
-  | { type: "sse"; frames: string[]; headers?: Record<string, string>; cutAfter?: number; delayMs?: number }
+  | {
+      type: "sse";
+      frames: string[];
+      headers?: Record<string, string>;
+      cutAfter?: number;
+      delayMs?: number;
+      pauseAfter?: { frames: number; until: Promise<unknown> };
+    }
   /** Accept the request and never answer (for timeout tests). */
   | { type: "hang" }
   /** Destroy the connection without a response. */
@@ -61,6 +69,7 @@ async function write(response: ServerResponse, reply: FakeResponse): Promise<voi
   for (let i = 0; i < reply.frames.length; i++) {
     // The client went away (an abort): stop writing to a closed connection.
     if (response.destroyed || response.writableEnded) return;
+    if (reply.pauseAfter !== undefined && i === reply.pauseAfter.frames) await reply.pauseAfter.until;
     if (reply.cutAfter !== undefined && i >= reply.cutAfter) {
       // Let the frames already written reach the client, then cut before a clean end.
       await new Promise((resolve) => setTimeout(resolve, 10));
