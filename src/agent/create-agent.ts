@@ -236,7 +236,8 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
       // A chat that did not end well may not have been persisted: the history is the truth.
       context.messages = await params.history.restore().catch(() => context.messages);
     }
-    if (output.status === "done") return { result: output.result, usage: output.usage };
+    if (output.status === "done")
+      return { result: output.result, usage: output.usage, chatId: events.chatId };
     if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
     throw new ChatFailedError(output.error ?? { name: "Error", message: "the chat failed" }, output.usage);
   }

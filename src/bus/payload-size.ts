@@ -4,7 +4,8 @@
  * decide. `maxBytes` may be Infinity (a transport without a limit).
  */
 export function isOverMaxPayload(data: string, maxBytes: number): boolean {
-  if (data.length * 3 <= maxBytes) return false;
+  // Written so that a limit that is not a number (a partial test double) means no limit.
+  if (!(data.length * 3 > maxBytes)) return false;
   if (data.length > maxBytes) return true;
   return Buffer.byteLength(data, "utf8") > maxBytes;
 }
