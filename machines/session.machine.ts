@@ -45,6 +45,8 @@ export type MailboxMessage = ChatMailboxMessage | CompactMailboxMessage | NewMai
 export interface ChatOutput {
   result: string;
   usage: TokenUsage;
+  /** The id the chat's events carry. */
+  chatId?: string;
 }
 
 /** What `runCompact` resolves with: false when the summary was empty or the request failed. */

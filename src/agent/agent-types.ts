@@ -66,6 +66,8 @@ export interface ChatResult {
   result: string;
   /** Sum over the chat's requests (for billing). */
   usage: TokenUsage;
+  /** The id the chat's events carry (so a caller can find the chat in the event log and history). */
+  chatId?: string;
 }
 
 export interface Agent {

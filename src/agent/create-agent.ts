@@ -283,7 +283,8 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
       // A chat that did not end well may not have been persisted: the history is the truth.
       context.messages = await params.history.restore().catch(() => context.messages);
     }
-    if (output.status === "done") return { result: output.result, usage: output.usage };
+    if (output.status === "done")
+      return { result: output.result, usage: output.usage, chatId: events.chatId };
     if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
     const error = output.error ?? { name: "Error", message: "the chat failed" };
     // A provider's error may quote the key it was sent; this message reaches replies and logs.

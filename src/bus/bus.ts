@@ -31,6 +31,11 @@ export interface RequestOptions {
 export interface Bus {
   /** "nats" or "local": shown to the user. */
   readonly kind: "nats" | "local";
+  /**
+   * Largest payload a publish may carry (UTF-8 bytes; Infinity without a limit). Larger ones are
+   * dropped and counted, so publishers that can shorten their message check against it first.
+   */
+  readonly maxPayload: number;
   /** Fire-and-forget publish. Never throws for a delivery problem (best-effort). */
   publish(subject: string, data: string, headers?: Record<string, string>): void;
   /** Subscribes with NATS wildcards (`*` one token, `>` the rest). */

@@ -20,6 +20,8 @@ export const ERROR_CODES = [
   "llm_error",
   "internal",
   "overloaded",
+  /** The answer was over the bus's max payload: read it from the session history (`chatId`). */
+  "reply_too_large",
 ] as const;
 
 export const ErrorCode = z.enum(ERROR_CODES);
@@ -87,7 +89,13 @@ export const ChatReply = z.discriminatedUnion("ok", [
     usage: ReplyUsage,
     id: z.string().optional(),
   }),
-  z.object({ ok: z.literal(false), error: ReplyError, id: z.string().optional() }),
+  z.object({
+    ok: z.literal(false),
+    error: ReplyError,
+    id: z.string().optional(),
+    /** The chat's id (its events carry it), when the chat ran: set with `reply_too_large`. */
+    chatId: z.string().optional(),
+  }),
 ]);
 export type ChatReply = z.infer<typeof ChatReply>;
 

@@ -1,6 +1,7 @@
 import type { Bus, BusMessage, RequestOptions, SubscribeOptions, Subscription } from "./bus.js";
 import { DEFAULT_REQUEST_TIMEOUT_MS, type HandlerErrorReporter, reportHandlerError } from "./bus-defaults.js";
 import { BusClosedError, BusTimeoutError, InvalidSubjectError, NoRespondersError } from "./bus-errors.js";
+import { isOverMaxPayload } from "./payload-size.js";
 import { isValidPattern, isValidSubject, tokensMatch } from "./subjects.js";
 
 export interface LocalBusOptions {
@@ -8,6 +9,8 @@ export interface LocalBusOptions {
   onHandlerError?: HandlerErrorReporter;
   /** Request timeout when the caller gives none (default 30 s). */
   defaultRequestTimeoutMs?: number;
+  /** Largest payload in UTF-8 bytes (default: no limit, delivery is in memory). */
+  maxPayload?: number;
 }
 
 interface LocalSubscription {
@@ -35,6 +38,7 @@ let nextBusId = 0;
  */
 export class LocalBus implements Bus {
   readonly kind = "local" as const;
+  readonly maxPayload: number;
 
   private readonly subscriptions: LocalSubscription[] = [];
   private readonly queueCursors = new Map<string, number>();
@@ -53,15 +57,16 @@ export class LocalBus implements Bus {
   constructor(options: LocalBusOptions = {}) {
     this.onHandlerError = options.onHandlerError ?? reportHandlerError;
     this.defaultRequestTimeoutMs = options.defaultRequestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.maxPayload = options.maxPayload ?? Number.POSITIVE_INFINITY;
   }
 
-  /** Publishes dropped because the bus was closed or the subject was invalid. */
+  /** Publishes dropped because the bus was closed, the subject was invalid or the payload too large. */
   get droppedPublishes(): number {
     return this.droppedCount;
   }
 
   publish(subject: string, data: string, headers?: Record<string, string>): void {
-    if (this.isClosed || !isValidSubject(subject)) {
+    if (this.isClosed || !isValidSubject(subject) || isOverMaxPayload(data, this.maxPayload)) {
       this.droppedCount++;
       return;
     }

@@ -14,10 +14,13 @@ import { DEFAULT_REQUEST_TIMEOUT_MS, type HandlerErrorReporter, reportHandlerErr
 import {
   BusClosedError,
   BusConfigError,
+  BusError,
   BusTimeoutError,
   InvalidSubjectError,
   NoRespondersError,
 } from "./bus-errors.js";
+import { MAX_PAYLOAD_BYTES } from "./contract.js";
+import { type HeldMessage, HeldMessages } from "./held-messages.js";
 import { parseNatsUrl, redactNatsUrl } from "./nats-url.js";
 import { isValidPattern, isValidSubject } from "./subjects.js";
 
@@ -39,14 +42,40 @@ export interface NatsBusOptions {
    * Default: one stderr line.
    */
   onSubscriptionError?: (error: unknown, subject: string) => void;
+  /** Most messages held while disconnected (default 100,000). */
+  maxHeldMessages?: number;
+  /** Most bytes held while disconnected (default 64 MiB). */
+  maxHeldBytes?: number;
+  /** One-line notices: connection lost and back (with what was held), dropped publishes. Default: none. */
+  log?: (line: string) => void;
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+const DEFAULT_MAX_HELD_MESSAGES = 100_000;
+const DEFAULT_MAX_HELD_BYTES = 64 * 1024 * 1024;
+/** How long a held reply is offered again while its requester has not reconnected yet. */
+const REPLY_REDELIVERY_MS = 60_000;
+/** How long a reply sent as a probe waits for "no responders" before it counts as delivered. */
+const REPLY_PROBE_MS = 2_000;
+/** Pause between two attempts (a held reply, or a request whose responders are not back yet). */
+const RETRY_INTERVAL_MS = 250;
+/** After a reconnect, how long "no responders" may just mean the responders are still reconnecting. */
+const RESPONDERS_RECONNECT_MS = 5_000;
 
 /**
- * The bus on a real nats-server (`@nats-io/transport-node` v3). Reconnects forever once connected
- * (the client buffers publishes while it is away); `publish` never throws; `close` drains.
- * `connection` is the underlying client for JetStream (the event log).
+ * The bus on a real nats-server (`@nats-io/transport-node` v3). Reconnects forever once connected;
+ * `publish` never throws; `close` drains. `connection` is the underlying client for JetStream
+ * (the event log).
+ *
+ * The client does not keep what is published while it is away (it empties its outbound buffer at
+ * every reconnect attempt), so the bus holds publishes and replies itself from the `disconnect`
+ * status to the `reconnect` one, in one bounded FIFO, and sends them in order when the connection
+ * is back: publishes made after the client reconnected but before its status arrived join the end
+ * of the FIFO, so nothing is reordered. A held reply is sent with a reply subject of its own, so
+ * the server answers "no responders" while the requester has not resubscribed yet (it reconnects
+ * on its own schedule) and the reply is offered again until it is taken. The one window left is
+ * the moment between the socket dying and the client noticing: what is written then is lost, as
+ * with any core-NATS publish.
  */
 export class NatsBus implements Bus {
   readonly kind = "nats" as const;
@@ -56,14 +85,39 @@ export class NatsBus implements Bus {
   private readonly onHandlerError: HandlerErrorReporter;
   private readonly onSubscriptionError: (error: unknown, subject: string) => void;
   private readonly defaultRequestTimeoutMs: number;
+  private readonly maxHeldMessages: number;
+  private readonly maxHeldBytes: number;
+  private readonly log: (line: string) => void;
+  /** The server's `max_payload`, kept while disconnected (the client forgets it). */
+  private knownMaxPayload: number;
   private droppedCount = 0;
   private closing: Promise<void> | undefined;
+  /** Defined while the connection is down: what to send once it is back. */
+  private held: HeldMessages | undefined;
+  /** When the connection last came back (ms since the epoch). */
+  private reconnectedAt = 0;
+  private readonly reconnectWaiters = new Set<() => void>();
 
   private constructor(connection: NatsConnection, options: NatsBusOptions) {
     this.connection = connection;
+    this.knownMaxPayload = connection.info?.max_payload ?? MAX_PAYLOAD_BYTES;
     this.onHandlerError = options.onHandlerError ?? reportHandlerError;
     this.onSubscriptionError = options.onSubscriptionError ?? reportSubscriptionError;
     this.defaultRequestTimeoutMs = options.defaultRequestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.maxHeldMessages = options.maxHeldMessages ?? DEFAULT_MAX_HELD_MESSAGES;
+    this.maxHeldBytes = options.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES;
+    const log = options.log;
+    this.log =
+      log === undefined
+        ? () => {}
+        : (line) => {
+            try {
+              log(line);
+            } catch {
+              // A failing notice must not stop the bus from holding and sending.
+            }
+          };
+    void this.watchStatus();
   }
 
   /**
@@ -103,23 +157,28 @@ export class NatsBus implements Bus {
     }
   }
 
-  /** Publishes dropped: invalid subject, oversized payload, closed connection. */
+  /**
+   * Publishes dropped: invalid subject, oversized payload, closed connection, hold buffer full, a
+   * held reply whose requester never came back.
+   */
   get droppedPublishes(): number {
     return this.droppedCount;
   }
 
+  /** The server's `max_payload` (the last one known while disconnected). */
+  get maxPayload(): number {
+    return this.knownMaxPayload;
+  }
+
+  /** Messages held right now, waiting for the connection to come back. */
+  get heldPublishes(): number {
+    return this.held?.size ?? 0;
+  }
+
   publish(subject: string, data: string, headers?: Record<string, string>): void {
-    if (!isValidSubject(subject)) {
-      this.droppedCount++;
-      return;
-    }
-    try {
-      if (headers === undefined) this.connection.publish(subject, data);
-      else this.connection.publish(subject, data, { headers: toNatsHeaders(headers) });
-    } catch {
-      // Best-effort by contract (closed, draining, payload over max_payload): count, never throw.
-      this.droppedCount++;
-    }
+    if (!isValidSubject(subject)) this.drop(subject, "the subject is not valid");
+    else if (this.held === undefined) this.send(subject, data, headers);
+    else this.hold(subject, data, headers, false);
   }
 
   subscribe(
@@ -165,16 +224,50 @@ export class NatsBus implements Bus {
     };
   }
 
+  /**
+   * Made while the connection is down, a request waits (within its timeout) for it to come back.
+   * For a few seconds after a reconnect, "no responders" may only mean the responders are still
+   * reconnecting, so the request is sent again while its timeout allows.
+   */
   async request(subject: string, data: string, options: RequestOptions = {}): Promise<BusMessage> {
     if (!isValidSubject(subject)) throw new InvalidSubjectError(subject);
     const { signal } = options;
     signal?.throwIfAborted();
-    if (this.connection.isClosed() || this.connection.isDraining()) throw new BusClosedError();
     const timeoutMs = options.timeoutMs ?? this.defaultRequestTimeoutMs;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (this.isClosing()) throw new BusClosedError();
+      if (this.held !== undefined && !(await this.untilReconnected(deadline - Date.now(), signal))) {
+        throw new BusTimeoutError(subject, timeoutMs, {
+          cause: new BusError("the NATS connection did not come back in time"),
+        });
+      }
+      try {
+        return await this.requestNow(subject, data, Math.max(1, deadline - Date.now()), signal, timeoutMs);
+      } catch (error) {
+        const now = Date.now();
+        const mayBeReconnecting =
+          error instanceof NoRespondersError &&
+          now - this.reconnectedAt < RESPONDERS_RECONNECT_MS &&
+          now + RETRY_INTERVAL_MS < deadline;
+        if (!mayBeReconnecting) throw error;
+      }
+      await pause(RETRY_INTERVAL_MS, signal);
+    }
+  }
+
+  private requestNow(
+    subject: string,
+    data: string,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+    reportedTimeoutMs = timeoutMs,
+  ): Promise<BusMessage> {
+    signal?.throwIfAborted();
     const reply = this.connection
       .request(subject, data, { timeout: timeoutMs })
       .then(toBusMessage, (error: unknown) => {
-        const mapped = toBusError(error, subject, timeoutMs);
+        const mapped = toBusError(error, subject, reportedTimeoutMs);
         // The client fails open requests with a plain RequestError when the connection closes.
         if (mapped === error && (this.connection.isClosed() || this.connection.isDraining())) {
           throw new BusClosedError("the bus closed before a reply came", { cause: error });
@@ -192,11 +285,14 @@ export class NatsBus implements Bus {
   }
 
   respond(message: BusMessage, data: string): void {
-    if (message.reply !== undefined) this.publish(message.reply, data);
+    if (message.reply === undefined) return;
+    if (this.held === undefined) this.publish(message.reply, data);
+    else this.hold(message.reply, data, undefined, true);
   }
 
+  /** While disconnected, resolves at once: what is held goes out on reconnect (or is reported at close). */
   async flush(): Promise<void> {
-    if (this.connection.isClosed()) return;
+    if (this.connection.isClosed() || this.held !== undefined) return;
     try {
       await this.connection.flush();
     } catch (error) {
@@ -210,13 +306,215 @@ export class NatsBus implements Bus {
   }
 
   private async shutDown(): Promise<void> {
+    this.wakeReconnectWaiters();
     if (this.connection.isClosed()) return;
     if (this.connection.isDraining()) {
       await this.connection.closed();
       return;
     }
-    await this.connection.drain();
+    if (this.held === undefined) {
+      await this.connection.drain();
+      return;
+    }
+    // Draining waits for a server that is not there: close, and say what could not be sent.
+    const unsent = this.held.takeAll().length;
+    if (unsent > 0) {
+      this.droppedCount += unsent;
+      this.log(`closing while NATS is unreachable: ${plural(unsent, "held message")} could not be sent`);
+    }
+    await this.connection.close();
+    this.held = undefined;
   }
+
+  private isClosing(): boolean {
+    return this.closing !== undefined || this.connection.isClosed() || this.connection.isDraining();
+  }
+
+  /** Publishes now; false (counted and logged) when the client refuses. */
+  private send(subject: string, data: string, headers: Record<string, string> | undefined): boolean {
+    try {
+      if (headers === undefined) this.connection.publish(subject, data);
+      else this.connection.publish(subject, data, { headers: toNatsHeaders(headers) });
+      return true;
+    } catch (error) {
+      // Best-effort by contract (closed, draining, payload over max_payload): count, never throw.
+      this.drop(subject, this.describeRefusal(error, data));
+      return false;
+    }
+  }
+
+  private hold(
+    subject: string,
+    data: string,
+    headers: Record<string, string> | undefined,
+    isReply: boolean,
+  ): void {
+    const held = this.held;
+    if (held === undefined || this.closing !== undefined) {
+      this.drop(subject, "the bus is closed");
+      return;
+    }
+    const bytes = Buffer.byteLength(data, "utf8");
+    if (bytes > this.maxPayload) {
+      this.drop(subject, tooLarge(bytes, this.maxPayload));
+      return;
+    }
+    const message: HeldMessage = { subject, data, isReply, bytes };
+    if (headers !== undefined) message.headers = headers;
+    if (held.add(message)) return;
+    this.droppedCount++;
+    if (held.dropped === 1) {
+      this.log(
+        `the hold buffer is full (${plural(held.maxMessages, "message")} / ${mebibytes(held.maxBytes)}): events are dropped until NATS is back`,
+      );
+    }
+  }
+
+  private drop(subject: string, reason: string): void {
+    this.droppedCount++;
+    this.log(`dropped a message on ${subject}: ${reason}`);
+  }
+
+  private describeRefusal(error: unknown, data: string): string {
+    if (this.connection.isClosed() || this.connection.isDraining()) return "the bus is closed";
+    const bytes = Buffer.byteLength(data, "utf8");
+    if (bytes > this.maxPayload) return tooLarge(bytes, this.maxPayload);
+    return error instanceof Error ? error.message : String(error);
+  }
+
+  private async watchStatus(): Promise<void> {
+    try {
+      for await (const status of this.connection.status()) {
+        if (status.type === "disconnect") this.onDisconnect(status.server);
+        else if (status.type === "reconnect") this.onReconnect(status.server);
+      }
+    } catch {
+      // The status stream ends with the connection.
+    }
+  }
+
+  private onDisconnect(server: string): void {
+    if (this.held !== undefined || this.closing !== undefined) return;
+    this.held = new HeldMessages(this.maxHeldMessages, this.maxHeldBytes);
+    this.log(
+      `lost the NATS connection to ${server}; holding replies and events until it is back (up to ${plural(this.maxHeldMessages, "message")} / ${mebibytes(this.maxHeldBytes)})`,
+    );
+  }
+
+  /**
+   * Sends what was held, in order, in this one synchronous pass: publishes made meanwhile wait in
+   * the FIFO until it is empty, so they cannot overtake it.
+   */
+  private onReconnect(server: string): void {
+    const held = this.held;
+    if (held === undefined) return;
+    this.knownMaxPayload = this.connection.info?.max_payload ?? this.knownMaxPayload;
+    this.reconnectedAt = Date.now();
+    const overflowed = held.dropped;
+    const messages = held.takeAll();
+    this.held = undefined;
+    let sent = 0;
+    for (const message of messages) {
+      if (message.isReply) {
+        void this.redeliverReply(message);
+        sent++;
+      } else if (this.send(message.subject, message.data, message.headers)) sent++;
+    }
+    const dropped = overflowed === 0 ? "" : `; ${overflowed} more were dropped (the hold buffer was full)`;
+    this.log(`reconnected to NATS at ${server}; sent ${plural(sent, "held message")}${dropped}`);
+    this.wakeReconnectWaiters();
+  }
+
+  /**
+   * Sends a held reply with a reply subject of its own: when its requester has not resubscribed
+   * yet, the server answers "no responders" and the reply is offered again a moment later. No
+   * answer at all means someone received it (nobody answers a reply).
+   */
+  private async redeliverReply(message: HeldMessage): Promise<void> {
+    const deadline = Date.now() + REPLY_REDELIVERY_MS;
+    for (;;) {
+      if (this.held !== undefined) {
+        // Down again: it waits for the next reconnect with the rest.
+        this.held.add(message);
+        return;
+      }
+      try {
+        await this.connection.request(message.subject, message.data, { timeout: REPLY_PROBE_MS });
+        return;
+      } catch (error) {
+        const mapped = toBusError(error, message.subject, REPLY_PROBE_MS);
+        if (mapped instanceof BusClosedError) {
+          this.drop(message.subject, "the bus closed before the reply could be sent");
+          return;
+        }
+        if (!(mapped instanceof NoRespondersError)) return;
+      }
+      if (this.closing !== undefined || Date.now() + RETRY_INTERVAL_MS > deadline) {
+        this.drop(
+          message.subject,
+          `nobody took the reply within ${REPLY_REDELIVERY_MS / 1000} s of the reconnect (its requester did not come back)`,
+        );
+        return;
+      }
+      await pause(RETRY_INTERVAL_MS);
+    }
+  }
+
+  /** Resolves true once the connection is back, false after `timeoutMs`; BusClosedError on close. */
+  private untilReconnected(timeoutMs: number, signal: AbortSignal | undefined): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      const finish = (): void => {
+        clearTimeout(timer);
+        this.reconnectWaiters.delete(wake);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      const wake = (): void => {
+        finish();
+        if (this.isClosing()) reject(new BusClosedError());
+        else resolve(true);
+      };
+      const onAbort = (): void => {
+        finish();
+        reject(signal?.reason);
+      };
+      const timer = setTimeout(() => {
+        finish();
+        resolve(false);
+      }, timeoutMs);
+      this.reconnectWaiters.add(wake);
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  private wakeReconnectWaiters(): void {
+    for (const wake of [...this.reconnectWaiters]) wake();
+  }
+}
+
+function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+function tooLarge(bytes: number, maxPayload: number): string {
+  return `${bytes} bytes is over the server's max_payload of ${maxPayload} bytes`;
+}
+
+function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
+function mebibytes(bytes: number): string {
+  return `${Math.round((bytes / (1024 * 1024)) * 10) / 10} MiB`;
 }
 
 function reportSubscriptionError(error: unknown, subject: string): void {
@@ -229,7 +527,7 @@ function toConnectionOptions(options: NatsBusOptions): NodeConnectionOptions {
   const connectionOptions: NodeConnectionOptions = {
     servers: address.servers,
     timeout: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-    // A host must outlive a nats-server restart: keep trying, buffer meanwhile.
+    // A host must outlive a nats-server restart: keep trying (the bus holds what is published meanwhile).
     maxReconnectAttempts: -1,
     // Replies to our own requests and the UI's view of our own events arrive on this connection.
     noEcho: false,

@@ -43,14 +43,15 @@ const COMMANDS: Record<
       agents: "string",
       "idle-timeout": "string",
       "max-sessions": "string",
+      "nats-hold-mb": "string",
     },
-    usage: "up [--port N] [--agents FILE] [--idle-timeout 12h] [--max-sessions N]",
+    usage: "up [--port N] [--agents FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64]",
     arguments: false,
   },
   serve: {
     run: withTelemetry(serveCommand),
-    flags: { agents: "string", "idle-timeout": "string", "max-sessions": "string" },
-    usage: "serve [--agents FILE] [--idle-timeout 12h] [--max-sessions N]",
+    flags: { agents: "string", "idle-timeout": "string", "max-sessions": "string", "nats-hold-mb": "string" },
+    usage: "serve [--agents FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64]",
     arguments: false,
   },
   chat: {

@@ -156,6 +156,18 @@ export function maxSessionsFrom(flags: Flags, env: NodeJS.ProcessEnv): number | 
   return positiveInteger(pick(flags, "max-sessions", env, "AGENTLOOP_MAX_SESSIONS"), "--max-sessions");
 }
 
+/**
+ * `--nats-hold-mb` / `AGENTLOOP_NATS_HOLD_MB`: how many MiB of events the NATS bus may hold while
+ * the server is unreachable (in bytes; undefined for the bus's default).
+ */
+export function natsHoldBytesFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
+  const mebibytes = positiveInteger(
+    pick(flags, "nats-hold-mb", env, "AGENTLOOP_NATS_HOLD_MB"),
+    "--nats-hold-mb",
+  );
+  return mebibytes === undefined ? undefined : mebibytes * 1024 * 1024;
+}
+
 /** `--idle-timeout` / `AGENTLOOP_IDLE_TIMEOUT`: how long a session may stay idle before passivation. */
 export function idleTimeoutFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
   return parseDuration(pick(flags, "idle-timeout", env, "AGENTLOOP_IDLE_TIMEOUT"), "--idle-timeout");

@@ -1,5 +1,7 @@
 import type { Bus } from "../bus/bus.js";
+import { isOverMaxPayload } from "../bus/payload-size.js";
 import { DEFAULT_PREFIX, eventSubject } from "../bus/subjects.js";
+import { fitEventToPayload } from "./fit-event.js";
 import type { AgentEvent } from "./types.js";
 
 export interface BusEventPublisherOptions {
@@ -20,6 +22,9 @@ export interface BusEventPublisher {
  * On the hot path (one call per text delta), so it does nothing but build the subject and
  * stringify: no validation, no copies. Best-effort: a failing bus or an unserialisable event is
  * counted and swallowed, never thrown into the chat.
+ *
+ * An event over the bus's max payload (a long result or tool output) is not lost: its long strings
+ * are cut, with a visible marker and `truncated: true` (see {@link fitEventToPayload}).
  */
 export function createBusEventPublisher(bus: Bus, options: BusEventPublisherOptions = {}): BusEventPublisher {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
@@ -27,7 +32,9 @@ export function createBusEventPublisher(bus: Bus, options: BusEventPublisherOpti
   let failures = 0;
   const publish = (event: AgentEvent): void => {
     try {
-      bus.publish(eventSubject(prefix, event.agent, event.session, event.kind), JSON.stringify(event));
+      let data = JSON.stringify(event);
+      if (isOverMaxPayload(data, bus.maxPayload)) data = fitEventToPayload(event, bus.maxPayload) ?? data;
+      bus.publish(eventSubject(prefix, event.agent, event.session, event.kind), data);
     } catch (error) {
       failures++;
       if (onError !== undefined) {

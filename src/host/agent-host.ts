@@ -9,6 +9,7 @@ import {
   parseChatRequest,
   parseControlRequest,
 } from "../bus/contract.js";
+import { isOverMaxPayload } from "../bus/payload-size.js";
 import { DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestDepth } from "./request-depth.js";
@@ -226,6 +227,7 @@ export class AgentHost {
       return;
     }
     let reply: ChatReply;
+    let chatId: string | undefined;
     try {
       const outcome = await this.sessions.use(agent, request.session, (actor) =>
         actor.chat({
@@ -238,10 +240,11 @@ export class AgentHost {
       reply = outcome.ok
         ? { ok: true, session: request.session, result: outcome.result, usage: outcome.usage, ...echo }
         : { ok: false, error: outcome.error, ...echo };
+      if (outcome.ok) chatId = outcome.chatId;
     } catch (error) {
       reply = { ok: false, error: sessionStartError(error), ...echo };
     }
-    this.#reply(message, reply);
+    this.#reply(message, reply, chatId);
   }
 
   async #handleControl(message: BusMessage, agent: string): Promise<void> {
@@ -271,10 +274,36 @@ export class AgentHost {
     return this.sessions.use(agent, request.session, (actor) => actor.compact(request.topic));
   }
 
-  #reply(message: BusMessage, reply: ChatReply | ControlReply): void {
+  /** Sends the reply; one over the bus's max payload becomes `reply_too_large`, never a silent drop. */
+  #reply(message: BusMessage, reply: ChatReply | ControlReply, chatId?: string): void {
     if (message.reply === undefined) return;
-    this.#bus.respond(message, JSON.stringify(reply));
+    const data = JSON.stringify(reply);
+    if (!isOverMaxPayload(data, this.#bus.maxPayload)) {
+      this.#bus.respond(message, data);
+      return;
+    }
+    const tooLarge = replyTooLarge(Buffer.byteLength(data, "utf8"), this.#bus.maxPayload, chatId, reply);
+    this.#log(`answered ${message.subject} with reply_too_large: ${tooLarge.error.message}`);
+    this.#bus.respond(message, JSON.stringify(tooLarge));
   }
+}
+
+/** The `reply_too_large` answer: the client reads the full result from the history by `chatId`. */
+function replyTooLarge(
+  bytes: number,
+  maxPayload: number,
+  chatId: string | undefined,
+  reply: ChatReply | ControlReply,
+): Extract<ChatReply, { ok: false }> {
+  const where = chatId === undefined ? "" : ` (chat ${chatId})`;
+  return {
+    ...errorReply(
+      "reply_too_large",
+      `the reply is ${bytes} bytes, over the bus's ${maxPayload}-byte limit; the full result is in the session history${where}`,
+    ),
+    ...(chatId === undefined ? {} : { chatId }),
+    ...("id" in reply && reply.id !== undefined ? { id: reply.id } : {}),
+  };
 }
 
 function sessionStartError(error: unknown): SessionError {

@@ -14,7 +14,7 @@ import { describeFailure, type SessionError } from "./describe-failure.js";
 
 /** The answer to a chat message. */
 export type ChatOutcome =
-  | { ok: true; result: string; usage: TokenUsage }
+  | { ok: true; result: string; usage: TokenUsage; chatId?: string }
   | { ok: false; error: SessionError };
 
 /** The answer to a command (`new`, `compact`, `stop`). */
@@ -198,8 +198,8 @@ export class SessionActor {
       true,
     ).then((settlement) => {
       if (!settlement.ok) return settlement;
-      const { result, usage } = settlement.output as ChatOutput;
-      return { ok: true, result, usage };
+      const { result, usage, chatId } = settlement.output as ChatOutput;
+      return chatId === undefined ? { ok: true, result, usage } : { ok: true, result, usage, chatId };
     });
   }
 

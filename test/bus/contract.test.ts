@@ -145,6 +145,7 @@ describe("replies", () => {
       "llm_error",
       "internal",
       "overloaded",
+      "reply_too_large",
     ]);
   });
 
@@ -166,6 +167,15 @@ describe("replies", () => {
     });
     expect(parseChatReply(JSON.stringify(reply))).toEqual({ ok: true, value: reply });
     expect(parseControlReply(JSON.stringify(reply))).toEqual({ ok: true, value: reply });
+  });
+
+  it("round-trips a reply_too_large reply with the chat's id", () => {
+    const reply: ChatReply = {
+      ...errorReply("reply_too_large", "the reply is 2000000 bytes"),
+      chatId: "c-42",
+      id: "mine",
+    };
+    expect(parseChatReply(JSON.stringify(reply))).toEqual({ ok: true, value: reply });
   });
 
   it("refuses malformed replies", () => {

@@ -148,3 +148,17 @@ describe("durations (--idle-timeout)", () => {
     expect(idleTimeoutFrom({ "idle-timeout": "1m" }, { AGENTLOOP_IDLE_TIMEOUT: "30m" })).toBe(60_000);
   });
 });
+
+describe("the NATS hold buffer (--nats-hold-mb)", () => {
+  it("reads MiB from the flag, then the environment, and refuses what is not a positive integer", async () => {
+    const { natsHoldBytesFrom } = await import("../../src/cli/runtime-config.js");
+    expect(natsHoldBytesFrom({}, {})).toBeUndefined();
+    expect(natsHoldBytesFrom({}, { AGENTLOOP_NATS_HOLD_MB: "8" })).toBe(8 * 1024 * 1024);
+    expect(natsHoldBytesFrom({ "nats-hold-mb": "2" }, { AGENTLOOP_NATS_HOLD_MB: "8" })).toBe(2 * 1024 * 1024);
+    for (const bad of ["0", "-1", "1.5", "lots"]) {
+      expect(() => natsHoldBytesFrom({ "nats-hold-mb": bad }, {})).toThrow(
+        /--nats-hold-mb must be a positive integer/,
+      );
+    }
+  });
+});

@@ -84,6 +84,13 @@ describe("flags are checked before connecting", () => {
       /--idle-timeout must be a duration/,
     );
   });
+
+  it.each(["serve", "up"])("%s --nats-hold-mb with a bad value is a usage error", async (command) => {
+    expectUsageError(
+      await runCli([command, "--nats", UNREACHABLE_NATS, "--nats-hold-mb", "lots"]),
+      /--nats-hold-mb must be a positive integer, got "lots"/,
+    );
+  });
 });
 
 describe("commands that take no arguments", () => {

@@ -4,7 +4,7 @@ import { LocalBus } from "../../src/bus/local-bus.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { createBusEventPublisher } from "../../src/events/publisher.js";
 import type { AgentEvent } from "../../src/events/types.js";
-import { uniqueRoot } from "../bus/bus-helpers.js";
+import { record, uniqueRoot } from "../bus/bus-helpers.js";
 import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
 
 function delta(session: string, seq: number): AgentEvent {
@@ -95,6 +95,70 @@ describe("createBusEventPublisher", () => {
     const event: AgentEvent = { ...delta("s1", 1), kind: "StateChanged", machine: "chat", state: circular };
     expect(() => publish(event)).not.toThrow();
     expect(publish.failures).toBe(1);
+    await bus.close();
+  });
+});
+
+describe("events over the bus's max payload (issue 9, defect 5)", () => {
+  let server: NatsServer;
+  beforeAll(async () => {
+    server = await acquireNatsServer(inject("natsUrl"));
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  function completed(session: string, result: string): AgentEvent {
+    return {
+      kind: "ChatCompleted",
+      agent: "bot",
+      session,
+      chatId: "c-big",
+      seq: 3,
+      ts: "2025-01-01T00:00:00.000Z",
+      iteration: 0,
+      result,
+      usage: { prompt: 1, completion: 2, total: 3, cached: 0 },
+      tokenUsed: 3,
+    };
+  }
+
+  it("publishes a ChatCompleted too big for NATS truncated, with a marker, instead of losing it", async () => {
+    const publisherBus = await NatsBus.connect({ url: server.url });
+    const subscriberBus = await NatsBus.connect({ url: server.url });
+    const prefix = uniqueRoot();
+    const inbox = record(subscriberBus, `${prefix}.events.>`);
+    await subscriberBus.flush();
+    const publish = createBusEventPublisher(publisherBus, { prefix });
+    const result = "word ".repeat(300_000);
+    expect(Buffer.byteLength(result)).toBeGreaterThan(publisherBus.maxPayload);
+    publish(completed("s1", result));
+    const [message] = await inbox.waitFor(1, 10_000);
+    expect(message?.subject).toBe(`${prefix}.events.bot.s1.ChatCompleted`);
+    expect(Buffer.byteLength(message?.data ?? "")).toBeLessThanOrEqual(publisherBus.maxPayload);
+    const event = JSON.parse(message?.data ?? "") as AgentEvent & { truncated?: boolean; result: string };
+    expect(event).toMatchObject({ kind: "ChatCompleted", chatId: "c-big", seq: 3, truncated: true });
+    expect(event.result.startsWith("word word ")).toBe(true);
+    expect(event.result).toMatch(
+      /…\[truncated: \d+ more characters did not fit the bus's \d+-byte message limit\]$/,
+    );
+    expect(publisherBus.droppedPublishes).toBe(0);
+    expect(publish.failures).toBe(0);
+    await Promise.all([publisherBus.close(), subscriberBus.close()]);
+  });
+
+  it("leaves events that fit untouched (no truncated field)", async () => {
+    const bus = new LocalBus({ maxPayload: 4_000 });
+    const received: BusMessage[] = [];
+    bus.subscribe("agentloop.events.>", (message) => received.push(message));
+    const publish = createBusEventPublisher(bus);
+    publish(completed("s1", "short"));
+    publish(completed("s2", "x".repeat(10_000)));
+    await bus.flush();
+    const [small, big] = received.map((message) => JSON.parse(message.data) as Record<string, unknown>);
+    expect(small).toEqual(completed("s1", "short"));
+    expect(big).toMatchObject({ session: "s2", truncated: true });
+    expect(received[1]?.data.length).toBeLessThanOrEqual(4_000);
     await bus.close();
   });
 });

@@ -22,7 +22,8 @@ export type FakeResponse =
    * text (e.g. `event: x\ndata: {...}\n\n`). `cutAfter`: destroy the socket after that many frames
    * (a connection cut mid-stream). `stallAfter`: after that many frames, write nothing more and
    * keep the connection open until the client goes away (a stream stalled mid-way). `delayMs`:
-   * pause between frames.
+   * pause between frames. `pauseAfter`: after that many frames, wait for `until` before writing the
+   * rest (a model that stalls mid-answer).
    */
   | {
       type: "sse";
@@ -31,6 +32,7 @@ export type FakeResponse =
       cutAfter?: number;
       stallAfter?: number;
       delayMs?: number;
+      pauseAfter?: { frames: number; until: Promise<unknown> };
     }
   /** Accept the request and never answer (for timeout tests). */
   | { type: "hang" }
@@ -82,6 +84,7 @@ async function write(response: ServerResponse, reply: FakeResponse): Promise<voi
       await untilClosed(response);
       return;
     }
+    if (reply.pauseAfter !== undefined && i === reply.pauseAfter.frames) await reply.pauseAfter.until;
     if (reply.cutAfter !== undefined && i >= reply.cutAfter) {
       // Let the frames already written reach the client, then cut before a clean end.
       await new Promise((resolve) => setTimeout(resolve, 10));

@@ -63,6 +63,50 @@ export async function acquireNatsServer(providedUrl: string | undefined): Promis
   return startNatsServer();
 }
 
+/** A private nats-server that a test can kill and bring back (reconnect tests). */
+export interface RestartableNatsServer extends NatsServer {
+  /** SIGKILLs the server (no clean shutdown, like a crash) and resolves once it has exited. */
+  kill(): Promise<void>;
+  /** Starts it again on the same port with the same JetStream store; resolves once it accepts. */
+  restart(): Promise<void>;
+}
+
+/**
+ * Starts a private `nats-server -js` (never the one `NATS_URL` names: killing a shared server
+ * would break other tests) that can be killed and restarted on the same port and store.
+ */
+export async function startRestartableNatsServer(
+  options: Omit<StartNatsServerOptions, "isPrivate"> = {},
+): Promise<RestartableNatsServer> {
+  const args = options.args ?? [];
+  const binary = findNatsServerBinary();
+  let current = await startNatsServer({ ...options, isPrivate: true });
+  const port = Number(new URL(current.url).port);
+  let running: SpawnedServer | undefined = spawnedServers.get(current);
+  return {
+    url: current.url,
+    storeDir: current.storeDir,
+    async kill() {
+      if (running === undefined) return;
+      const { child, forget } = running;
+      running = undefined;
+      forget();
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+      child.kill("SIGKILL");
+      await exited;
+    },
+    async restart() {
+      if (running !== undefined) throw new Error("the nats-server is still running: kill() it first");
+      current = await launch(binary, port, current.storeDir, args, { keepStore: true });
+      running = spawnedServers.get(current);
+    },
+    // After a kill, the store is still there to remove.
+    stop: () =>
+      running === undefined ? rm(current.storeDir, { recursive: true, force: true }) : current.stop(),
+  };
+}
+
 /** `nats-server` on PATH, else Debian's `/usr/sbin/nats-server`. */
 export function findNatsServerBinary(): string {
   const candidates = (process.env.PATH ?? "")
@@ -104,7 +148,22 @@ function findFreePort(): Promise<number> {
   });
 }
 
-async function launch(binary: string, port: number, storeDir: string, args: string[]): Promise<NatsServer> {
+/** The process behind a server `launch` started, and how to stop killing it at exit. */
+interface SpawnedServer {
+  child: ChildProcess;
+  forget(): void;
+}
+
+/** What {@link startRestartableNatsServer} needs to kill a server `launch` started. */
+const spawnedServers = new WeakMap<NatsServer, SpawnedServer>();
+
+async function launch(
+  binary: string,
+  port: number,
+  storeDir: string,
+  args: string[],
+  options: { keepStore?: boolean } = {},
+): Promise<NatsServer> {
   const child = spawn(binary, ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir, ...args], {
     stdio: ["ignore", "ignore", "pipe"],
   });
@@ -141,10 +200,15 @@ async function launch(binary: string, port: number, storeDir: string, args: stri
       () => log,
     );
   } catch (error) {
-    await stop();
+    if (options.keepStore === true) {
+      process.removeListener("exit", killOnExit);
+      await terminate(child);
+    } else await stop();
     throw error;
   }
-  return { url: `nats://127.0.0.1:${port}`, storeDir, stop };
+  const server = { url: `nats://127.0.0.1:${port}`, storeDir, stop };
+  spawnedServers.set(server, { child, forget: () => process.removeListener("exit", killOnExit) });
+  return server;
 }
 
 async function waitUntilAccepting(port: number, hasExited: () => boolean, log: () => string): Promise<void> {

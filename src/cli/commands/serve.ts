@@ -5,7 +5,7 @@ import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
 import { untilAborted } from "../command-helpers.js";
-import { DEFAULT_MODELS, idleTimeoutFrom, maxSessionsFrom } from "../runtime-config.js";
+import { DEFAULT_MODELS, idleTimeoutFrom, maxSessionsFrom, natsHoldBytesFrom } from "../runtime-config.js";
 
 /** `--agents FILE` read, validated and completed from the CLI configuration. */
 export function loadAgentsFromFlags(context: CliContext): Promise<ResolvedAgentDefinition[]> {
@@ -30,12 +30,16 @@ export const serveCommand: Command = async (context) => {
   // Every flag is checked before connecting: a typo is a usage error, not a NATS problem.
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
+  const maxHeldBytes = natsHoldBytesFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
+  const log = (line: string) => context.stderr.write(`agentloop serve: ${line}\n`);
   let bus: NatsBus;
   try {
     bus = await NatsBus.connect({
       url: config.natsUrl,
       name: "agentloop serve",
+      log,
+      ...(maxHeldBytes === undefined ? {} : { maxHeldBytes }),
       ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
     });
   } catch (error) {
@@ -46,7 +50,6 @@ export const serveCommand: Command = async (context) => {
     return 1;
   }
   try {
-    const log = (line: string) => context.stderr.write(`agentloop serve: ${line}\n`);
     const service = await startHostService({
       bus,
       definitions,

@@ -7,7 +7,7 @@ import { describeAgents, startHostService } from "../../host/host-service.js";
 import { startUiServer } from "../../ui/ui-server.js";
 import type { Command } from "../cli-context.js";
 import { parsePort, untilAborted } from "../command-helpers.js";
-import { idleTimeoutFrom, maxSessionsFrom } from "../runtime-config.js";
+import { idleTimeoutFrom, maxSessionsFrom, natsHoldBytesFrom } from "../runtime-config.js";
 import { loadAgentsFromFlags } from "./serve.js";
 import { createEventLogger, followEvents, NOISY_EVENT_KINDS } from "./tail.js";
 
@@ -27,9 +27,13 @@ export const upCommand: Command = async (context) => {
   const definitions = await loadAgentsFromFlags(context);
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
+  const maxHeldBytes = natsHoldBytesFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
+  const log = (line: string) => context.stderr.write(`agentloop up: ${line}\n`);
   const nats = await NatsBus.tryConnect(config.natsUrl, NATS_PROBE_TIMEOUT_MS, {
     name: "agentloop up",
+    log,
+    ...(maxHeldBytes === undefined ? {} : { maxHeldBytes }),
     ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
   });
   let bus: Bus;
@@ -40,7 +44,6 @@ export const upCommand: Command = async (context) => {
       `agentloop up: no NATS server at ${url}; using the in-process bus (same subjects, this process only)\n`,
     );
   }
-  const log = (line: string) => context.stderr.write(`agentloop up: ${line}\n`);
   const logger = createEventLogger({ stdout: context.stdout, skipKinds: NOISY_EVENT_KINDS });
   const stopLogger = new AbortController();
   try {
