@@ -28,6 +28,12 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
+/** See {@link Bus.connectivity}. */
+export interface Connectivity {
+  isConnected: boolean;
+  reconnectedAt: number;
+}
+
 export interface Bus {
   /** "nats" or "local": shown to the user. */
   readonly kind: "nats" | "local";
@@ -36,6 +42,11 @@ export interface Bus {
    * dropped and counted, so publishers that can shorten their message check against it first.
    */
   readonly maxPayload: number;
+  /**
+   * Whether the bus reaches its server now, and when it last came back after losing it (ms since
+   * the epoch; 0 if it never lost it). Unset on buses that cannot disconnect (in-process).
+   */
+  connectivity?(): Connectivity;
   /** Fire-and-forget publish. Never throws for a delivery problem (best-effort). */
   publish(subject: string, data: string, headers?: Record<string, string>): void;
   /** Subscribes with NATS wildcards (`*` one token, `>` the rest). */

@@ -9,7 +9,7 @@ import {
   type NatsConnection,
   type NodeConnectionOptions,
 } from "@nats-io/transport-node";
-import type { Bus, BusMessage, RequestOptions, SubscribeOptions, Subscription } from "./bus.js";
+import type { Bus, BusMessage, Connectivity, RequestOptions, SubscribeOptions, Subscription } from "./bus.js";
 import { DEFAULT_REQUEST_TIMEOUT_MS, type HandlerErrorReporter, reportHandlerError } from "./bus-defaults.js";
 import {
   BusClosedError,
@@ -168,6 +168,10 @@ export class NatsBus implements Bus {
   /** The server's `max_payload` (the last one known while disconnected). */
   get maxPayload(): number {
     return this.knownMaxPayload;
+  }
+
+  connectivity(): Connectivity {
+    return { isConnected: this.held === undefined, reconnectedAt: this.reconnectedAt };
   }
 
   /** Messages held right now, waiting for the connection to come back. */

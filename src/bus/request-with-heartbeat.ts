@@ -51,11 +51,19 @@ export async function requestWithHeartbeat(
   let patience = limit;
   let lastBeatAt = Date.now();
   let timer: NodeJS.Timeout | undefined;
-  const arm = () => {
+  const arm = (delay = patience) => {
     clearTimeout(timer);
     timer = setTimeout(() => {
+      // Our own connection was away: the silence says nothing about the host. Wait while we are
+      // disconnected, and give the host a full window from when we came back (it may reconnect later).
+      const connectivity = bus.connectivity?.();
+      if (connectivity !== undefined) {
+        if (!connectivity.isConnected) return arm();
+        const sinceBack = Date.now() - connectivity.reconnectedAt;
+        if (connectivity.reconnectedAt > lastBeatAt && sinceBack < patience) return arm(patience - sinceBack);
+      }
       silence.abort(new HostSilentError(subject, options.heartbeatSubject, Date.now() - lastBeatAt));
-    }, patience);
+    }, delay);
   };
   const subscription = bus.subscribe(options.heartbeatSubject, (message) => {
     const beat = parseSessionHeartbeat(message.data);

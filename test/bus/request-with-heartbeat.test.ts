@@ -40,6 +40,42 @@ function beat(intervalMs = 10): string {
 const reply = JSON.stringify({ ok: true, session: "s1", result: "done", usage: {} });
 
 describe("requestWithHeartbeat", () => {
+  it("does not blame the host for silence while its own connection is down, and gives it a window once back", async () => {
+    // Issue 9: a nats-server restart silences every host's beats while the client is away too; the
+    // held beats and the reply arrive after the reconnect, so the client must not give up meanwhile.
+    const bus = createBus();
+    let connectivity = { isConnected: false, reconnectedAt: 0 };
+    const away = Object.assign(bus, { connectivity: () => connectivity });
+    let answer: BusMessage | undefined;
+    bus.subscribe(CHAT, (message) => {
+      answer = message;
+    });
+    const replied = requestWithHeartbeat(away, CHAT, "{}", {
+      heartbeatSubject: BEATS,
+      heartbeatTimeoutMs: 20,
+      timeoutMs: 60_000,
+    });
+    // Several silent windows pass while disconnected: still waiting.
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    connectivity = { isConnected: true, reconnectedAt: Date.now() };
+    bus.publish(BEATS, beat(5));
+    bus.respond(answer!, reply);
+    expect(JSON.parse((await replied).data)).toMatchObject({ ok: true, result: "done" });
+  });
+
+  it("still gives up on a host that stays silent after its own connection came back", async () => {
+    const bus = createBus();
+    const reconnectedAt = Date.now();
+    const back = Object.assign(bus, { connectivity: () => ({ isConnected: true, reconnectedAt }) });
+    bus.subscribe(CHAT, () => {});
+    const error = await requestWithHeartbeat(back, CHAT, "{}", {
+      heartbeatSubject: BEATS,
+      heartbeatTimeoutMs: 30,
+      timeoutMs: 60_000,
+    }).catch((thrown: unknown) => thrown);
+    expect(error).toBeInstanceOf(HostSilentError);
+  });
+
   it("gives up on a host that beat, then fell silent without replying", async () => {
     const bus = createBus();
     bus.subscribe(CHAT, () => {

@@ -112,7 +112,14 @@ describe("agentloop serve with the shell tool (real nats-server, fake OpenAI)", 
     );
     const published = events.messages.map((message) => JSON.parse(message.data) as AgentEvent);
     const completed = published.filter((event) => event.kind === "ToolCallCompleted");
-    expect(completed.map((event) => event.result)).toEqual(results.map((result) => result.output));
+    // The two calls run concurrently: their completions come in either order, so match them by call id.
+    const resultsById = Object.fromEntries(
+      completed.map((event) => [
+        (event as { toolCallId: string }).toolCallId,
+        (event as { result: string }).result,
+      ]),
+    );
+    expect(resultsById).toEqual(Object.fromEntries(results.map((result) => [result.callId, result.output])));
     expect(events.messages.some((message) => message.data.includes(KEY))).toBe(false);
     expect(published.find((event) => event.kind === "ChatFailed")).toMatchObject({
       error: { message: expect.stringContaining("[redacted]") },
