@@ -8,7 +8,6 @@
  * renders as a stream or a JSON body depending on the request's `stream` flag, so suites that
  * drive the agent or the CLI can script a conversation in a few lines.
  */
-import { readFileSync } from "node:fs";
 import {
   type FakeHttpServer,
   type FakeResponse,
@@ -121,25 +120,6 @@ export function cutAfterFrames(reply: FakeResponse, frames: number): FakeRespons
 export function stallAfterFrames(reply: FakeResponse, frames: number): FakeResponse {
   if (reply.type !== "sse") throw new Error("only a stream can stall");
   return { ...reply, stallAfter: frames };
-}
-
-/** Splits an SSE transcript into frames (each ends with its blank line). */
-export function parseSseFrames(transcript: string): string[] {
-  return transcript
-    .replace(/\r\n/g, "\n")
-    .split(/\n\n+/)
-    .filter((frame) => frame.trim() !== "")
-    .map((frame) => `${frame}\n\n`);
-}
-
-/**
- * A transcript fixture under `test/fixtures/` by its path, e.g. `openai-chat/text-stream.sse`:
- * `.sse` files are served as a stream frame by frame, `.json` files as a 200 JSON body.
- */
-export function loadOpenAITranscript(name: string): FakeResponse {
-  const text = readFileSync(new URL(`../fixtures/${name}`, import.meta.url), "utf8");
-  if (name.endsWith(".json")) return { type: "json", body: JSON.parse(text) };
-  return { type: "sse", frames: parseSseFrames(text) };
 }
 
 /** An error response in OpenAI's shape: `{ error: { message, type, param, code } }`. */
