@@ -13,6 +13,8 @@ import type { AgentPath, AgentPathRun } from "./explore-agent-paths.js";
  * - `toolError`: a tool throws and an unknown tool is called; the model answers the errors.
  * - `cancel`: the chat is cancelled while a tool runs.
  * - `compaction`: an answer over the compaction ratio compacts the context, then `/compact` does.
+ * - `compactionFailure`: the summary comes back empty, then the summary request fails; the chat
+ *   goes on uncompacted and `/compact` reports false.
  * - `streamRetry`: the stream is cut mid-answer and retried.
  * - `modelError`: the provider keeps failing; the chat fails.
  * - `contextOverflow`: the prompt is over the model's window; the chat compacts and goes on.
@@ -86,6 +88,21 @@ export function builtinAgentPaths(): Record<string, AgentPath> {
       drive: async (agent) => {
         await expectResult(agent, "a long answer");
         if (!(await agent.compact("the topic"))) throw new Error("compaction: /compact did not compact");
+      },
+    })),
+    path("compactionFailure", () => ({
+      script: [
+        { text: "a long answer", usage: { prompt: 900, completion: 10 } },
+        { text: "   " },
+        { fault: "server_error" },
+        { fault: "server_error" },
+        { fault: "server_error" },
+      ],
+      options: { tokenLimit: 1000, contextCompactRatio: 0.5 },
+      drive: async (agent) => {
+        await expectResult(agent, "a long answer");
+        if (await agent.compact())
+          throw new Error("compactionFailure: /compact compacted on a failing model");
       },
     })),
     path("streamRetry", () => ({

@@ -16,7 +16,9 @@ export type FixtureRecord =
   /** One SSE event: its `event:` name when it had one, its data lines joined with "\n". */
   | { type: "event"; event?: string; data: string }
   /** A non-streamed body: parsed JSON when it parses, else the text. */
-  | { type: "body"; body: unknown };
+  | { type: "body"; body: unknown }
+  /** The answer broke off (the upstream cut the connection): a replay cuts it there too. */
+  | { type: "cut" };
 
 /** One recorded request and its answer. */
 export interface FixtureExchange {
@@ -26,6 +28,8 @@ export interface FixtureExchange {
   events?: Array<{ event?: string; data: string }>;
   /** The body, for an answer that was not streamed. */
   body?: unknown;
+  /** True when the answer broke off before it ended. */
+  isCut?: boolean;
 }
 
 /** Response headers worth replaying: the content type and what clients read off errors. */
@@ -113,6 +117,9 @@ export async function recordProvider(options: RecordProviderOptions): Promise<Pr
         if (parser) parser.push(decoded);
         else text += decoded;
       }
+    } catch (error) {
+      exchange.isCut = true;
+      throw error;
     } finally {
       // A cut upstream (or a client that went away) still leaves what arrived in the fixture.
       if (parser) exchange.events = parser.end();
@@ -186,6 +193,8 @@ export function readFixture(fixturePath: string): FixtureExchange[] {
       );
     } else if (record.type === "body") {
       current.body = record.body;
+    } else if (record.type === "cut") {
+      current.isCut = true;
     } else {
       throw new SyntaxError(`${where}: unknown record type "${String((record as { type?: unknown }).type)}"`);
     }
@@ -226,7 +235,7 @@ export async function replayFixture(fixturePath: string): Promise<FixtureReplay>
             .map((line) => `data: ${line}`)
             .join("\n")}\n\n`,
       );
-      return { type: "sse", status, frames, headers };
+      return { type: "sse", status, frames, headers, ...(exchange.isCut ? { cutAfter: frames.length } : {}) };
     }
     return { type: "json", status, headers, body: exchange.body };
   });
@@ -239,6 +248,7 @@ function toRecords(exchange: FixtureExchange): FixtureRecord[] {
     { type: "response", ...exchange.response },
     ...(exchange.events ?? []).map((event): FixtureRecord => ({ type: "event", ...event })),
     ...(exchange.events === undefined ? [{ type: "body", body: exchange.body } as FixtureRecord] : []),
+    ...(exchange.isCut ? [{ type: "cut" } as FixtureRecord] : []),
   ];
 }
 
