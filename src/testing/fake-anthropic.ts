@@ -60,6 +60,7 @@ export function anthropicError(
   };
 }
 
+/** A running fake Anthropic server. */
 export interface FakeAnthropic extends FakeHttpServer {
   /** Parsed JSON bodies of the `/v1/messages` requests, in order. */
   bodies(): Record<string, unknown>[];

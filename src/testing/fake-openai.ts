@@ -15,6 +15,7 @@ import {
   startFakeHttpServer,
 } from "./fake-http-server.js";
 
+/** The two OpenAI endpoints the fake serves: Chat Completions and Responses. */
 export type OpenAIEndpoint = "chat" | "responses";
 
 /** A tool call a scripted turn makes. */
@@ -40,6 +41,7 @@ export interface OpenAITurn {
 /** A turn's content without its tag, as the renderers take it. */
 export type TurnSpec = Omit<OpenAITurn, "type">;
 
+/** One reply of the fake: a raw response or a scripted turn. */
 export type OpenAIReply = FakeResponse | OpenAITurn;
 
 /**
@@ -50,11 +52,13 @@ export type OpenAIScript =
   | readonly OpenAIReply[]
   | ((request: RecordedRequest, index: number) => OpenAIReply | Promise<OpenAIReply>);
 
+/** The script of each endpoint; an endpoint without one answers 404. */
 export interface FakeOpenAIOptions {
   chat?: OpenAIScript;
   responses?: OpenAIScript;
 }
 
+/** A running fake OpenAI server. */
 export interface FakeOpenAI extends FakeHttpServer {
   /** The base URL to give the SDK: `http://127.0.0.1:PORT/v1`. */
   baseUrl: string;
