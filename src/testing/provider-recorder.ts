@@ -287,7 +287,8 @@ function createSseParser() {
   };
   return {
     push(text: string) {
-      buffer = (buffer + text).replace(/\r\n?/g, "\n");
+      // A "\r" ending a chunk may start a "\r\n" the next chunk finishes: it waits for it.
+      buffer = (buffer + text).replace(/\r\n/g, "\n").replace(/\r(?!$)/g, "\n");
       let end = buffer.indexOf("\n\n");
       while (end >= 0) {
         flushBlock(buffer.slice(0, end));

@@ -155,6 +155,21 @@ describe("recordProvider / replayFixture", () => {
     expect(replayed.texts).toEqual(["par"]);
   });
 
+  it("answers 502 naming the upstream when the real provider cannot be reached", async () => {
+    const gone = await startFakeProvider("anthropic", { script: [] });
+    await gone.close();
+    const recorder = await recordProvider({ upstream: gone.url, fixturePath });
+    running.push(recorder);
+
+    const failure = await new AnthropicBackend({ apiKey: "k", baseUrl: recorder.url })
+      .generate(request("claude-haiku-4-5"))
+      .catch((error: unknown) => error);
+
+    expect(failure).toBeInstanceOf(ServerError);
+    expect((failure as ServerError).statusCode).toBe(502);
+    expect((failure as Error).message).toMatch(/recordProvider: the upstream failed/);
+  });
+
   it("says which line of a fixture is broken", async () => {
     const { writeFileSync } = await import("node:fs");
     writeFileSync(fixturePath, '{"type":"response","status":200,"headers":{}}\n');
