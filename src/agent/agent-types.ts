@@ -1,3 +1,4 @@
+import type { InspectionEvent } from "xstate";
 import type { ContextHistory } from "../context/context-history.js";
 import type { AgentEvent, EventBody } from "../events/types.js";
 import type { LlmClient } from "../llm/llm-client.js";
@@ -51,6 +52,11 @@ export interface CreateAgentParams {
   post?: (text: string, options?: { type?: string; stackable?: boolean }) => void;
   /** OpenTelemetry spans; by default on when a global tracer provider is registered. */
   tracing?: AgentTracingOptions;
+  /**
+   * An XState inspector on every machine the session runs (chat, iteration, compaction), e.g. the
+   * testing kit's state/transition coverage. Its exceptions are not caught.
+   */
+  inspect?: (inspection: InspectionEvent) => void;
   /** Injected for deterministic tests. */
   now?: () => Date;
   createId?: () => string;

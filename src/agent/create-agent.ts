@@ -163,7 +163,14 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   };
   /** Creates a root actor of this session: its actors find `deps` through the actor system. */
   const createSessionActor = <M extends AnyStateMachine>(machine: M, input: InputFrom<M>): Actor<M> => {
-    const inspect = isReportingStates ? stateReporter() : undefined;
+    const reporter = isReportingStates ? stateReporter() : undefined;
+    const inspect =
+      reporter && params.inspect
+        ? (inspection: InspectionEvent) => {
+            reporter(inspection);
+            params.inspect?.(inspection);
+          }
+        : (reporter ?? params.inspect);
     const actor = createActor(machine, { input, ...(inspect ? { inspect } : {}) } as ActorOptions<M>);
     bindSessionDeps(actor.system, deps);
     return actor;

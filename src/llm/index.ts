@@ -1,7 +1,7 @@
 /**
  * The public LLM API: the common model, the error hierarchy, the retrying client, the backends and
- * the provider factory. Test helpers (the scripted backend) and internals (converters, wire
- * schemas, the demo model's reply logic) are deliberately not exported here.
+ * the provider factory. Test helpers (the scripted backend: the testing kit in src/testing) and
+ * internals (converters, wire schemas, the demo model's reply logic) are deliberately not exported here.
  */
 
 export { AnthropicBackend, type AnthropicBackendOptions } from "./anthropic/index.js";

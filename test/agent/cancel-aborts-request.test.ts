@@ -4,8 +4,8 @@ import { createAgent } from "../../src/agent/create-agent.js";
 import type { AgentEvent } from "../../src/events/types.js";
 import { OpenAIChatBackend } from "../../src/llm/openai-chat/index.js";
 import { RetryingLlmClient } from "../../src/llm/retrying-client.js";
+import { chatTurnSse, type FakeOpenAI, stallAfterFrames, startFakeOpenAI } from "../../src/testing/index.js";
 import { waitUntil } from "../support/agent-harness.js";
-import { chatTurnSse, type FakeOpenAI, stallAfterFrames, startFakeOpenAI } from "../support/fake-openai.js";
 
 /**
  * Regression (issue 9, defect 7): cancelling a chat must abort its model request, not only stop

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import type { ScriptedRequest } from "../../src/llm/scripted-backend.js";
 import { canCallTools } from "../../src/llm/types.js";
+import type { ScriptedRequest } from "../../src/testing/index.js";
 import { defineTool } from "../../src/tools/define-tool.js";
 import { createTestAgent } from "../support/agent-harness.js";
 

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
+import { turn } from "../../src/testing/index.js";
 import {
   callableTools,
   type FakeProvider,
@@ -15,7 +16,6 @@ import {
   toolResults,
   waitFor,
 } from "../support/cli.js";
-import { turn } from "../support/fake-openai.js";
 
 /**
  * `agentloop chat --local` against each provider's fake server: the real SDKs stream from a local

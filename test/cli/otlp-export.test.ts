@@ -2,10 +2,10 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, i
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { registeredTracer } from "../../src/telemetry/agent-tracing.js";
+import { type FakeHttpServer, startFakeHttpServer } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { type RunningServe, waitUntilServing } from "../host/running-serve.js";
 import { linesOf, runBinary, runCli, startBinary } from "../support/cli.js";
-import { type FakeHttpServer, startFakeHttpServer } from "../support/fake-http-server.js";
 import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
 
 /**

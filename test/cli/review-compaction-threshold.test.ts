@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
+import { turn } from "../../src/testing/index.js";
 import {
   type FakeProvider,
   HOSTED_PROVIDERS,
@@ -9,7 +10,6 @@ import {
   startFakeProvider,
   textTurn,
 } from "../support/cli.js";
-import { turn } from "../support/fake-openai.js";
 
 /**
  * Review: when the CLI compacts (SPEC §2.4–2.5, §12 `--context-window`): the ratio is the LAST

@@ -1,6 +1,16 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { AgentEvent } from "../../src/events/types.js";
 import {
+  anthropicSse,
+  anthropicSseFrame,
+  chatTurnSse,
+  cutAfterFrames,
+  type FakeResponse,
+  responsesTurnSse,
+  sseFrame,
+  turn,
+} from "../../src/testing/index.js";
+import {
   anthropicTurn,
   type FakeProvider,
   HOSTED_PROVIDERS,
@@ -14,9 +24,7 @@ import {
   startFakeProvider,
   textTurn,
 } from "../support/cli.js";
-import { anthropicSse, anthropicSseFrame, anthropicStream } from "../support/fake-anthropic.js";
-import type { FakeResponse } from "../support/fake-http-server.js";
-import { chatTurnSse, cutAfterFrames, responsesTurnSse, sseFrame, turn } from "../support/fake-openai.js";
+import { anthropicFixture } from "../support/fixtures.js";
 
 /**
  * Review: provider faults through `agentloop chat --local`, for each wire format: a 429 with
@@ -205,7 +213,7 @@ describe("review: anthropic overloaded error event mid-stream", () => {
   it("resets and retries; the Result holds only the retried text", async () => {
     const { run, bodies } = await chat(
       "anthropic",
-      [anthropicStream("overloaded-mid-stream"), textTurn("Recovered.")],
+      [anthropicFixture("overloaded-mid-stream"), textTurn("Recovered.")],
       ["--events", "jsonl", "hi"],
     );
     expect(run.stderr).toBe("");

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
+import { type AnthropicEvent, anthropicSse, type FakeResponse, turn } from "../../src/testing/index.js";
 import {
   callableTools,
   conversationText,
@@ -17,9 +18,6 @@ import {
   textTurn,
   toolResults,
 } from "../support/cli.js";
-import { type AnthropicEvent, anthropicSse } from "../support/fake-anthropic.js";
-import type { FakeResponse } from "../support/fake-http-server.js";
-import { turn } from "../support/fake-openai.js";
 
 /**
  * Review: history in SQLite across processes (SPEC §7, §12): a tool loop restored by a second

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { AgentEvent } from "../../src/events/types.js";
+import { turn } from "../../src/testing/index.js";
 import {
   callableTools,
   type FakeProvider,
@@ -12,7 +13,6 @@ import {
   textTurn,
   toolResults,
 } from "../support/cli.js";
-import { turn } from "../support/fake-openai.js";
 
 /**
  * Review: tool errors the model causes (SPEC §6.2) through `agentloop chat --local`: arguments

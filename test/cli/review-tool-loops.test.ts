@@ -1,6 +1,14 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { AgentEvent } from "../../src/events/types.js";
 import {
+  type AnthropicEvent,
+  anthropicSse,
+  chatChunksSse,
+  type FakeResponse,
+  responsesSse,
+  turn,
+} from "../../src/testing/index.js";
+import {
   callableTools,
   type FakeProvider,
   type HostedProvider,
@@ -10,9 +18,6 @@ import {
   startFakeProvider,
   toolResults,
 } from "../support/cli.js";
-import { type AnthropicEvent, anthropicSse } from "../support/fake-anthropic.js";
-import type { FakeResponse } from "../support/fake-http-server.js";
-import { chatChunksSse, responsesSse, turn } from "../support/fake-openai.js";
 
 /**
  * Review: tool loops through `agentloop chat --local` in each provider's real wire format, with

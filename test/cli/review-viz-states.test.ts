@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { AgentEvent } from "../../src/events/types.js";
+import { turn } from "../../src/testing/index.js";
 import {
   type FakeProvider,
   parseJsonl,
@@ -8,7 +9,6 @@ import {
   startFakeProvider,
   textTurn,
 } from "../support/cli.js";
-import { turn } from "../support/fake-openai.js";
 
 /**
  * Review: `agentloop viz` (the built binary) names the states SPEC §2–§3 and §7.3 ask for in all

@@ -5,6 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import type { AgentEvent } from "../../src/events/types.js";
+import { turn } from "../../src/testing/index.js";
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
 import { startServe, waitUntilServing } from "../host/running-serve.js";
 import {
@@ -17,7 +18,6 @@ import {
   textTurn,
   toolResults,
 } from "../support/cli.js";
-import { turn } from "../support/fake-openai.js";
 import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
 
 /**

@@ -5,18 +5,18 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject, controlSubject, sessionEventsPattern } from "../../src/bus/subjects.js";
 import type { AgentEvent } from "../../src/events/types.js";
-import { type Inbox, record, uniqueRoot } from "../bus/bus-helpers.js";
-import { type RunningServe, startServe, waitUntilServing } from "../host/running-serve.js";
-import { parseJsonl, runBinary } from "../support/cli.js";
-import type { RecordedRequest } from "../support/fake-http-server.js";
 import {
   chatTurnSse,
   type FakeOpenAI,
   type OpenAIReply,
+  type RecordedRequest,
   stallAfterFrames,
   startFakeOpenAI,
   turn,
-} from "../support/fake-openai.js";
+} from "../../src/testing/index.js";
+import { type Inbox, record, uniqueRoot } from "../bus/bus-helpers.js";
+import { type RunningServe, startServe, waitUntilServing } from "../host/running-serve.js";
+import { parseJsonl, runBinary } from "../support/cli.js";
 import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
 
 /**

@@ -1,5 +1,11 @@
 import { afterEach, describe, expect, it } from "vitest";
 import {
+  chatTurnSse,
+  type FakeResponse,
+  responsesTurnSse,
+  stallAfterFrames,
+} from "../../src/testing/index.js";
+import {
   anthropicTurn,
   type FakeProvider,
   HOSTED_PROVIDERS,
@@ -9,8 +15,6 @@ import {
   stackLines,
   startFakeProvider,
 } from "../support/cli.js";
-import type { FakeResponse } from "../support/fake-http-server.js";
-import { chatTurnSse, responsesTurnSse, stallAfterFrames } from "../support/fake-openai.js";
 
 /**
  * Regression (issue 9, defect 6): a stream that stops mid-answer held its chat for the 30-minute

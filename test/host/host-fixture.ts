@@ -4,13 +4,13 @@ import type { ResolvedAgentDefinition } from "../../src/host/agent-definitions.j
 import { AgentHost, type AgentHostOptions } from "../../src/host/agent-host.js";
 import { createSessionAgentFactory } from "../../src/host/create-session-agent.js";
 import { RetryingLlmClient } from "../../src/llm/retrying-client.js";
+import { textOf } from "../../src/llm/types.js";
 import {
   type Script,
   ScriptedBackend,
   type ScriptedRequest,
   type ScriptedStep,
-} from "../../src/llm/scripted-backend.js";
-import { textOf } from "../../src/llm/types.js";
+} from "../../src/testing/index.js";
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
 
 /** Text that makes the scripted model stream for a minute (until cancelled). */

@@ -8,8 +8,8 @@ import {
   SessionManagerOverloadedError,
 } from "../../src/host/session-manager.js";
 import { RetryingLlmClient } from "../../src/llm/retrying-client.js";
-import { ScriptedBackend } from "../../src/llm/scripted-backend.js";
 import { textOf } from "../../src/llm/types.js";
+import { ScriptedBackend } from "../../src/testing/index.js";
 import { FakeAgent } from "./fake-agent.js";
 
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -10,7 +10,6 @@ import {
   StrayToolMarkupError,
 } from "../../src/llm/errors.js";
 import { type RetryInfo, RetryingLlmClient } from "../../src/llm/retrying-client.js";
-import { ScriptedBackend, type ScriptedStep } from "../../src/llm/scripted-backend.js";
 import type {
   BackendSink,
   GenerateRequest,
@@ -20,6 +19,7 @@ import type {
   StreamSink,
 } from "../../src/llm/types.js";
 import { createUsage } from "../../src/llm/types.js";
+import { ScriptedBackend, type ScriptedStep } from "../../src/testing/index.js";
 
 const noTools: LlmOptions = { model: "test-model" };
 const withTools: LlmOptions = {

@@ -20,7 +20,6 @@ import type {
 import type { EventBody } from "../../src/events/types.js";
 import type { Message, ToolCall, ToolDefinition } from "../../src/llm/types.js";
 import { canCallTools, createUsage, emptyUsage } from "../../src/llm/types.js";
-import { danglingToolCalls, settle } from "../support/agent-harness.js";
 import {
   createMachineCoverage,
   type MachineCoverage,
@@ -28,7 +27,8 @@ import {
   planEdgePaths,
   planSimplePaths,
   type Traversal,
-} from "../support/machine-coverage.js";
+} from "../../src/testing/index.js";
+import { danglingToolCalls, settle } from "../support/agent-harness.js";
 
 /**
  * Model-based tests of the chat loop (SPEC §2): the iteration, compaction and history actors are

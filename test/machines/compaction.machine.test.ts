@@ -10,7 +10,6 @@ import {
 import type { EventBody } from "../../src/events/types.js";
 import type { GenerateResponse, LlmOptions, Message } from "../../src/llm/types.js";
 import { canCallTools, createUsage } from "../../src/llm/types.js";
-import { settle } from "../support/agent-harness.js";
 import {
   createMachineCoverage,
   type MachineCoverage,
@@ -18,7 +17,8 @@ import {
   planEdgePaths,
   planSimplePaths,
   type Traversal,
-} from "../support/machine-coverage.js";
+} from "../../src/testing/index.js";
+import { settle } from "../support/agent-harness.js";
 
 /**
  * Model-based tests of compaction (SPEC §7.3): every path through the machine (a summary, an empty

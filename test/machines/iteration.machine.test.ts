@@ -9,7 +9,6 @@ import {
 } from "../../machines/iteration.machine.js";
 import type { GenerateResponse, Message, ToolCall } from "../../src/llm/types.js";
 import { createUsage } from "../../src/llm/types.js";
-import { settle } from "../support/agent-harness.js";
 import {
   createMachineCoverage,
   type PlannedPath,
@@ -17,7 +16,8 @@ import {
   planPathFromEvents,
   planSimplePaths,
   type Traversal,
-} from "../support/machine-coverage.js";
+} from "../../src/testing/index.js";
+import { settle } from "../support/agent-harness.js";
 
 /**
  * Model-based tests of one iteration (SPEC §3): paths planned with xstate/graph over the machine

@@ -18,7 +18,7 @@ import {
   type MachineCoverage,
   planEdgePaths,
   type Traversal,
-} from "../support/machine-coverage.js";
+} from "../../src/testing/index.js";
 
 /**
  * Model-based tests of the session mailbox: every path the graph traversal finds (the shortest path

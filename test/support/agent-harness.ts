@@ -7,16 +7,21 @@ import { createAgent } from "../../src/agent/create-agent.js";
 import type { ContextHistory } from "../../src/context/context-history.js";
 import { SqliteContextHistory } from "../../src/context/sqlite-context-history.js";
 import type { AgentEvent, EventKind, EventOf } from "../../src/events/types.js";
-import { RetryingLlmClient } from "../../src/llm/retrying-client.js";
-import { type Script, ScriptedBackend } from "../../src/llm/scripted-backend.js";
 import type { Message } from "../../src/llm/types.js";
+import {
+  type Script,
+  type ScriptedBackend,
+  type ScriptedModel,
+  scriptedModel,
+} from "../../src/testing/index.js";
 import { createToolSet } from "../../src/tools/create-tool-set.js";
 import { defineTool, type Tool } from "../../src/tools/define-tool.js";
 import type { ToolContext, ToolSet } from "../../src/tools/tool-set.js";
 
 /**
- * Shared helpers for the agent behaviour tests: an agent on a {@link ScriptedBackend} behind a real
- * {@link RetryingLlmClient} (no HTTP, no real backoff), with every event and every recorded message
+ * Shared helpers for the agent behaviour tests: an agent on the testing kit's {@link scriptedModel}
+ * (a scripted backend behind the real retrying client: no HTTP, no real backoff), with every event
+ * and every recorded message
  * collected, plus controllable tools and temporary SQLite files.
  */
 
@@ -42,7 +47,7 @@ export interface TestAgentParams {
 export interface TestAgent {
   agent: Agent;
   backend: ScriptedBackend;
-  client: RetryingLlmClient;
+  client: ScriptedModel;
   /** Every event, in the order it was emitted. */
   events: AgentEvent[];
   /** Every message onMessageRecorded saw. */
@@ -59,13 +64,9 @@ export function createTestClock(start = Date.UTC(2026, 0, 1)): () => Date {
 
 /** Builds an agent the way the host does, but on a scripted model with recorders attached. */
 export async function createTestAgent(params: TestAgentParams): Promise<TestAgent> {
-  const backend = new ScriptedBackend(params.script);
-  const client = new RetryingLlmClient({
-    backend,
-    maxAttempts: params.maxAttempts ?? 3,
-    // Resets are tested for what they emit, not for how long they wait.
-    sleep: async () => {},
-  });
+  // Resets are tested for what they emit, not for how long they wait: the kit's model does not.
+  const client = scriptedModel(params.script, { maxAttempts: params.maxAttempts ?? 3 });
+  const backend = client.scripted;
   const events: AgentEvent[] = [];
   const recorded: Message[] = [];
   const userOptions = params.options ?? {};

@@ -3,15 +3,18 @@ import { existsSync } from "node:fs";
 import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import type { AgentEvent } from "../../src/events/types.js";
-import { anthropicError, anthropicSse, startFakeAnthropic } from "./fake-anthropic.js";
-import type { FakeResponse, RecordedRequest } from "./fake-http-server.js";
 import {
+  anthropicError,
+  anthropicSse,
+  type FakeResponse,
   type OpenAIReply,
   type OpenAITurn,
   openAIError,
+  type RecordedRequest,
+  startFakeAnthropic,
   startFakeOpenAI,
   type TurnSpec,
-} from "./fake-openai.js";
+} from "../../src/testing/index.js";
 
 /**
  * Helpers for the CLI suites: run `main()` in-process with captured output, spawn the built

@@ -7,8 +7,8 @@ import { NAME_PATTERN, sessionHeartbeatSubject } from "../../src/bus/subjects.js
 import type { RuntimeConfig } from "../../src/cli/cli-context.js";
 import { loadAgentDefinitions } from "../../src/host/agent-definitions.js";
 import { createHostToolSetRegistry } from "../../src/host/create-session-agent.js";
-import type { ScriptedRequest, ScriptedStep } from "../../src/llm/scripted-backend.js";
 import { textOf } from "../../src/llm/types.js";
+import type { ScriptedRequest, ScriptedStep } from "../../src/testing/index.js";
 import { askAgentSession, createAskAgentToolSet } from "../../src/tools/ask-agent.js";
 import { ToolError } from "../../src/tools/tool-errors.js";
 import { type HostFixture, lastUserText, startHostFixture } from "../host/host-fixture.js";

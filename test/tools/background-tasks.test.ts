@@ -4,7 +4,7 @@ import { z } from "zod";
 import { createAgent } from "../../src/agent/create-agent.js";
 import { SessionActor } from "../../src/host/session-actor.js";
 import { RetryingLlmClient } from "../../src/llm/retrying-client.js";
-import { ScriptedBackend, type ScriptedRequest, type ScriptedStep } from "../../src/llm/scripted-backend.js";
+import { ScriptedBackend, type ScriptedRequest, type ScriptedStep } from "../../src/testing/index.js";
 import {
   BackgroundTasks,
   formatTaskResult,

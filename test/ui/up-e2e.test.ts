@@ -1,16 +1,17 @@
 import { mkdirSync } from "node:fs";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { uniqueRoot } from "../bus/bus-helpers.js";
-import { conversationText } from "../support/cli.js";
-import type { FakeResponse, RecordedRequest } from "../support/fake-http-server.js";
 import {
   chatTurnSse,
   cutAfterFrames,
   type FakeOpenAI,
+  type FakeResponse,
   openAIError,
+  type RecordedRequest,
   startFakeOpenAI,
-} from "../support/fake-openai.js";
+} from "../../src/testing/index.js";
+import { uniqueRoot } from "../bus/bus-helpers.js";
+import { conversationText } from "../support/cli.js";
 import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
 import { launchChromium } from "./support/launch-chromium.js";
 import { recordPage } from "./support/page-recorder.js";

@@ -20,10 +20,10 @@ import {
   anthropicSseFrame,
   anthropicStream,
   type FakeAnthropic,
-  loadAnthropicTranscript,
+  type FakeResponse,
   startFakeAnthropic,
-} from "../../support/fake-anthropic.js";
-import type { FakeResponse } from "../../support/fake-http-server.js";
+} from "../../../src/testing/index.js";
+import { anthropicFixture, loadAnthropicTranscript } from "../../support/fixtures.js";
 import { backendFor, recordingSink, requestOf, user } from "./anthropic-test-kit.js";
 
 let server: FakeAnthropic | undefined;
@@ -145,7 +145,7 @@ describe("AnthropicBackend error mapping (HTTP statuses)", () => {
 
 describe("AnthropicBackend stream failures", () => {
   it("an SSE error event mid-stream → ServerError, after the deltas before it", async () => {
-    server = await startFakeAnthropic([anthropicStream("overloaded-mid-stream")]);
+    server = await startFakeAnthropic([anthropicFixture("overloaded-mid-stream")]);
     const sink = recordingSink();
 
     const error = await failureOf(backendFor(server).generateStream(requestOf([user("Hi")]), sink));
@@ -159,7 +159,7 @@ describe("AnthropicBackend stream failures", () => {
   it("a connection cut mid-stream → NetworkError", async () => {
     // message_start, block start, ping, 2 deltas: then the socket is destroyed (the delay lets
     // each frame reach the client before the cut).
-    server = await startFakeAnthropic([anthropicStream("text-stream", { cutAfter: 5, delayMs: 10 })]);
+    server = await startFakeAnthropic([anthropicFixture("text-stream", { cutAfter: 5, delayMs: 10 })]);
     const sink = recordingSink();
 
     const error = await failureOf(backendFor(server).generateStream(requestOf([user("Hi")]), sink));
@@ -182,7 +182,7 @@ describe("AnthropicBackend stream failures", () => {
   });
 
   it("malformed JSON in a frame → InvalidResponseError (not retried), nothing delivered after it", async () => {
-    server = await startFakeAnthropic([anthropicStream("malformed-json")]);
+    server = await startFakeAnthropic([anthropicFixture("malformed-json")]);
     const sink = recordingSink();
 
     const error = await failureOf(backendFor(server).generateStream(requestOf([user("Hi")]), sink));
@@ -250,7 +250,7 @@ describe("AnthropicBackend timeouts and cancellation", () => {
   });
 
   it("a stream that outlives totalTimeoutMs → RequestTimeoutError, not CancelledError", async () => {
-    server = await startFakeAnthropic([anthropicStream("text-stream", { delayMs: 100 })]);
+    server = await startFakeAnthropic([anthropicFixture("text-stream", { delayMs: 100 })]);
     const sink = recordingSink();
 
     const error = await failureOf(
@@ -273,7 +273,7 @@ describe("AnthropicBackend timeouts and cancellation", () => {
 
   for (const mode of modes) {
     it(`${mode}: an already aborted signal → CancelledError, without a request`, async () => {
-      server = await startFakeAnthropic([anthropicStream("text-stream")]);
+      server = await startFakeAnthropic([anthropicFixture("text-stream")]);
       const controller = new AbortController();
       controller.abort();
 
@@ -298,7 +298,7 @@ describe("AnthropicBackend timeouts and cancellation", () => {
   });
 
   it("aborting mid-stream → CancelledError, and no delta after the abort", async () => {
-    server = await startFakeAnthropic([anthropicStream("text-stream")]);
+    server = await startFakeAnthropic([anthropicFixture("text-stream")]);
     const controller = new AbortController();
     // Abort from inside the first delta: later events of the same chunk must not be delivered.
     const sink = recordingSink(() => controller.abort());
@@ -312,7 +312,7 @@ describe("AnthropicBackend timeouts and cancellation", () => {
   });
 
   it("a sink that throws: its error is passed on as it is", async () => {
-    server = await startFakeAnthropic([anthropicStream("text-stream")]);
+    server = await startFakeAnthropic([anthropicFixture("text-stream")]);
     const bug = new TypeError("sink bug");
     const sink = recordingSink(() => {
       throw bug;

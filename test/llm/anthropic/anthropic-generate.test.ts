@@ -1,10 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  anthropicMessage,
-  type FakeAnthropic,
-  loadAnthropicMessage,
-  startFakeAnthropic,
-} from "../../support/fake-anthropic.js";
+import { type FakeAnthropic, startFakeAnthropic } from "../../../src/testing/index.js";
+import { anthropicMessageFixture, loadAnthropicMessage } from "../../support/fixtures.js";
 import { BUDGET_MODEL, backendFor, requestOf, user } from "./anthropic-test-kit.js";
 
 let server: FakeAnthropic | undefined;
@@ -15,7 +11,7 @@ afterEach(async () => {
 
 describe("AnthropicBackend.generate (non-streaming)", () => {
   it("returns text, finish reason and usage, from a request without stream", async () => {
-    server = await startFakeAnthropic([anthropicMessage("message-text")]);
+    server = await startFakeAnthropic([anthropicMessageFixture("message-text")]);
 
     const response = await backendFor(server).generate(requestOf([user("Capital of France?")]));
 
@@ -33,7 +29,7 @@ describe("AnthropicBackend.generate (non-streaming)", () => {
   });
 
   it("keeps thinking blocks with signatures, serialises tool input, and skips server tool blocks", async () => {
-    server = await startFakeAnthropic([anthropicMessage("message-thinking-tool-use")]);
+    server = await startFakeAnthropic([anthropicMessageFixture("message-thinking-tool-use")]);
     const fixture = loadAnthropicMessage("message-thinking-tool-use") as {
       content: { type: string; signature?: string; data?: string }[];
     };

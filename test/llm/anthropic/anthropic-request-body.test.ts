@@ -2,7 +2,8 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { AnthropicBackend } from "../../../src/llm/anthropic/anthropic-backend.js";
 import type { LlmOptions, Message, ToolDefinition } from "../../../src/llm/types.js";
 import { withoutTools } from "../../../src/llm/types.js";
-import { anthropicStream, type FakeAnthropic, startFakeAnthropic } from "../../support/fake-anthropic.js";
+import { type FakeAnthropic, startFakeAnthropic } from "../../../src/testing/index.js";
+import { anthropicFixture } from "../../support/fixtures.js";
 import {
   ADAPTIVE_MODEL,
   BUDGET_MODEL,
@@ -30,7 +31,7 @@ async function bodyOf(
   messages: Message[],
   options: Partial<LlmOptions> = {},
 ): Promise<Record<string, unknown>> {
-  server = await startFakeAnthropic([anthropicStream("text-stream")]);
+  server = await startFakeAnthropic([anthropicFixture("text-stream")]);
   await backendFor(server).generateStream(requestOf(messages, options), recordingSink());
   const body = server.bodies()[0];
   if (!body) throw new Error("no request reached the fake server");
@@ -183,7 +184,7 @@ describe("AnthropicBackend request body", () => {
 
   it("sends defaultHeaders, and takes the API key from ANTHROPIC_API_KEY when none is given", async () => {
     vi.stubEnv("ANTHROPIC_API_KEY", "env-key");
-    server = await startFakeAnthropic([anthropicStream("text-stream")]);
+    server = await startFakeAnthropic([anthropicFixture("text-stream")]);
     const backend = new AnthropicBackend({
       baseUrl: server.url,
       defaultHeaders: { "anthropic-beta": "beta-x" },
@@ -200,7 +201,7 @@ describe("AnthropicBackend request body", () => {
   it("sends no credential to a keyless server given by base URL only", async () => {
     vi.stubEnv("ANTHROPIC_API_KEY", "");
     vi.stubEnv("ANTHROPIC_AUTH_TOKEN", "");
-    server = await startFakeAnthropic([anthropicStream("text-stream")]);
+    server = await startFakeAnthropic([anthropicFixture("text-stream")]);
 
     const response = await new AnthropicBackend({ baseUrl: server.url }).generateStream(
       requestOf([user("Hi")]),

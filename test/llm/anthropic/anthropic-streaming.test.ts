@@ -4,9 +4,9 @@ import {
   anthropicSse,
   anthropicStream,
   type FakeAnthropic,
-  loadAnthropicTranscript,
   startFakeAnthropic,
-} from "../../support/fake-anthropic.js";
+} from "../../../src/testing/index.js";
+import { anthropicFixture, loadAnthropicTranscript } from "../../support/fixtures.js";
 import { BUDGET_MODEL, backendFor, recordingSink, requestOf, user } from "./anthropic-test-kit.js";
 
 let server: FakeAnthropic | undefined;
@@ -17,7 +17,7 @@ afterEach(async () => {
 
 describe("AnthropicBackend.generateStream", () => {
   it("streams text deltas in order and resolves with the full response", async () => {
-    server = await startFakeAnthropic([anthropicStream("text-stream")]);
+    server = await startFakeAnthropic([anthropicFixture("text-stream")]);
     const sink = recordingSink();
 
     const response = await backendFor(server).generateStream(requestOf([user("Hi")]), sink);
@@ -48,7 +48,10 @@ describe("AnthropicBackend.generateStream", () => {
   });
 
   it("keeps thinking with its signature and redacted thinking, and replays them first in the next request", async () => {
-    server = await startFakeAnthropic([anthropicStream("thinking-tool-use"), anthropicStream("text-stream")]);
+    server = await startFakeAnthropic([
+      anthropicFixture("thinking-tool-use"),
+      anthropicFixture("text-stream"),
+    ]);
     const backend = backendFor(server);
     const sink = recordingSink();
     const history: Message[] = [user("What's the weather in Paris?")];
@@ -137,7 +140,7 @@ describe("AnthropicBackend.generateStream", () => {
   });
 
   it("assembles tool input from input_json_delta fragments and keeps two calls in the model's order", async () => {
-    server = await startFakeAnthropic([anthropicStream("two-tool-calls")]);
+    server = await startFakeAnthropic([anthropicFixture("two-tool-calls")]);
     const sink = recordingSink();
 
     const response = await backendFor(server).generateStream(requestOf([user("Read a.txt and b.txt")]), sink);
@@ -151,7 +154,7 @@ describe("AnthropicBackend.generateStream", () => {
   });
 
   it("counts cache reads and writes in the prompt and cache reads as cached", async () => {
-    server = await startFakeAnthropic([anthropicStream("two-tool-calls")]);
+    server = await startFakeAnthropic([anthropicFixture("two-tool-calls")]);
 
     const response = await backendFor(server).generateStream(requestOf([user("Read")]), recordingSink());
 

@@ -3,7 +3,7 @@ import {
   type AnthropicBackendOptions,
 } from "../../../src/llm/anthropic/anthropic-backend.js";
 import type { BackendSink, GenerateRequest, LlmOptions, Message } from "../../../src/llm/types.js";
-import type { FakeAnthropic } from "../../support/fake-anthropic.js";
+import type { FakeAnthropic } from "../../../src/testing/index.js";
 
 /**
  * A model that takes budget thinking and triggers no SDK warning (deprecated models and

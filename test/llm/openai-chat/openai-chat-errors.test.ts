@@ -18,13 +18,13 @@ import {
   chatChunksSse,
   cutAfterFrames,
   type FakeOpenAI,
-  loadOpenAITranscript,
   type OpenAIReply,
   openAIError,
   sseFrame,
   stallAfterFrames,
   startFakeOpenAI,
-} from "../../support/fake-openai.js";
+} from "../../../src/testing/index.js";
+import { loadOpenAITranscript } from "../../support/fixtures.js";
 
 function recordingSink() {
   const texts: string[] = [];

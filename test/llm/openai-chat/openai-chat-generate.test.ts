@@ -2,13 +2,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { InvalidResponseError } from "../../../src/llm/errors.js";
 import { OpenAIChatBackend } from "../../../src/llm/openai-chat/index.js";
 import type { GenerateRequest } from "../../../src/llm/types.js";
-import {
-  type FakeOpenAI,
-  loadOpenAITranscript,
-  type OpenAIReply,
-  startFakeOpenAI,
-  turn,
-} from "../../support/fake-openai.js";
+import { type FakeOpenAI, type OpenAIReply, startFakeOpenAI, turn } from "../../../src/testing/index.js";
+import { loadOpenAITranscript } from "../../support/fixtures.js";
 
 const request: GenerateRequest = {
   messages: [{ role: "user", content: "Hi" }],

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { AuthenticationError } from "../../../src/llm/errors.js";
 import { OpenAIChatBackend } from "../../../src/llm/openai-chat/index.js";
 import type { GenerateRequest, LlmOptions, Message } from "../../../src/llm/types.js";
-import { type FakeOpenAI, startFakeOpenAI, turn } from "../../support/fake-openai.js";
+import { type FakeOpenAI, startFakeOpenAI, turn } from "../../../src/testing/index.js";
 
 const sink = { onTextDelta: () => {}, onReasoningDelta: () => {} };
 

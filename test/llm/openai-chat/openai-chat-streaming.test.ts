@@ -2,12 +2,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { NetworkError } from "../../../src/llm/errors.js";
 import { OpenAIChatBackend } from "../../../src/llm/openai-chat/index.js";
 import type { BackendSink, GenerateRequest } from "../../../src/llm/types.js";
-import {
-  chatChunksSse,
-  type FakeOpenAI,
-  loadOpenAITranscript,
-  startFakeOpenAI,
-} from "../../support/fake-openai.js";
+import { chatChunksSse, type FakeOpenAI, startFakeOpenAI } from "../../../src/testing/index.js";
+import { loadOpenAITranscript } from "../../support/fixtures.js";
 
 function recordingSink() {
   const events: string[] = [];

@@ -17,12 +17,12 @@ import type { BackendSink, GenerateRequest, LlmOptions } from "../../../src/llm/
 import {
   cutAfterFrames,
   type FakeOpenAI,
-  loadOpenAITranscript,
   type OpenAIReply,
   openAIError,
   responsesSse,
   startFakeOpenAI,
-} from "../../support/fake-openai.js";
+} from "../../../src/testing/index.js";
+import { loadOpenAITranscript } from "../../support/fixtures.js";
 
 function recordingSink() {
   const texts: string[] = [];

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { OpenAIResponsesBackend } from "../../../src/llm/openai-responses/index.js";
 import type { GenerateRequest, LlmOptions, Message } from "../../../src/llm/types.js";
-import { type FakeOpenAI, startFakeOpenAI, turn } from "../../support/fake-openai.js";
+import { type FakeOpenAI, startFakeOpenAI, turn } from "../../../src/testing/index.js";
 
 const sink = { onTextDelta: () => {}, onReasoningDelta: () => {} };
 

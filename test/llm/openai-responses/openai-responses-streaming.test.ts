@@ -4,12 +4,12 @@ import { OpenAIResponsesBackend } from "../../../src/llm/openai-responses/index.
 import type { BackendSink, GenerateRequest } from "../../../src/llm/types.js";
 import {
   type FakeOpenAI,
-  loadOpenAITranscript,
   type OpenAIReply,
   responsesSse,
   startFakeOpenAI,
   turn,
-} from "../../support/fake-openai.js";
+} from "../../../src/testing/index.js";
+import { loadOpenAITranscript } from "../../support/fixtures.js";
 
 function recordingSink() {
   const events: string[] = [];

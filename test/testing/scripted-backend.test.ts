@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { CancelledError, InvalidRequestError, ServerError } from "../../src/llm/errors.js";
-import { ScriptedBackend } from "../../src/llm/scripted-backend.js";
 import type { BackendSink, GenerateRequest, Message } from "../../src/llm/types.js";
+import { ScriptedBackend } from "../../src/testing/index.js";
 
 const options = { model: "scripted-model", maxTokens: 100 };
 

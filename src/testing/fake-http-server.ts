@@ -13,7 +13,7 @@ export interface RecordedRequest {
   isClosedEarly: boolean;
 }
 
-/** What the route returns. */
+/** What a {@link FakeRoute} answers. */
 export type FakeResponse =
   /** A JSON body with a status (default 200) and headers. */
   | { type: "json"; status?: number; headers?: Record<string, string>; body: unknown }
@@ -27,6 +27,8 @@ export type FakeResponse =
    */
   | {
       type: "sse";
+      /** Default 200 (a recorded stream may have another). */
+      status?: number;
       frames: string[];
       headers?: Record<string, string>;
       cutAfter?: number;
@@ -39,12 +41,16 @@ export type FakeResponse =
   /** Destroy the connection without a response. */
   | { type: "reset" };
 
+/** Answers one request; `index` is its 0-based position among all requests the server got. */
 export type FakeRoute = (request: RecordedRequest, index: number) => FakeResponse | Promise<FakeResponse>;
 
+/** A running fake server. */
 export interface FakeHttpServer {
   /** e.g. `http://127.0.0.1:PORT` */
   url: string;
+  /** Every request received, in order. */
   requests: RecordedRequest[];
+  /** Stops the server, cutting open connections (stalled streams included). */
   close(): Promise<void>;
 }
 
@@ -71,7 +77,7 @@ async function write(response: ServerResponse, reply: FakeResponse): Promise<voi
     response.socket?.destroy();
     return;
   }
-  response.writeHead(200, {
+  response.writeHead(reply.status ?? 200, {
     "content-type": "text/event-stream",
     "cache-control": "no-cache",
     connection: "keep-alive",

@@ -8,7 +8,6 @@
  * renders as a stream or a JSON body depending on the request's `stream` flag, so suites that
  * drive the agent or the CLI can script a conversation in a few lines.
  */
-import { readFileSync } from "node:fs";
 import {
   type FakeHttpServer,
   type FakeResponse,
@@ -16,6 +15,7 @@ import {
   startFakeHttpServer,
 } from "./fake-http-server.js";
 
+/** The two OpenAI endpoints the fake serves: Chat Completions and Responses. */
 export type OpenAIEndpoint = "chat" | "responses";
 
 /** A tool call a scripted turn makes. */
@@ -41,6 +41,7 @@ export interface OpenAITurn {
 /** A turn's content without its tag, as the renderers take it. */
 export type TurnSpec = Omit<OpenAITurn, "type">;
 
+/** One reply of the fake: a raw response or a scripted turn. */
 export type OpenAIReply = FakeResponse | OpenAITurn;
 
 /**
@@ -51,11 +52,13 @@ export type OpenAIScript =
   | readonly OpenAIReply[]
   | ((request: RecordedRequest, index: number) => OpenAIReply | Promise<OpenAIReply>);
 
+/** The script of each endpoint; an endpoint without one answers 404. */
 export interface FakeOpenAIOptions {
   chat?: OpenAIScript;
   responses?: OpenAIScript;
 }
 
+/** A running fake OpenAI server. */
 export interface FakeOpenAI extends FakeHttpServer {
   /** The base URL to give the SDK: `http://127.0.0.1:PORT/v1`. */
   baseUrl: string;
@@ -121,25 +124,6 @@ export function cutAfterFrames(reply: FakeResponse, frames: number): FakeRespons
 export function stallAfterFrames(reply: FakeResponse, frames: number): FakeResponse {
   if (reply.type !== "sse") throw new Error("only a stream can stall");
   return { ...reply, stallAfter: frames };
-}
-
-/** Splits an SSE transcript into frames (each ends with its blank line). */
-export function parseSseFrames(transcript: string): string[] {
-  return transcript
-    .replace(/\r\n/g, "\n")
-    .split(/\n\n+/)
-    .filter((frame) => frame.trim() !== "")
-    .map((frame) => `${frame}\n\n`);
-}
-
-/**
- * A transcript fixture under `test/fixtures/` by its path, e.g. `openai-chat/text-stream.sse`:
- * `.sse` files are served as a stream frame by frame, `.json` files as a 200 JSON body.
- */
-export function loadOpenAITranscript(name: string): FakeResponse {
-  const text = readFileSync(new URL(`../fixtures/${name}`, import.meta.url), "utf8");
-  if (name.endsWith(".json")) return { type: "json", body: JSON.parse(text) };
-  return { type: "sse", frames: parseSseFrames(text) };
 }
 
 /** An error response in OpenAI's shape: `{ error: { message, type, param, code } }`. */

@@ -1,6 +1,6 @@
-import { abortableSleep, throwIfAborted } from "./abortable-sleep.js";
-import { InvalidRequestError } from "./errors.js";
-import { estimatePromptTokens, estimateTokens } from "./estimate-tokens.js";
+import { abortableSleep, throwIfAborted } from "../llm/abortable-sleep.js";
+import { InvalidRequestError, NetworkError, RateLimitError, ServerError } from "../llm/errors.js";
+import { estimatePromptTokens, estimateTokens } from "../llm/estimate-tokens.js";
 import type {
   BackendSink,
   GenerateRequest,
@@ -11,8 +11,8 @@ import type {
   ThinkingBlock,
   TokenUsage,
   ToolCall,
-} from "./types.js";
-import { createUsage } from "./types.js";
+} from "../llm/types.js";
+import { createUsage } from "../llm/types.js";
 
 /** A tool call in a script: the id defaults to `call_<request>_<n>`, arguments to `{}`. */
 export interface ScriptedToolCall {
@@ -49,10 +49,60 @@ export interface ScriptedFailure extends Omit<ScriptedResponse, "finishReason" |
   failAfterDeltas?: number;
 }
 
-export type ScriptedStep = ScriptedResponse | ScriptedFailure;
+/** The provider faults a script can inject, named after what the client sees. */
+export type ScriptedFaultKind = "rate_limit" | "server_error" | "disconnect_after";
+
+/**
+ * A provider fault, thrown as the error the real adapters map it to (so the retrying client
+ * treats it exactly as it would the provider's): `rate_limit` a 429 {@link RateLimitError}
+ * (with `retryAfterMs`), `server_error` a 500 {@link ServerError}, `disconnect_after` a
+ * {@link NetworkError} after the step's deltas were streamed (a connection cut mid-answer; all of
+ * them unless `afterDeltas` says how many). All three are retryable.
+ */
+export interface ScriptedFault extends Omit<ScriptedResponse, "finishReason" | "usage" | "toolCalls"> {
+  fault: ScriptedFaultKind;
+  /** `disconnect_after`: the deltas delivered before the cut (default: every delta of the step). */
+  afterDeltas?: number;
+  /** `rate_limit`: the server's retry-after, in ms. */
+  retryAfterMs?: number;
+  /** The error message (default: one naming the fault). */
+  message?: string;
+}
+
+/** One step of a script: an answer, a thrown error, or a provider fault. */
+export type ScriptedStep = ScriptedResponse | ScriptedFailure | ScriptedFault;
 
 /** A step list, or a function choosing the step for each request (`index` is 0-based). */
 export type Script = readonly ScriptedStep[] | ((request: ScriptedRequest, index: number) => ScriptedStep);
+
+/** A script is checked when it is given: these are the fault kinds it may name. */
+const FAULT_KINDS: readonly ScriptedFaultKind[] = ["rate_limit", "server_error", "disconnect_after"];
+
+/** A fault step as the failure it throws; answers and failures are returned as they are. */
+function failureOf(step: ScriptedStep): ScriptedResponse | ScriptedFailure {
+  if (!("fault" in step)) return step;
+  const { fault, afterDeltas, retryAfterMs, message, ...fields } = step;
+  if (!FAULT_KINDS.includes(fault)) {
+    throw new InvalidRequestError(
+      `ScriptedBackend: unknown fault "${String(fault)}" (expected ${FAULT_KINDS.join(", ")})`,
+    );
+  }
+  if (fault === "rate_limit") {
+    const options = { statusCode: 429, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+    return { ...fields, error: new RateLimitError(message ?? "scripted fault: rate limited", options) };
+  }
+  if (fault === "server_error") {
+    return {
+      ...fields,
+      error: new ServerError(message ?? "scripted fault: server error", { statusCode: 500 }),
+    };
+  }
+  return {
+    ...fields,
+    error: new NetworkError(message ?? "scripted fault: the connection closed mid-stream"),
+    failAfterDeltas: afterDeltas ?? streamedDeltas(fields).length,
+  };
+}
 
 /** A request as the scripted backend received it (deep copies: later mutation does not show). */
 export interface ScriptedRequest {
@@ -75,12 +125,13 @@ export class ScriptedBackend implements LlmBackend {
 
   constructor(script: Script) {
     // Catch a script whose deltas contradict its text when it is written, not when it runs.
-    if (typeof script !== "function") script.forEach(streamedDeltas);
+    if (typeof script !== "function") for (const step of script) streamedDeltas(failureOf(step));
     this.#script = script;
   }
 
   async generate(request: GenerateRequest): Promise<GenerateResponse> {
     const { step, index } = this.#next(request, false);
+    // Nothing is streamed here: a mid-stream cut fails the request as a whole.
     throwIfAborted(request.signal);
     if ("error" in step) throw step.error;
     return buildResponse(step, index, request.messages);
@@ -103,7 +154,10 @@ export class ScriptedBackend implements LlmBackend {
     return buildResponse(step, index, request.messages);
   }
 
-  #next(request: GenerateRequest, streaming: boolean): { step: ScriptedStep; index: number } {
+  #next(
+    request: GenerateRequest,
+    streaming: boolean,
+  ): { step: ScriptedResponse | ScriptedFailure; index: number } {
     const index = this.requests.length;
     const recorded: ScriptedRequest = {
       messages: structuredClone(request.messages),
@@ -119,14 +173,15 @@ export class ScriptedBackend implements LlmBackend {
           : `the script has ${this.#script.length} step${this.#script.length === 1 ? "" : "s"}`;
       throw new InvalidRequestError(`ScriptedBackend: no step for request ${index + 1} (${source})`);
     }
-    streamedDeltas(step);
-    return { step, index };
+    const checked = failureOf(step);
+    streamedDeltas(checked);
+    return { step: checked, index };
   }
 }
 
 type Delta = { kind: "reasoning" | "text"; text: string };
 
-function streamedDeltas(step: ScriptedStep): Delta[] {
+function streamedDeltas(step: Omit<ScriptedResponse, "toolCalls" | "finishReason" | "usage">): Delta[] {
   const reasoning = split(step.reasoning, step.reasoningDeltas, "reasoning");
   const text = split(step.text, step.deltas, "text");
   return [

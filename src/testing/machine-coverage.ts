@@ -58,6 +58,7 @@ export function definedTransitions(machine: AnyStateMachine): string[] {
   return keys;
 }
 
+/** Coverage of one kind (states or transitions) of one machine. */
 export interface CoverageFigures {
   total: number;
   visited: number;
@@ -67,11 +68,13 @@ export interface CoverageFigures {
   ratio: number;
 }
 
+/** Coverage of one machine's states and transitions. */
 export interface CoverageReport {
   states: CoverageFigures;
   transitions: CoverageFigures;
 }
 
+/** A coverage recorder for one machine definition (see {@link createMachineCoverage}). */
 export interface MachineCoverage {
   /**
    * An inspector for `createActor(…, { inspect })`. It records the microsteps of every actor
@@ -145,6 +148,7 @@ export interface PlannedStep<TSnapshot, TEvent> {
   state: TSnapshot;
 }
 
+/** A planned path: its steps from the initial state. */
 export type PlannedPath<TSnapshot, TEvent> = PlannedStep<TSnapshot, TEvent>[];
 
 /**
