@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
+import { chatTurnSse, turn } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { killServeProcesses, startServeProcess, waitUntilServing } from "../host/running-serve.js";
 import {
@@ -16,7 +17,6 @@ import {
   textTurn,
   waitFor,
 } from "../support/cli.js";
-import { chatTurnSse, turn } from "../support/fake-openai.js";
 import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
 
 /**

@@ -3,11 +3,11 @@ import { replayEvents } from "../../src/bus/event-log.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { sessionEventsPattern } from "../../src/bus/subjects.js";
 import type { AgentEvent } from "../../src/events/types.js";
+import type { RecordedRequest } from "../../src/testing/index.js";
+import { chatTurnSse, type FakeOpenAI, startFakeOpenAI } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { waitUntilServing } from "../host/running-serve.js";
 import { type CliRun, startBinary, waitFor } from "../support/cli.js";
-import type { RecordedRequest } from "../support/fake-http-server.js";
-import { chatTurnSse, type FakeOpenAI, startFakeOpenAI } from "../support/fake-openai.js";
 import { type RestartableNatsServer, startRestartableNatsServer } from "../support/nats-server.js";
 
 /**

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import type { AgentEvent } from "../../src/events/types.js";
+import { type FakeOpenAI, startFakeOpenAI, turn } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { type RunningServe, startServe, waitUntilServing } from "../host/running-serve.js";
 import { linesOf, runCli, stackLines } from "../support/cli.js";
-import { type FakeOpenAI, startFakeOpenAI, turn } from "../support/fake-openai.js";
 import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
 
 /**

@@ -4,11 +4,11 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { SqliteContextHistory } from "../../src/context/sqlite-context-history.js";
+import { chatTurnSse, type FakeOpenAI, startFakeOpenAI, turn } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { killServeProcesses, startServeProcess, waitUntilServing } from "../host/running-serve.js";
 import { danglingToolCalls } from "../support/agent-harness.js";
 import { runCli, toolResults, waitFor } from "../support/cli.js";
-import { chatTurnSse, type FakeOpenAI, startFakeOpenAI, turn } from "../support/fake-openai.js";
 import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
 
 /**
