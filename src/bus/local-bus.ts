@@ -3,6 +3,7 @@ import { DEFAULT_REQUEST_TIMEOUT_MS, type HandlerErrorReporter, reportHandlerErr
 import { BusClosedError, BusTimeoutError, InvalidSubjectError, NoRespondersError } from "./bus-errors.js";
 import { isValidPattern, isValidSubject, tokensMatch } from "./subjects.js";
 
+/** Options of the in-process bus. */
 export interface LocalBusOptions {
   /** Called when a handler throws; delivery to everyone else goes on. Default: one stderr line. */
   onHandlerError?: HandlerErrorReporter;

@@ -21,6 +21,7 @@ import {
 import { parseNatsUrl, redactNatsUrl } from "./nats-url.js";
 import { isValidPattern, isValidSubject } from "./subjects.js";
 
+/** How to connect to a nats-server. */
 export interface NatsBusOptions {
   /** `nats://[user:pass@|token@]host[:port]`, `tls://…`, or a comma-separated list. */
   url: string;

@@ -9,6 +9,7 @@ import { ConfigurationError } from "../llm/configuration-error.js";
 import { createHostToolSetRegistry } from "./create-session-agent.js";
 import { startHostService } from "./host-service.js";
 
+/** What {@link startHost} takes. */
 export interface StartHostOptions {
   /** Where the host answers (`<prefix>.agents.<agent>.chat` / `.control`) and publishes events. */
   bus: Bus;

@@ -49,6 +49,7 @@ export interface ScriptedFailure extends Omit<ScriptedResponse, "finishReason" |
   failAfterDeltas?: number;
 }
 
+/** One step of a script: a response, or a failure. */
 export type ScriptedStep = ScriptedResponse | ScriptedFailure;
 
 /** A step list, or a function choosing the step for each request (`index` is 0-based). */
