@@ -173,6 +173,14 @@ describe("a bad config file is one line naming the file and the field, exit 2", 
     ],
     ["no agents", `export default { agents: [] };`, /agents: must list at least one agent$/],
     [
+      // The tools come from the built package while this CLI runs from source: they are told by shape.
+      "two tools of one name",
+      `import { defineTool, z } from "agentloop";
+const tool = () => defineTool({ name: "twin", description: "d", parameters: z.object({}), execute: () => "" });
+export default { agents: [{ name: "a", tools: [tool(), tool()] }] };`,
+      /agents\[0\]\.tools: tool set "a_tools" defines tool "twin" twice$/,
+    ],
+    [
       "no default export",
       `export const agents = [];`,
       /has no default export \(export default defineConfig\(\{ agents: \[\.\.\.\] \}\)\)$/,
