@@ -32,6 +32,7 @@ export interface AgentOptions {
   onMessageRecorded?: (message: Message) => void;
 }
 
+/** What {@link createAgent} takes: the model client and model, and the session's tools, history and options. */
 export interface CreateAgentParams {
   /** Agent name (events carry it). Default "agent". */
   name?: string;
@@ -62,12 +63,14 @@ export interface CreateAgentParams {
   createId?: () => string;
 }
 
+/** Per-chat options of {@link Agent.chat}. */
 export interface ChatOptions {
   signal?: AbortSignal;
   /** Depth of nested agent-to-agent calls (ask_agent). */
   depth?: number;
 }
 
+/** What a successful chat resolves with. */
 export interface ChatResult {
   result: string;
   /** Sum over the chat's requests (for billing). */
@@ -76,6 +79,7 @@ export interface ChatResult {
   chatId?: string;
 }
 
+/** One agent session: runs chats one at a time over its own context (built by `createAgent`). */
 export interface Agent {
   readonly name: string;
   readonly session: string;

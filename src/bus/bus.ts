@@ -14,15 +14,18 @@ export interface BusMessage {
   headers?: Record<string, string>;
 }
 
+/** How to subscribe. */
 export interface SubscribeOptions {
   /** Queue group: each message goes to one member of the group. */
   queue?: string;
 }
 
+/** A live subscription. */
 export interface Subscription {
   unsubscribe(): void;
 }
 
+/** How long a request waits for its reply, and what cancels it. */
 export interface RequestOptions {
   timeoutMs?: number;
   signal?: AbortSignal;
@@ -34,6 +37,7 @@ export interface Connectivity {
   reconnectedAt: number;
 }
 
+/** The transport the host, the CLI and the UI share: NATS ({@link NatsBus}) or in-process ({@link LocalBus}). */
 export interface Bus {
   /** "nats" or "local": shown to the user. */
   readonly kind: "nats" | "local";

@@ -24,6 +24,7 @@ export const ERROR_CODES = [
   "reply_too_large",
 ] as const;
 
+/** The `code` of a failed reply (SPEC §11). */
 export const ErrorCode = z.enum(ERROR_CODES);
 export type ErrorCode = z.infer<typeof ErrorCode>;
 

@@ -4,6 +4,7 @@ import { BusClosedError, BusTimeoutError, InvalidSubjectError, NoRespondersError
 import { isOverMaxPayload } from "./payload-size.js";
 import { isValidPattern, isValidSubject, tokensMatch } from "./subjects.js";
 
+/** Options of the in-process bus. */
 export interface LocalBusOptions {
   /** Called when a handler throws; delivery to everyone else goes on. Default: one stderr line. */
   onHandlerError?: HandlerErrorReporter;

@@ -24,6 +24,7 @@ import { type HeldMessage, HeldMessages } from "./held-messages.js";
 import { parseNatsUrl, redactNatsUrl } from "./nats-url.js";
 import { isValidPattern, isValidSubject } from "./subjects.js";
 
+/** How to connect to a nats-server. */
 export interface NatsBusOptions {
   /** `nats://[user:pass@|token@]host[:port]`, `tls://…`, or a comma-separated list. */
   url: string;

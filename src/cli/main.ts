@@ -3,6 +3,7 @@ import { BusConfigError } from "../bus/bus-errors.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
 import { NO_SECRETS } from "../text/secret-redactor.js";
 import { truncateText } from "../text/truncate-text.js";
+import { VERSION } from "../version.js";
 import { type CliContext, type Command, UsageError } from "./cli-context.js";
 import { chatCommand } from "./commands/chat.js";
 import { serveCommand } from "./commands/serve.js";
@@ -41,17 +42,26 @@ const COMMANDS: Record<
       port: "string",
       host: "string",
       agents: "string",
+      config: "string",
       "idle-timeout": "string",
       "max-sessions": "string",
       "nats-hold-mb": "string",
     },
-    usage: "up [--port N] [--agents FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64]",
+    usage:
+      "up [--port N] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64]",
     arguments: false,
   },
   serve: {
     run: withTelemetry(serveCommand),
-    flags: { agents: "string", "idle-timeout": "string", "max-sessions": "string", "nats-hold-mb": "string" },
-    usage: "serve [--agents FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64]",
+    flags: {
+      agents: "string",
+      config: "string",
+      "idle-timeout": "string",
+      "max-sessions": "string",
+      "nats-hold-mb": "string",
+    },
+    usage:
+      "serve [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64]",
     arguments: false,
   },
   chat: {
@@ -112,7 +122,7 @@ export async function main(
       ...Object.assign({}, ...Object.values(COMMANDS).map((c) => c.flags)),
     });
     if (first.flags.version) {
-      io.stdout.write("agentloop 0.1.0\n");
+      io.stdout.write(`agentloop ${VERSION}\n`);
       return 0;
     }
     if (first.command === undefined || first.flags.help || first.command === "help") {

@@ -23,6 +23,7 @@ export const EVENT_KINDS = [
   "StateChanged",
 ] as const;
 
+/** The `kind` of an event. */
 export type EventKind = (typeof EVENT_KINDS)[number];
 
 /** `{ name, message }` of an error, as it travels in events and replies. */
@@ -44,6 +45,7 @@ export interface EventBase {
   iteration: number;
 }
 
+/** Where a `ContextCompaction` event is in the compaction. */
 export type CompactionPhase = "started" | "completed" | "failed";
 
 /** The kind-specific part of each event. */
@@ -98,6 +100,7 @@ export type EventBody =
 /** One event: the common fields plus the kind's own. */
 export type AgentEvent = EventBase & EventBody;
 
+/** The event of one kind, e.g. `EventOf<"ToolCallCompleted">`. */
 export type EventOf<K extends EventKind> = Extract<AgentEvent, { kind: K }>;
 
 /** Receives events. Best-effort: implementations must not throw into the loop. */

@@ -4,7 +4,8 @@ import { NAME_PATTERN } from "../bus/subjects.js";
 import type { RuntimeConfig } from "../cli/cli-context.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
 import { knownContextWindow, ProviderName } from "../llm/create-backend.js";
-import type { ReasoningEffort } from "../llm/types.js";
+import type { LlmBackend, ReasoningEffort } from "../llm/types.js";
+import type { ToolSet } from "../tools/tool-set.js";
 
 /** The agent a host serves when no agents file is given. */
 export const DEFAULT_AGENT_NAME = "assistant";
@@ -75,6 +76,10 @@ export interface ResolvedAgentDefinition {
   promptCaching?: boolean;
   /** From the CLI (`--stream-idle-timeout`); undefined: the backends' default. */
   streamIdleTimeoutMs?: number;
+  /** ToolSets built in code (a config file, `startHost`), after the built-ins named in `tools`. */
+  toolSets?: ToolSet[];
+  /** A model backend built in code; overrides `provider`. */
+  backend?: LlmBackend;
 }
 
 /** A bad agents file: the message names the file and the field. */
@@ -216,7 +221,8 @@ export function isPromptCachingDefault(provider: ProviderName): boolean {
   return provider === "anthropic";
 }
 
-function describeIssue(issue: z.core.$ZodIssue): string {
+/** `agents[1].tools[0]: <message>`: a zod issue as one line naming the field. */
+export function describeIssue(issue: z.core.$ZodIssue): string {
   const field = issue.path.reduce<string>((text, key) => {
     if (typeof key === "number") return `${text}[${key}]`;
     return text === "" ? String(key) : `${text}.${String(key)}`;

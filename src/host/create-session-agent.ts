@@ -116,13 +116,17 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
     { definition: ResolvedAgentDefinition; llm: LlmClient; toolSets: ToolSet[] }
   >();
   for (const definition of options.definitions) {
-    const backend = options.createBackend?.(definition) ?? buildBackend(definition, options.env);
+    const backend =
+      options.createBackend?.(definition) ?? definition.backend ?? buildBackend(definition, options.env);
     const llm = options.createClient?.(backend) ?? new RetryingLlmClient({ backend });
-    const toolSets = registry.create(definition.tools, {
-      agent: definition.name,
-      bus: options.bus,
-      ...(definition.shellEnv === undefined ? {} : { shellEnv: definition.shellEnv }),
-    });
+    const toolSets = [
+      ...registry.create(definition.tools, {
+        agent: definition.name,
+        bus: options.bus,
+        ...(definition.shellEnv === undefined ? {} : { shellEnv: definition.shellEnv }),
+      }),
+      ...(definition.toolSets ?? []),
+    ];
     agents.set(definition.name, { definition, llm, toolSets });
   }
 

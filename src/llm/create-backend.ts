@@ -13,6 +13,7 @@ export type ProviderName = z.infer<typeof ProviderName>;
 /** Environment variables the factory reads; a parameter so tests need not touch `process.env`. */
 export type ProviderEnvironment = Record<string, string | undefined>;
 
+/** Which provider to build, and how to reach it. */
 export interface BackendConfig {
   provider: ProviderName;
   /** Falls back to `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`. */

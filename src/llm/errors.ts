@@ -57,14 +57,17 @@ export class StrayToolMarkupError extends LlmError {
   readonly code = "stray_tool_markup";
   readonly retryable = true;
 }
+/** The provider refused the credentials (401 / 403). Not retried. */
 export class AuthenticationError extends LlmError {
   readonly code = "authentication";
   readonly retryable = false;
 }
+/** The provider does not know the model (404). Not retried. */
 export class ModelNotFoundError extends LlmError {
   readonly code = "not_found";
   readonly retryable = false;
 }
+/** The provider refused the request (any other 4xx, e.g. 400 or 422). Not retried. */
 export class InvalidRequestError extends LlmError {
   readonly code = "invalid_request";
   readonly retryable = false;

@@ -26,6 +26,7 @@ export interface RetryInfo {
   provider: string;
 }
 
+/** The backend to call and how to retry it. */
 export interface RetryingLlmClientOptions {
   backend: LlmBackend;
   /** Attempts per request, the first included. Default 3. */

@@ -42,11 +42,13 @@ export type ThinkingBlock =
   | { type: "thinking"; thinking: string; signature: string }
   | { type: "redacted_thinking"; data: string };
 
+/** A part of a message's content: text, an image, or a thinking block. */
 export type ContentPart =
   | { type: "text"; text: string }
   /** An image, either as base64 data with its media type or as a URL. */
   | { type: "image"; mediaType?: string; data?: string; url?: string };
 
+/** Who a message is from. */
 export type Role = "system" | "user" | "assistant" | "tool";
 
 /** One conversation message. `content` is plain text or a list of parts (text and images). */
@@ -72,6 +74,7 @@ export interface ToolDefinition {
   parameters: Record<string, unknown>;
 }
 
+/** How much the model should think before answering. */
 export type ReasoningEffort = "low" | "medium" | "high";
 
 /** Options of one request. Immutable by convention: use {@link withoutTools} to derive. */
@@ -146,6 +149,7 @@ export interface StreamSink {
 /** The sink a backend sees: backends never reset (the client does), they only stream. */
 export type BackendSink = Pick<StreamSink, "onTextDelta" | "onReasoningDelta">;
 
+/** One request to a backend: the messages and the options. */
 export interface GenerateRequest {
   /** May start with one system message; backends move it where their API wants it. */
   messages: Message[];

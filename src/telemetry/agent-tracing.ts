@@ -1,13 +1,15 @@
 import { type Tracer, type TracerProvider, trace } from "@opentelemetry/api";
 import type { EventListener } from "../events/types.js";
 import type { LlmClient } from "../llm/llm-client.js";
+import { VERSION } from "../version.js";
 import { ChatSpanRecorder } from "./chat-span-recorder.js";
 import { CAPTURE_CONTENT_ENV, genAiProviderName } from "./gen-ai-conventions.js";
 import { TracedLlmClient } from "./traced-llm-client.js";
 
 /** The instrumentation scope of every span. */
 export const TRACER_NAME = "agentloop";
-export const TRACER_VERSION = "0.1.0";
+/** The package version (from package.json). */
+export const TRACER_VERSION = VERSION;
 
 /** How an agent traces (`CreateAgentParams.tracing`). */
 export interface AgentTracingOptions {

@@ -16,6 +16,7 @@ export interface Tool {
   invoke(argumentsJson: string, context: ToolContext): Promise<string>;
 }
 
+/** What {@link defineTool} takes. */
 export interface DefineToolParams<Schema extends z.ZodType> {
   name: string;
   /** Tells the model when and how to use the tool. */

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   type CliRun,
@@ -46,9 +47,10 @@ describe("main: help and version", () => {
     expect(run.stdout).toContain("Usage: agentloop <command>");
   });
 
-  it("--version prints the version", async () => {
+  it("--version prints the version of package.json", async () => {
+    const manifest = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
     const run = await runCli(["--version"]);
-    expect(run).toEqual({ code: 0, stdout: "agentloop 0.1.0\n", stderr: "" });
+    expect(run).toEqual({ code: 0, stdout: `agentloop ${manifest.version}\n`, stderr: "" });
   });
 });
 

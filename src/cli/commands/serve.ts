@@ -1,24 +1,32 @@
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
+import { loadConfigFile } from "../../config/load-config-file.js";
 import { loadAgentDefinitions, type ResolvedAgentDefinition } from "../../host/agent-definitions.js";
 import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
+import type { ProviderName } from "../../llm/create-backend.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
 import { untilAborted } from "../command-helpers.js";
 import { DEFAULT_MODELS, idleTimeoutFrom, maxSessionsFrom, natsHoldBytesFrom } from "../runtime-config.js";
 
-/** `--agents FILE` read, validated and completed from the CLI configuration. */
+/** `--agents FILE` (JSON) or `--config FILE` (code) read, validated and completed from the CLI configuration. */
 export function loadAgentsFromFlags(context: CliContext): Promise<ResolvedAgentDefinition[]> {
-  const { agents } = context.flags;
+  const { agents, config } = context.flags;
   if (agents === true || agents === "") throw new UsageError("--agents needs a FILE");
-  return loadAgentDefinitions(typeof agents === "string" ? agents : undefined, context.config, {
+  if (config === true || config === "") throw new UsageError("--config needs a FILE");
+  const options = {
     knownTools: createHostToolSetRegistry().names(),
-    defaultModel: (provider) => DEFAULT_MODELS[provider],
-  });
+    defaultModel: (provider: ProviderName) => DEFAULT_MODELS[provider],
+  };
+  if (typeof config === "string") {
+    if (typeof agents === "string") throw new UsageError("--config and --agents cannot be used together");
+    return loadConfigFile(config, context.config, options);
+  }
+  return loadAgentDefinitions(typeof agents === "string" ? agents : undefined, context.config, options);
 }
 
 /**
- * `agentloop serve [--agents FILE]`: the agent host alone, on NATS (SPEC §12). Prints one line
+ * `agentloop serve [--agents FILE | --config FILE]`: the agent host alone, on NATS (SPEC §12). Prints one line
  * naming the bus and the agents; on SIGINT / SIGTERM stops taking requests, lets running chats
  * finish (up to the grace period) and exits 0. A second signal cancels what still runs: every
  * waiting caller is answered `cancelled`, the cancelled chats write their history, the replies

@@ -1,0 +1,95 @@
+import { z } from "zod";
+import { AgentDefinition } from "../host/agent-definitions.js";
+import type { LlmBackend } from "../llm/types.js";
+import type { Tool } from "../tools/define-tool.js";
+import type { ToolSet } from "../tools/tool-set.js";
+
+/** A ToolSet from any copy of this package (checked by shape: a config file may import another copy). */
+export function isToolSet(value: unknown): value is ToolSet {
+  if (typeof value !== "object" || value === null) return false;
+  const set = value as Record<string, unknown>;
+  return (
+    typeof set.name === "string" &&
+    ["tools", "invoke", "prompt", "iterationPromptInjection", "copy", "reset"].every(
+      (method) => typeof set[method] === "function",
+    )
+  );
+}
+
+/** A tool from {@link defineTool} (checked by shape, like {@link isToolSet}). */
+export function isTool(value: unknown): value is Tool {
+  if (typeof value !== "object" || value === null) return false;
+  const tool = value as { definition?: { name?: unknown }; invoke?: unknown };
+  return typeof tool.definition?.name === "string" && typeof tool.invoke === "function";
+}
+
+function isLlmBackend(value: unknown): value is LlmBackend {
+  if (typeof value !== "object" || value === null) return false;
+  const backend = value as Record<string, unknown>;
+  return typeof backend.generate === "function" && typeof backend.generateStream === "function";
+}
+
+/** One entry of an agent's `tools`: a built-in ToolSet's name, a ToolSet, or a single tool. */
+export const ToolEntry = z.union([z.string().min(1), z.custom<ToolSet>(isToolSet), z.custom<Tool>(isTool)], {
+  error: "must be a built-in tool set name, a ToolSet (createToolSet) or a tool (defineTool)",
+});
+
+/**
+ * One agent in code (`defineConfig`, `startHost`): every field of an agents-file entry, plus what
+ * only code can give. New per-agent fields go into {@link AgentDefinition} (the agents file) and
+ * show up here too; fields that need code (functions, objects) go into the `extend` below.
+ */
+export const AgentConfig = AgentDefinition.extend({
+  /**
+   * Built-in ToolSet names (`"todo_list"`, `"current_time"`, `"ask_agent"`, `"shell"`), ToolSets
+   * from `createToolSet`, and tools from `defineTool`, in any mix. Default: the built-ins an
+   * agents file gets.
+   */
+  tools: z.array(ToolEntry).optional(),
+  /** A model backend in code (e.g. a scripted one in tests); `provider`, `baseUrl` are then unused. */
+  backend: z
+    .custom<LlmBackend>(isLlmBackend, { error: "must be an LlmBackend (generate and generateStream)" })
+    .optional(),
+  /** A model stream silent this long (ms) once started fails. Default: the CLI's, else 120 s. */
+  streamIdleTimeoutMs: z
+    .number()
+    .int()
+    .min(1)
+    .max(2 ** 31 - 1)
+    .optional(),
+});
+/** One agent as written in code: see {@link AgentConfig}'s schema for the fields. */
+export type AgentConfig = z.input<typeof AgentConfig>;
+
+/** What `agentloop.config.js` exports by default: `{ agents: [ … ] }`, names unique. */
+export const AgentloopConfig = z
+  .object({ agents: z.array(AgentConfig).min(1, { error: "must list at least one agent" }) })
+  .strict()
+  .superRefine((config, context) => {
+    const seen = new Set<string>();
+    config.agents.forEach((agent, index) => {
+      if (seen.has(agent.name)) {
+        context.addIssue({
+          code: "custom",
+          path: ["agents", index, "name"],
+          message: `duplicate agent "${agent.name}"`,
+        });
+      }
+      seen.add(agent.name);
+    });
+  });
+/** The configuration a config file exports (see {@link defineConfig}). */
+export type AgentloopConfig = z.input<typeof AgentloopConfig>;
+
+/**
+ * Types a configuration for `agentloop serve --config` / `up --config` (it returns its argument):
+ *
+ * ```js
+ * // agentloop.config.js
+ * import { defineConfig, defineTool, z } from "agentloop";
+ * export default defineConfig({ agents: [{ name: "helper", tools: [myTool] }] });
+ * ```
+ */
+export function defineConfig(config: AgentloopConfig): AgentloopConfig {
+  return config;
+}

@@ -1,0 +1,97 @@
+import type { Bus } from "../bus/bus.js";
+import { DEFAULT_PREFIX } from "../bus/subjects.js";
+import { type RuntimeConfig, UsageError } from "../cli/cli-context.js";
+import { DEFAULT_MODELS, resolveRuntimeConfig } from "../cli/runtime-config.js";
+import type { AgentConfig } from "../config/agent-config.js";
+import { parseConfig } from "../config/load-config-file.js";
+import type { AgentEvent } from "../events/types.js";
+import { ConfigurationError } from "../llm/configuration-error.js";
+import { createHostToolSetRegistry } from "./create-session-agent.js";
+import { startHostService } from "./host-service.js";
+
+/** What {@link startHost} takes. */
+export interface StartHostOptions {
+  /** Where the host answers (`<prefix>.agents.<agent>.chat` / `.control`) and publishes events. */
+  bus: Bus;
+  /** The agents to serve, as in a config file (`defineConfig`): names unique, at least one. */
+  agents: readonly AgentConfig[];
+  /** Subject prefix. Default `agentloop`. */
+  prefix?: string;
+  /** SQLite file of the conversation histories. Default: in this process's memory. */
+  db?: string;
+  /**
+   * Where provider keys, base URLs and defaults are read, as the CLI reads them
+   * (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `AGENTLOOP_PROVIDER`, `AGENTLOOP_MODEL`…). Default
+   * `process.env`.
+   */
+  env?: NodeJS.ProcessEnv;
+  /** One-line notices (a session that failed to start, no JetStream event log). Default: none. */
+  log?: (line: string) => void;
+  /** Called with every event, besides publishing it on the bus. */
+  onEvent?: (event: AgentEvent) => void;
+  /** Idle sessions are passivated after this long. Default 12 h. */
+  idleTimeoutMs?: number;
+  /** Live sessions at most; past it a new session is refused with `overloaded`. Default 10,000. */
+  maxSessions?: number;
+  /** How long `close()` lets running chats finish before cancelling them. Default 30 s. */
+  graceMs?: number;
+}
+
+/** A host started by {@link startHost}. */
+export interface RunningHost {
+  /** The names of the agents it serves. */
+  readonly agents: readonly string[];
+  /**
+   * Stops taking requests, lets running chats finish (up to `graceMs`), then closes the history
+   * database. The bus stays open: it is the caller's.
+   */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts an agent host on `bus` (what `agentloop serve` runs, SPEC §10–§11): each agent answers
+ * chat and control requests on its subjects, one actor per session, and publishes its events.
+ * Works on a {@link NatsBus} (other processes reach the agents) or a {@link LocalBus} (this process
+ * only).
+ *
+ * ```ts
+ * const bus = await NatsBus.connect({ url: "nats://127.0.0.1:4222" });
+ * const host = await startHost({ bus, agents: [{ name: "helper", tools: [myTool] }] });
+ * ```
+ *
+ * @throws ConfigurationError naming the field (`startHost: agents[0].tools[1]: …`) for a bad
+ *   agent, or when a provider cannot be built (e.g. no API key).
+ */
+export async function startHost(options: StartHostOptions): Promise<RunningHost> {
+  const env = options.env ?? process.env;
+  let config: RuntimeConfig;
+  let definitions: ReturnType<typeof parseConfig>;
+  try {
+    // The CLI's defaults and environment, minus what only the CLI decides (the bus, its prefix, the database).
+    const { db: _db, prefix: _prefix, ...defaults } = resolveRuntimeConfig({}, env);
+    config = {
+      ...defaults,
+      prefix: options.prefix ?? DEFAULT_PREFIX,
+      ...(options.db === undefined ? {} : { db: options.db }),
+    };
+    definitions = parseConfig({ agents: options.agents }, config, {
+      knownTools: createHostToolSetRegistry().names(),
+      defaultModel: (provider) => DEFAULT_MODELS[provider],
+    });
+  } catch (error) {
+    if (!(error instanceof ConfigurationError || error instanceof UsageError)) throw error;
+    throw new ConfigurationError(`startHost: ${error.message}`, { cause: error });
+  }
+  const service = await startHostService({
+    bus: options.bus,
+    definitions,
+    config,
+    env,
+    log: options.log ?? (() => {}),
+    ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
+    ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
+    ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
+    ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
+  });
+  return { agents: definitions.map((definition) => definition.name), close: service.close };
+}

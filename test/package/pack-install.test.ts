@@ -1,0 +1,146 @@
+import { execFile } from "node:child_process";
+import { copyFile, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+/**
+ * The published package as a user gets it: `npm pack`, installed from the tarball into a fresh
+ * project, then a small program type-checked against the installed `.d.ts` and run. Needs a fresh
+ * `npm run build` (`npm test` builds first). Installing skips install scripts: the program keeps
+ * its histories in memory, so better-sqlite3's native build is never loaded.
+ */
+
+const run = promisify(execFile);
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const TSC = join(ROOT, "node_modules/typescript/bin/tsc");
+
+let directory: string;
+let project: string;
+let tarball: string;
+let packedFiles: string[];
+
+/** Fails early, with the fix, when dist/ is older than a source file: the test would check old code. */
+async function assertBuildIsFresh(): Promise<void> {
+  const built = await stat(join(ROOT, "dist/src/index.js")).catch(() => undefined);
+  if (built === undefined) throw new Error("dist/src/index.js is missing: run `npm run build` first");
+  for (const folder of ["src", "machines", "actors"]) {
+    const entries = await readdir(join(ROOT, folder), { recursive: true, withFileTypes: true });
+    for (const entry of entries) {
+      if (!entry.isFile() || !entry.name.endsWith(".ts")) continue;
+      const source = join(entry.parentPath, entry.name);
+      if ((await stat(source)).mtimeMs > built.mtimeMs) {
+        throw new Error(`${source} is newer than dist/: run \`npm run build\` first`);
+      }
+    }
+  }
+}
+
+beforeAll(async () => {
+  await assertBuildIsFresh();
+  directory = await mkdtemp(join(tmpdir(), "agentloop-pack-"));
+  const { stdout } = await run(
+    "npm",
+    ["pack", "--ignore-scripts", "--json", "--pack-destination", directory],
+    { cwd: ROOT },
+  );
+  const [packed] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  if (packed === undefined) throw new Error(`npm pack said nothing: ${stdout}`);
+  tarball = join(directory, packed.filename);
+  packedFiles = packed.files.map((file) => file.path);
+  project = join(directory, "consumer");
+  await run("mkdir", [project]);
+  await writeFile(
+    join(project, "package.json"),
+    JSON.stringify({ name: "consumer", version: "1.0.0", private: true, type: "module" }),
+  );
+  // The dependencies come from npm's cache (filled by the project's own install) when it has them.
+  await run(
+    "npm",
+    [
+      "install",
+      "--ignore-scripts",
+      "--no-audit",
+      "--no-fund",
+      "--prefer-offline",
+      "--loglevel=error",
+      tarball,
+    ],
+    { cwd: project, timeout: 150_000 },
+  );
+}, 180_000);
+
+afterAll(async () => {
+  if (directory !== undefined) await rm(directory, { recursive: true, force: true });
+});
+
+describe("the packed package", () => {
+  it("holds the compiled code, its declarations and the UI page, and no tests", () => {
+    expect(packedFiles).toEqual(
+      expect.arrayContaining([
+        "package.json",
+        "README.md",
+        "dist/src/index.js",
+        "dist/src/index.d.ts",
+        "dist/src/testing/index.js",
+        "dist/src/testing/index.d.ts",
+        "dist/src/cli/bin.js",
+        "dist/src/ui/public/index.html",
+      ]),
+    );
+    expect(
+      packedFiles.filter((path) => /(^|\/)(test|bench)\//.test(path) || path.startsWith("src/")),
+    ).toEqual([]);
+  });
+
+  it("type-checks and runs a program against the installed package", async () => {
+    await copyFile(new URL("./consumer-program.ts.txt", import.meta.url), join(project, "main.ts"));
+    await writeFile(
+      join(project, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          target: "ES2022",
+          module: "NodeNext",
+          moduleResolution: "NodeNext",
+          strict: true,
+          outDir: "out",
+          // The consumer's own Node types (our declarations use them, as any Node library's do).
+          typeRoots: [join(ROOT, "node_modules/@types")],
+          types: ["node"],
+          skipLibCheck: true,
+        },
+        files: ["main.ts"],
+      }),
+    );
+    // Type errors fail here, with tsc's output in the message.
+    await run(process.execPath, [TSC, "-p", "tsconfig.json"], { cwd: project }).catch((error) => {
+      throw new Error(`tsc failed:\n${error.stdout}${error.stderr}`);
+    });
+    const { stdout, stderr } = await run(process.execPath, ["out/main.js"], {
+      cwd: project,
+      timeout: 30_000,
+    });
+    expect(stderr).toBe("");
+    const output = JSON.parse(stdout);
+    const manifest = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8"));
+    expect(output).toEqual({
+      version: manifest.version,
+      direct: "5",
+      reply: expect.objectContaining({ ok: true, session: "s1", result: "40 + 2 = 42" }),
+      calls: [
+        { a: 2, b: 3 },
+        { a: 40, b: 2 },
+      ],
+      toolResults: ["42"],
+      refused: expect.stringMatching(/^startHost: agents\[0\]\.tools\[0\]: unknown tool set "no_such_tool"/),
+    });
+  });
+
+  it("installs the agentloop command, which prints the package's version", async () => {
+    const manifest = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8"));
+    const { stdout } = await run(join(project, "node_modules/.bin/agentloop"), ["--version"]);
+    expect(stdout).toBe(`agentloop ${manifest.version}\n`);
+  });
+});
