@@ -98,8 +98,8 @@ export function toAgentListings(
   });
   for (const sighting of byInstance.values()) {
     listings.push({
-      agent: sighting.heartbeat.agent || sighting.address.agent,
-      owner: sighting.heartbeat.owner || sighting.address.owner,
+      agent: sighting.heartbeat.agent ?? sighting.address.agent,
+      owner: sighting.heartbeat.owner ?? sighting.address.owner,
       name: sighting.heartbeat.session ?? sighting.address.name,
       instanceId: sighting.heartbeat.instance_id,
       protocolVersion: undefined,

@@ -82,11 +82,13 @@ export type ServiceInfo = z.infer<typeof ServiceInfo>;
 
 /** A heartbeat (§8), also the `status` endpoint's answer. */
 export const Heartbeat = z.looseObject({
-  agent: z.string(),
-  owner: z.string(),
+  // agent, owner and ts are in every heartbeat the notes show; the subject names the first two
+  // anyway, and nothing here needs the sender's clock, so a sender leaving them out is tolerated.
+  agent: z.string().optional(),
+  owner: z.string().optional(),
   session: z.string().optional(),
-  instance_id: z.string(),
-  ts: z.union([z.string(), z.number()]),
+  instance_id: z.string().min(1),
+  ts: z.union([z.string(), z.number()]).optional(),
   interval_s: z.number().positive(),
 });
 export type Heartbeat = z.infer<typeof Heartbeat>;

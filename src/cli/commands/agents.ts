@@ -32,7 +32,14 @@ export const agentsCommand: Command = async (context) => {
     return 1;
   }
   try {
-    const listings = await listAgents(bus.connection, { windowMs, signal: context.signal });
+    let listings: AgentListing[];
+    try {
+      listings = await listAgents(bus.connection, { windowMs, signal: context.signal });
+    } catch (error) {
+      // Interrupted (SIGINT / SIGTERM) while listening: nothing to print.
+      if (context.signal.aborted) return 130;
+      throw error;
+    }
     if (flags.json === true) {
       for (const listing of listings) context.stdout.write(`${JSON.stringify(toJsonLine(listing))}\n`);
     } else if (listings.length === 0) {
