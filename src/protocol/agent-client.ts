@@ -1,4 +1,4 @@
-import { createInbox, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { isValidSubject } from "../bus/subjects.js";
 import { sliceCodePoints } from "../text/truncate-text.js";
 import {
@@ -9,7 +9,15 @@ import {
   discoverAgents,
   matchesTarget,
 } from "./discovery.js";
-import { DEFAULT_INACTIVITY_MS, isNoResponders, parseReplyChunk, type ReplyChunk } from "./wire.js";
+import { type HeartbeatWatch, watchHeartbeats } from "./heartbeat-watch.js";
+import {
+  agentSubject,
+  DEFAULT_INACTIVITY_MS,
+  isNoResponders,
+  parseAgentSubject,
+  parseReplyChunk,
+  type ReplyChunk,
+} from "./wire.js";
 
 /**
  * The caller side of the Synadia Agent Protocol (v0.3): prompt one agent and read its streamed
@@ -75,6 +83,13 @@ export class AgentNoRespondersError extends AgentProtocolError {
   }
 }
 
+/** The agent's heartbeats stopped mid-stream (none for 3 × its interval): it is gone. */
+export class AgentOfflineError extends AgentProtocolError {
+  constructor(subject: string, silentMs: number) {
+    super(`the agent went offline: no heartbeat on ${subject} for ${formatDuration(silentMs)}`);
+  }
+}
+
 /** The stream stayed silent longer than the inactivity limit. */
 export class AgentStreamTimeoutError extends AgentProtocolError {
   readonly inactivityMs: number;
@@ -85,11 +100,21 @@ export class AgentStreamTimeoutError extends AgentProtocolError {
   }
 }
 
+/** The shortest silence that counts an agent offline, whatever interval it announces. */
+const MIN_OFFLINE_MS = 1_000;
+
 export interface PromptAgentOptions {
   /** Aborting unsubscribes (the protocol has no cancel message) and rejects with the reason. */
   signal?: AbortSignal;
   /** Fails the stream after this long without any chunk (default 60 s). */
   inactivityMs?: number;
+  /**
+   * The agent's heartbeat subject: once a heartbeat came, the stream fails when none follows
+   * within 3 × its `interval_s` (an agent that died mid-answer is noticed before the inactivity
+   * limit). Instances sharing the subject (one queue group) keep each other alive here; the
+   * inactivity limit still catches one of them dying. Default: none.
+   */
+  heartbeatSubject?: string;
 }
 
 /**
@@ -129,18 +154,36 @@ export async function* promptAgent(
     );
   };
   const onAbort = (): void => push({ type: "failed", error: signal?.reason });
-
-  const inbox = createInbox();
-  const subscription = connection.subscribe(inbox, {
-    callback: (error, message) => {
-      if (error !== null) return push({ type: "failed", error });
-      if (isNoResponders(message))
-        return push({ type: "failed", error: new AgentNoRespondersError(subject) });
-      armTimer();
-      push(parseReplyChunk(message.string(), headersOf(message)));
-    },
-  });
+  // Once the agent has sent a heartbeat, it may stay silent 3 × its interval before it counts as gone.
+  let offlineTimer: NodeJS.Timeout | undefined;
+  const { heartbeatSubject } = options;
+  let heartbeats: HeartbeatWatch | undefined;
+  let subscription: Subscription | undefined;
   try {
+    if (heartbeatSubject !== undefined) {
+      heartbeats = watchHeartbeats(connection, {
+        subject: heartbeatSubject,
+        onSighting: ({ heartbeat }) => {
+          // A sender announcing an absurdly short interval does not get the stream failed at once.
+          const silentMs = Math.max(MIN_OFFLINE_MS, 3 * heartbeat.interval_s * 1000);
+          clearTimeout(offlineTimer);
+          offlineTimer = setTimeout(
+            () => push({ type: "failed", error: new AgentOfflineError(heartbeatSubject, silentMs) }),
+            silentMs,
+          );
+        },
+      });
+    }
+    const inbox = createInbox();
+    subscription = connection.subscribe(inbox, {
+      callback: (error, message) => {
+        if (error !== null) return push({ type: "failed", error });
+        if (isNoResponders(message))
+          return push({ type: "failed", error: new AgentNoRespondersError(subject) });
+        armTimer();
+        push(parseReplyChunk(message.string(), headersOf(message)));
+      },
+    });
     signal?.addEventListener("abort", onAbort, { once: true });
     armTimer();
     connection.publish(subject, prompt, { reply: inbox });
@@ -161,9 +204,11 @@ export async function* promptAgent(
     }
   } finally {
     clearTimeout(timer);
+    clearTimeout(offlineTimer);
+    heartbeats?.stop();
     signal?.removeEventListener("abort", onAbort);
     try {
-      subscription.unsubscribe();
+      subscription?.unsubscribe();
     } catch {
       // Already gone with the connection.
     }
@@ -210,7 +255,10 @@ export async function askProtocolAgent(
   const agent = pickAgent(found, target);
   const collector = createTextCollector(options.maxChars ?? Number.POSITIVE_INFINITY);
   let queries = 0;
-  for await (const chunk of promptAgent(connection, agent.promptSubject, options.message, options)) {
+  const address = parseAgentSubject(agent.promptSubject);
+  const heartbeatSubject = address === undefined ? undefined : agentSubject("hb", address);
+  const streamOptions = heartbeatSubject === undefined ? options : { ...options, heartbeatSubject };
+  for await (const chunk of promptAgent(connection, agent.promptSubject, options.message, streamOptions)) {
     if (chunk.type === "response") collector.append(chunk.text);
     else if (chunk.type === "query") {
       queries++;

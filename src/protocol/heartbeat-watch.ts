@@ -20,17 +20,22 @@ export interface HeartbeatWatch {
 }
 
 /**
- * Subscribes to every heartbeat (`agents.hb.*.*.*`) and keeps the latest per instance; `onSighting`
+ * Subscribes to every heartbeat (`agents.hb.*.*.*`, or one agent's `subject`) and keeps the latest per instance; `onSighting`
  * hears each valid one. Messages that are not heartbeats, or arrive on a subject that is not
  * `agents.hb.<agent>.<owner>.<name>`, are skipped.
  */
 export function watchHeartbeats(
   connection: NatsConnection,
-  options: { onSighting?: (sighting: HeartbeatSighting) => void; now?: () => number } = {},
+  options: {
+    onSighting?: (sighting: HeartbeatSighting) => void;
+    /** One agent's heartbeat subject instead of every heartbeat. */
+    subject?: string;
+    now?: () => number;
+  } = {},
 ): HeartbeatWatch {
   const now = options.now ?? Date.now;
   const latest = new Map<string, HeartbeatSighting>();
-  const subscription = connection.subscribe(HEARTBEATS_PATTERN, {
+  const subscription = connection.subscribe(options.subject ?? HEARTBEATS_PATTERN, {
     callback: (error, message) => {
       if (error !== null) return;
       const address = parseAgentSubject(message.subject);

@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vi
 import {
   AgentNoRespondersError,
   AgentNotFoundError,
+  AgentOfflineError,
   AgentServiceError,
   AgentStreamTimeoutError,
   AmbiguousTargetError,
@@ -12,6 +13,7 @@ import {
   QUERY_REFUSAL,
 } from "../../src/protocol/agent-client.js";
 import { discoverAgents } from "../../src/protocol/discovery.js";
+import { waitFor } from "../support/cli.js";
 import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
 import { type FakeProtocolAgent, startFakeProtocolAgent } from "./fake-protocol-agent.js";
 
@@ -119,6 +121,24 @@ describe("the protocol client against a fake agent on a real nats-server", () =>
       })(),
     ).rejects.toThrow("stop");
     await fake.interestLost;
+  });
+
+  it("notices an agent whose heartbeats stop mid-answer, long before the inactivity limit", async () => {
+    owner = `o-${randomUUID().slice(0, 8)}`;
+    const fake = await startAgent("s1");
+    const failure = askProtocolAgent(connection, { target: { owner }, message: "silent" }).catch(
+      (error: unknown) => error,
+    );
+    await waitFor(() => fake.prompts.length === 1);
+    // One heartbeat after the prompt arrived (so the caller was listening), then none.
+    const sent = fake.heartbeatsSent();
+    await waitFor(() => fake.heartbeatsSent() > sent);
+    fake.stopHeartbeats();
+    const error = await failure;
+    expect(error).toBeInstanceOf(AgentOfflineError);
+    expect((error as Error).message).toBe(
+      `the agent went offline: no heartbeat on agents.hb.fakebot.${owner}.s1 for 3 s`,
+    );
   });
 
   it("fails a silent stream after the inactivity limit", async () => {

@@ -12,6 +12,7 @@ import { connect, errors, type NatsConnection } from "@nats-io/transport-node";
  * - `ask me`: ack, a `query` chunk, then `you said: <answer>` with the caller's answer;
  * - `hang`: ack, then keep-alives sent as requests until the reply subject loses interest
  *   (no responders), which resolves {@link FakeProtocolAgent.interestLost};
+ * - `silent`: ack, then nothing at all (an agent that died mid-answer once its heartbeats stop);
  * - `ignored`: ack, an unknown chunk type, a response, the terminator;
  * - anything else: ack, `echo: `, the prompt, ` (done)` as three response chunks (the last in the
  *   `{text}` form), the terminator.
@@ -27,6 +28,8 @@ export interface FakeProtocolAgent {
   prompts: string[];
   /** Resolves once a `hang` prompt's reply subject has no listener any more. */
   interestLost: Promise<void>;
+  /** Heartbeats sent so far. */
+  heartbeatsSent(): number;
   /** Stops sending heartbeats (the service still answers discovery). */
   stopHeartbeats(): void;
   close(): Promise<void>;
@@ -89,11 +92,13 @@ export async function startFakeProtocolAgent(options: FakeProtocolAgentOptions):
       if (error === null) message.respond(heartbeat());
     },
   });
-  connection.publish(`agents.hb.${agent}.${owner}.${name}`, heartbeat());
-  let timer: NodeJS.Timeout | undefined = setInterval(
-    () => connection.publish(`agents.hb.${agent}.${owner}.${name}`, heartbeat()),
-    intervalS * 1000,
-  );
+  let heartbeatsSent = 0;
+  const beat = (): void => {
+    connection.publish(`agents.hb.${agent}.${owner}.${name}`, heartbeat());
+    heartbeatsSent++;
+  };
+  beat();
+  let timer: NodeJS.Timeout | undefined = setInterval(beat, intervalS * 1000);
   await connection.flush();
 
   return {
@@ -104,6 +109,7 @@ export async function startFakeProtocolAgent(options: FakeProtocolAgentOptions):
     id,
     prompts,
     interestLost,
+    heartbeatsSent: () => heartbeatsSent,
     stopHeartbeats: () => {
       clearInterval(timer);
       timer = undefined;
@@ -159,6 +165,7 @@ async function answer(
       }
     }
   }
+  if (prompt === "silent") return;
   if (prompt === "ignored") {
     send({ type: "thinking", data: "hmm" });
     send({ type: "response", data: "only this" });
