@@ -28,7 +28,7 @@ export const ProtocolTarget = z
     name: Token.optional().describe("Its instance or session name."),
   })
   .describe(
-    "Instead of agent: any agent speaking the NATS agent protocol (other frameworks, other hosts), found by discovery. Give what you know of agent / owner / name; it must match exactly one agent.",
+    "Instead of agent: any agent speaking the NATS agent protocol (other frameworks, other hosts), found by discovery. Give what you know of agent / owner / name; it must match exactly one agent (the error lists the agents found when it matches none or several).",
   );
 export type ProtocolTarget = z.infer<typeof ProtocolTarget>;
 
