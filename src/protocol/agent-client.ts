@@ -124,7 +124,8 @@ export interface PromptAgentOptions {
  * iteration. Any chunk resets the inactivity timer.
  *
  * @throws AgentServiceError on an error reply, AgentNoRespondersError when nobody listens,
- *   AgentStreamTimeoutError after `inactivityMs` of silence, the signal's reason when aborted.
+ *   AgentStreamTimeoutError after `inactivityMs` of silence, AgentOfflineError when the agent's
+ *   heartbeats stop (with `heartbeatSubject`), the signal's reason when aborted.
  */
 export async function* promptAgent(
   connection: NatsConnection,
