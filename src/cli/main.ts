@@ -5,6 +5,7 @@ import { NO_SECRETS } from "../text/secret-redactor.js";
 import { truncateText } from "../text/truncate-text.js";
 import { VERSION } from "../version.js";
 import { type CliContext, type Command, UsageError } from "./cli-context.js";
+import { agentsCommand } from "./commands/agents.js";
 import { chatCommand } from "./commands/chat.js";
 import { serveCommand } from "./commands/serve.js";
 import { tailCommand } from "./commands/tail.js";
@@ -78,6 +79,12 @@ const COMMANDS: Record<
     run: uiCommand,
     flags: { port: "string", host: "string" },
     usage: "ui [--port N] [--host ADDR]",
+    arguments: false,
+  },
+  agents: {
+    run: agentsCommand,
+    flags: { timeout: "string", json: "boolean" },
+    usage: "agents [--nats URL] [--timeout 5s] [--json]",
     arguments: false,
   },
   viz: {

@@ -5,6 +5,7 @@ import { BusTimeoutError, NoRespondersError } from "../bus/bus-errors.js";
 import { parseChatReply } from "../bus/contract.js";
 import { HostSilentError, requestWithHeartbeat } from "../bus/request-with-heartbeat.js";
 import { chatSubject, DEFAULT_PREFIX, NAME_PATTERN, sessionHeartbeatSubject } from "../bus/subjects.js";
+import { askProtocolTarget, type ProtocolCallSettings, ProtocolTarget } from "./ask-protocol-agent.js";
 import { createToolSet, type StatefulToolSet } from "./create-tool-set.js";
 import { defineTool } from "./define-tool.js";
 import { ToolCancelledError, ToolError } from "./tool-errors.js";
@@ -21,7 +22,9 @@ export const AskAgentArguments = z.object({
   agent: z
     .string()
     .regex(NAME_PATTERN, { error: "an agent name: letters, digits, _ and -" })
-    .describe("The name of the agent to ask."),
+    .optional()
+    .describe("The name of the agent to ask (an agent of this system). Leave it out when giving target."),
+  target: ProtocolTarget.optional(),
   message: z.string().min(1).describe("The complete question or task: the other agent sees nothing else."),
 });
 export type AskAgentArguments = z.infer<typeof AskAgentArguments>;
@@ -40,6 +43,8 @@ export interface AskAgentToolSetOptions {
   timeoutMs?: number;
   /** The other agent's host counts as gone after this long without a heartbeat; default 10 s. */
   heartbeatTimeoutMs?: number;
+  /** How `target` calls reach agents on the NATS agent protocol. */
+  protocol?: ProtocolCallSettings;
 }
 
 /**
@@ -61,9 +66,32 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
 
   const tool = defineTool({
     name: TOOL_NAME,
-    description: `Asks another agent a question and returns its answer. The other agent does not see this conversation: put everything it needs in the message.${known}`,
+    description: `Asks another agent a question and returns its answer. The other agent does not see this conversation: put everything it needs in the message.${known} To ask an agent outside this system (any agent on the NATS agent protocol), give target instead of agent.`,
     parameters: AskAgentArguments,
-    execute: async ({ agent, message }, context) => {
+    execute: async ({ agent, target, message }, context) => {
+      if (agent !== undefined && target !== undefined) {
+        throw new ToolError(
+          "give either agent (an agent of this system) or target (a protocol agent), not both",
+          {
+            toolName: TOOL_NAME,
+          },
+        );
+      }
+      if (target !== undefined) {
+        const depth = context.depth ?? 0;
+        if (depth >= maxDepth) {
+          throw new ToolError(
+            `cannot ask a protocol agent: nested agent calls are capped at depth ${maxDepth} and this chat is at depth ${depth}`,
+            { toolName: TOOL_NAME },
+          );
+        }
+        return askProtocolTarget(bus, target, message, context.signal, options.protocol);
+      }
+      if (agent === undefined) {
+        throw new ToolError("give agent (an agent of this system) or target (a protocol agent)", {
+          toolName: TOOL_NAME,
+        });
+      }
       const self = options.agent ?? context.agent;
       if (agent === self) {
         throw new ToolError(`an agent may not ask itself ("${agent}"): answer directly instead`, {
