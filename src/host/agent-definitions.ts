@@ -5,6 +5,8 @@ import type { RuntimeConfig } from "../cli/cli-context.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
 import { knownContextWindow, ProviderName } from "../llm/create-backend.js";
 import type { ReasoningEffort } from "../llm/types.js";
+import { McpServers } from "../mcp/mcp-server-config.js";
+import { canonicalJson, conflictMessage } from "../mcp/mcp-server-pool.js";
 
 /** The agent a host serves when no agents file is given. */
 export const DEFAULT_AGENT_NAME = "assistant";
@@ -30,6 +32,8 @@ export const AgentDefinition = z
       .optional(),
     /** Anthropic prompt caching (a cache breakpoint on the last message); default on for anthropic. */
     promptCaching: z.boolean().optional(),
+    /** MCP servers whose tools the agent gets as `<server>__<tool>` (see src/mcp/mcp-server-config.ts). */
+    mcpServers: McpServers.optional(),
   })
   .strict();
 export type AgentDefinition = z.infer<typeof AgentDefinition>;
@@ -40,6 +44,8 @@ export const AgentsFile = z
   .strict()
   .superRefine((file, context) => {
     const seen = new Set<string>();
+    // The host runs one client per MCP server name, shared by the agents that list it.
+    const servers = new Map<string, { agent: string; json: string }>();
     file.agents.forEach((agent, index) => {
       if (seen.has(agent.name)) {
         context.addIssue({
@@ -49,6 +55,18 @@ export const AgentsFile = z
         });
       }
       seen.add(agent.name);
+      for (const [server, config] of Object.entries(agent.mcpServers ?? {})) {
+        const json = canonicalJson(config);
+        const first = servers.get(server);
+        if (first === undefined) servers.set(server, { agent: agent.name, json });
+        else if (first.json !== json) {
+          context.addIssue({
+            code: "custom",
+            path: ["agents", index, "mcpServers", server],
+            message: conflictMessage(server, first.agent, agent.name),
+          });
+        }
+      }
     });
   });
 export type AgentsFile = z.infer<typeof AgentsFile>;
@@ -75,6 +93,8 @@ export interface ResolvedAgentDefinition {
   promptCaching?: boolean;
   /** From the CLI (`--stream-idle-timeout`); undefined: the backends' default. */
   streamIdleTimeoutMs?: number;
+  /** The MCP servers whose tools the agent gets (the host runs them). */
+  mcpServers?: McpServers;
 }
 
 /** A bad agents file: the message names the file and the field. */
@@ -203,6 +223,7 @@ export function resolveAgentDefinitions(
       ...(maxIterations === undefined ? {} : { maxIterations }),
       ...(reasoningEffort === undefined ? {} : { reasoningEffort }),
       ...(agent.shellEnv === undefined ? {} : { shellEnv: agent.shellEnv }),
+      ...(agent.mcpServers === undefined ? {} : { mcpServers: agent.mcpServers }),
       ...(streamIdleTimeoutMs === undefined ? {} : { streamIdleTimeoutMs }),
     };
   });
