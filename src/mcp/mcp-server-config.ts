@@ -41,10 +41,10 @@ export type McpServerConfig = z.infer<typeof McpServerConfig>;
  * An agent's `mcpServers`: `{ "<name>": <server> }`. Agents that name the same server must
  * configure it the same way: the host runs one client per server and shares it.
  */
-export const McpServers = z.record(
-  z.string().regex(MCP_SERVER_NAME, { error: `server names must match ${MCP_SERVER_NAME.source}` }),
-  McpServerConfig,
-);
+export const McpServers = z.record(z.string().regex(MCP_SERVER_NAME), McpServerConfig, {
+  error: (issue) =>
+    issue.code === "invalid_key" ? `server names must match ${MCP_SERVER_NAME.source}` : undefined,
+});
 export type McpServers = z.infer<typeof McpServers>;
 
 /** True for a stdio server's configuration. */

@@ -14,6 +14,7 @@ import {
   callableTools,
   type FakeProvider,
   type ProviderReply,
+  startBinary,
   startFakeProvider,
   textTurn,
   toolResults,
@@ -144,6 +145,32 @@ describe("MCP tools through agentloop serve", () => {
     expect(env).toContain('"PATH"');
     expect(env).not.toContain("OPENAI_API_KEY");
     await waitFor(() => pid !== undefined && !isAlive(pid));
+  });
+
+  it("the built binary ends its MCP server processes when it stops on SIGTERM", async () => {
+    const files = {
+      pidFile: join(directory, "binary.pid"),
+      blockFile: join(directory, "binary.block"),
+      attemptsFile: join(directory, "binary.attempts"),
+    };
+    const path = await writeAgents("binary.json", { everything: everythingWithPidFile(files) });
+    fake = await startFakeProvider("openai-chat", []);
+    const binary = startBinary(
+      ["serve", "--nats", server.url, "--prefix", uniqueRoot(), "--agents", path, ...fake.flags],
+      { env: fake.env },
+    );
+    let stdout = "";
+    binary.child.stdout?.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString("utf8");
+    });
+    // The line is printed once the host has started, MCP servers included.
+    await waitFor(() => stdout.includes("agentloop serve: bus"), 20_000);
+    const pid = await readPid(files.pidFile);
+    expect(isAlive(pid)).toBe(true);
+    binary.child.kill("SIGTERM");
+    const run = await binary.result;
+    expect(run.code).toBe(0);
+    await waitFor(() => !isAlive(pid));
   });
 
   it("a killed server's calls are tool errors; it is restarted with backoff and works again", async () => {
