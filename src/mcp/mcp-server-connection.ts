@@ -219,7 +219,7 @@ export class McpServerConnection {
       const isSpawnError = typeof (error as NodeJS.ErrnoException).syscall === "string";
       const reason =
         isClosed && !isSpawnError ? exitReason(this.#options.config, stderr.tail) : describeError(error);
-      this.#scheduleRestart(`cannot start (${reason})`);
+      this.#scheduleRestart(`cannot start: ${reason}`);
     } finally {
       if (this.#startingClient === client) this.#startingClient = undefined;
     }
@@ -270,7 +270,7 @@ export class McpServerConnection {
     // One line when trouble starts or changes, not one per retry of a server that stays broken.
     if (reason !== this.#loggedReason) {
       this.#options.log?.(
-        `MCP server ${this.name} ${reason}; restarting in ${formatSeconds(delayMs)} (then backing off to ${formatSeconds(max)})`,
+        `MCP server ${this.name} ${reason}; retrying in ${formatSeconds(delayMs)}, backing off to ${formatSeconds(max)}`,
       );
       this.#loggedReason = reason;
     }
@@ -320,11 +320,13 @@ async function listAllTools(client: Client, timeout: number): Promise<McpTool[]>
   return tools;
 }
 
+/** The server's schema goes to the model as it is, but for the dialect marker (noise in every request). */
 function toMcpTool(tool: SdkTool): McpTool {
+  const { $schema: _dialect, ...inputSchema } = tool.inputSchema as Record<string, unknown>;
   return {
     name: tool.name,
     description: tool.description ?? tool.title ?? tool.annotations?.title ?? "",
-    inputSchema: tool.inputSchema as Record<string, unknown>,
+    inputSchema,
   };
 }
 
@@ -343,7 +345,7 @@ function exitReason(config: McpServerConfig, stderrTail: string): string {
     .map((line) => line.trim())
     .filter((line) => line !== "")
     .at(-1);
-  return lastLine === undefined ? "the process exited" : `the process exited; its last words: ${lastLine}`;
+  return lastLine === undefined ? "the process exited" : `the process exited (last stderr line: ${lastLine})`;
 }
 
 function describeError(error: unknown): string {

@@ -224,7 +224,7 @@ describe("MCP tools through agentloop serve", () => {
       error: expect.stringMatching(/^MCP server everything is not running: /),
     });
     expect(resultOf(bodies[5], "c3")).toBe("Echo: three");
-    expect(stderr).toMatch(/MCP server everything stopped: the process exited.*; restarting in 0\.5 s/);
+    expect(stderr).toMatch(/MCP server everything stopped: the process exited.*; retrying in 0\.5 s/);
     expect(stderr).toContain("MCP server everything: running again");
     await waitFor(() => lastPid !== undefined && !isAlive(lastPid));
   });

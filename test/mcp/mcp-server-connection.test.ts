@@ -99,7 +99,9 @@ describe("McpServerConnection", () => {
     }
     expect(timer.delays).toEqual([500, 1_000, 2_000, 4_000, 4_000, 4_000]);
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/^MCP server broken cannot start \(.*no config\); restarting in 0\.5 s/);
+    expect(lines[0]).toMatch(
+      /^MCP server broken cannot start: the process exited \(last stderr line: no config\); retrying in 0\.5 s, backing off to 4 s$/,
+    );
     const call = connection.callTool("anything", {}, signal);
     await expect(call).rejects.toBeInstanceOf(McpServerNotRunningError);
     await expect(call).rejects.toThrow(/^MCP server broken is not running: cannot start/);
@@ -116,7 +118,7 @@ describe("McpServerConnection", () => {
     await connection.start();
     expect(lines).toEqual([
       expect.stringMatching(
-        /^MCP server missing cannot start \(command not found: \/nonexistent\/mcp-server\)/,
+        /^MCP server missing cannot start: command not found: \/nonexistent\/mcp-server;/,
       ),
     ]);
   });
@@ -148,12 +150,12 @@ describe("McpServerConnection", () => {
       "Echo: back",
     );
     expect(lines).toEqual([
-      expect.stringMatching(/^MCP server everything stopped: the process exited.*; restarting in 0\.5 s/),
+      expect.stringMatching(/^MCP server everything stopped: the process exited.*; retrying in 0\.5 s/),
       "MCP server everything: running again (" + connection.tools.length + " tools)",
     ]);
   });
 
-  it("close ends the server process and cancels a pending restart", async () => {
+  it("close ends the server process", async () => {
     const connection = connect({ name: "everything", config: everythingStdio() });
     await connection.start();
     const pid = connection.pid as number;
@@ -164,5 +166,21 @@ describe("McpServerConnection", () => {
     await expect(connection.callTool("echo", { message: "x" }, signal)).rejects.toThrow(
       "MCP server everything is not running: the host is shutting down",
     );
+  });
+
+  it("close cancels a pending restart", async () => {
+    const timer = manualSchedule();
+    const connection = connect({
+      name: "everything",
+      config: everythingStdio(),
+      schedule: timer.schedule,
+      log: () => {},
+    });
+    await connection.start();
+    process.kill(connection.pid as number, "SIGKILL");
+    await waitFor(() => connection.state === "waiting");
+    await connection.close();
+    expect(() => timer.runPending()).toThrow("no restart is scheduled");
+    expect(connection.state).toBe("closed");
   });
 });
