@@ -155,6 +155,32 @@ describe("McpServerConnection", () => {
     ]);
   });
 
+  it("backs off further when a restarted server dies again soon, and starts over once it stayed up", async () => {
+    const timer = manualSchedule();
+    let now = 0;
+    const connection = connect({
+      name: "everything",
+      config: everythingStdio(),
+      schedule: timer.schedule,
+      log: () => {},
+      stableAfterMs: 60_000,
+      now: () => now,
+    });
+    await connection.start();
+    const killAndRestart = async () => {
+      process.kill(connection.pid as number, "SIGKILL");
+      await waitFor(() => connection.state === "waiting");
+      timer.runPending();
+      await waitFor(() => connection.state === "running");
+    };
+    await killAndRestart();
+    now += 1_000;
+    await killAndRestart();
+    now += 60_000;
+    await killAndRestart();
+    expect(timer.delays).toEqual([500, 1_000, 500]);
+  });
+
   it("close ends the server process", async () => {
     const connection = connect({ name: "everything", config: everythingStdio() });
     await connection.start();
