@@ -5,8 +5,7 @@ import type { RuntimeConfig } from "../cli/cli-context.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
 import { knownContextWindow, ProviderName } from "../llm/create-backend.js";
 import type { ReasoningEffort } from "../llm/types.js";
-import { McpServers } from "../mcp/mcp-server-config.js";
-import { canonicalJson, conflictMessage } from "../mcp/mcp-server-pool.js";
+import { findMcpServerConflicts, McpServers } from "../mcp/mcp-server-config.js";
 
 /** The agent a host serves when no agents file is given. */
 export const DEFAULT_AGENT_NAME = "assistant";
@@ -44,8 +43,6 @@ export const AgentsFile = z
   .strict()
   .superRefine((file, context) => {
     const seen = new Set<string>();
-    // The host runs one client per MCP server name, shared by the agents that list it.
-    const servers = new Map<string, { agent: string; json: string }>();
     file.agents.forEach((agent, index) => {
       if (seen.has(agent.name)) {
         context.addIssue({
@@ -55,19 +52,14 @@ export const AgentsFile = z
         });
       }
       seen.add(agent.name);
-      for (const [server, config] of Object.entries(agent.mcpServers ?? {})) {
-        const json = canonicalJson(config);
-        const first = servers.get(server);
-        if (first === undefined) servers.set(server, { agent: agent.name, json });
-        else if (first.json !== json) {
-          context.addIssue({
-            code: "custom",
-            path: ["agents", index, "mcpServers", server],
-            message: conflictMessage(server, first.agent, agent.name),
-          });
-        }
-      }
     });
+    for (const conflict of findMcpServerConflicts(file.agents)) {
+      context.addIssue({
+        code: "custom",
+        path: ["agents", conflict.agentIndex, "mcpServers", conflict.server],
+        message: conflict.message,
+      });
+    }
   });
 export type AgentsFile = z.infer<typeof AgentsFile>;
 

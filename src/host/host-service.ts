@@ -5,7 +5,7 @@ import type { RuntimeConfig } from "../cli/cli-context.js";
 import { secretRedactorFor } from "../cli/runtime-config.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ProviderEnvironment } from "../llm/create-backend.js";
-import { McpServerPool, type McpServerPoolOptions } from "../mcp/mcp-server-pool.js";
+import { McpServerPool } from "../mcp/mcp-server-pool.js";
 import type { ResolvedAgentDefinition } from "./agent-definitions.js";
 import { AgentHost } from "./agent-host.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
@@ -23,8 +23,6 @@ export interface HostServiceOptions {
   idleTimeoutMs?: number;
   maxSessions?: number;
   graceMs?: number;
-  /** Restart timings of the MCP servers (tests shorten them). */
-  mcp?: Pick<McpServerPoolOptions, "initialRestartDelayMs" | "maxRestartDelayMs" | "startTimeoutMs">;
 }
 
 /** A running agent host with what it holds open. */
@@ -48,7 +46,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   const redactor = secretRedactorFor(config, env);
   const log = (line: string) => options.log(redactor.redact(line));
   // One client per MCP server for the whole host; a server's own environment comes from `env`.
-  const mcpServers = new McpServerPool(options.definitions, { ...options.mcp, env, log });
+  const mcpServers = new McpServerPool(options.definitions, { env, log });
   const factory = createSessionAgentFactory({
     definitions: options.definitions,
     bus,

@@ -51,3 +51,45 @@ export type McpServers = z.infer<typeof McpServers>;
 export function isStdioServerConfig(config: McpServerConfig): config is McpStdioServerConfig {
   return "command" in config;
 }
+
+/** Two agents configuring one server name differently; `agentIndex` is the later one. */
+export interface McpServerConflict {
+  agentIndex: number;
+  server: string;
+  message: string;
+}
+
+/**
+ * The server names that agents configure differently. The host runs one client per name, shared
+ * by the agents that list it, so one name must mean one configuration (key order aside).
+ */
+export function findMcpServerConflicts(
+  agents: ReadonlyArray<{ name: string; mcpServers?: McpServers | undefined }>,
+): McpServerConflict[] {
+  const first = new Map<string, { agent: string; json: string }>();
+  const conflicts: McpServerConflict[] = [];
+  agents.forEach((agent, agentIndex) => {
+    for (const [server, config] of Object.entries(agent.mcpServers ?? {})) {
+      const json = canonicalJson(config);
+      const seen = first.get(server);
+      if (seen === undefined) first.set(server, { agent: agent.name, json });
+      else if (seen.json !== json) {
+        conflicts.push({
+          agentIndex,
+          server,
+          message: `agents "${seen.agent}" and "${agent.name}" configure MCP server "${server}" differently (one server name, one configuration: rename one of them)`,
+        });
+      }
+    }
+  });
+  return conflicts;
+}
+
+/** JSON with object keys sorted, to compare two configurations regardless of key order. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, item: unknown) =>
+    item !== null && typeof item === "object" && !Array.isArray(item)
+      ? Object.fromEntries(Object.entries(item).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : item,
+  );
+}

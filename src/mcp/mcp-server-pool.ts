@@ -1,6 +1,6 @@
 import { ConfigurationError } from "../llm/configuration-error.js";
 import type { ToolSet } from "../tools/tool-set.js";
-import type { McpServerConfig, McpServers } from "./mcp-server-config.js";
+import { findMcpServerConflicts, type McpServerConfig, type McpServers } from "./mcp-server-config.js";
 import { McpServerConnection, type McpServerConnectionOptions } from "./mcp-server-connection.js";
 import { createMcpToolSet } from "./mcp-tool-set.js";
 
@@ -27,21 +27,18 @@ export class McpServerPool {
    * @throws ConfigurationError when two agents configure one server name differently.
    */
   constructor(agents: readonly AgentMcpServers[], options: McpServerPoolOptions = {}) {
-    const configs = new Map<string, { agent: string; config: McpServerConfig }>();
+    const [conflict] = findMcpServerConflicts(agents);
+    if (conflict !== undefined) throw new ConfigurationError(conflict.message);
+    const configs = new Map<string, McpServerConfig>();
     for (const agent of agents) {
-      const names = Object.keys(agent.mcpServers ?? {});
-      this.#serversOf.set(agent.name, names);
-      for (const name of names) {
-        const config = agent.mcpServers?.[name] as McpServerConfig;
-        const seen = configs.get(name);
-        if (seen === undefined) {
-          configs.set(name, { agent: agent.name, config });
-        } else if (canonicalJson(seen.config) !== canonicalJson(config)) {
-          throw new ConfigurationError(conflictMessage(name, seen.agent, agent.name));
-        }
-      }
+      const servers = Object.entries(agent.mcpServers ?? {});
+      this.#serversOf.set(
+        agent.name,
+        servers.map(([name]) => name),
+      );
+      for (const [name, config] of servers) if (!configs.has(name)) configs.set(name, config);
     }
-    for (const [name, { config }] of configs) {
+    for (const [name, config] of configs) {
       const connection = new McpServerConnection({ ...options, name, config });
       this.#connections.set(name, connection);
       this.#toolSets.set(name, createMcpToolSet(connection));
@@ -71,18 +68,4 @@ export class McpServerPool {
   async close(): Promise<void> {
     await Promise.all([...this.#connections.values()].map((connection) => connection.close()));
   }
-}
-
-/** The message for two agents that configure one server name differently. */
-export function conflictMessage(server: string, first: string, second: string): string {
-  return `agents "${first}" and "${second}" configure MCP server "${server}" differently (one server name, one configuration: rename one of them)`;
-}
-
-/** JSON with object keys sorted, to compare two configurations regardless of key order. */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, item: unknown) =>
-    item !== null && typeof item === "object" && !Array.isArray(item)
-      ? Object.fromEntries(Object.entries(item).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : item,
-  );
 }
