@@ -1,3 +1,4 @@
+import { stat } from "node:fs/promises";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -196,6 +197,7 @@ export class McpServerConnection {
     const timeout = this.#options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
     this.#startingClient = client;
     try {
+      await checkWorkingDirectory(this.#options.config);
       await client.connect(transport, { timeout });
       const tools = await listAllTools(client, timeout);
       if (isClosed) throw new Error(exitReason(this.#options.config, stderr.tail));
@@ -306,6 +308,16 @@ export function serverEnvironment(
     if (value !== undefined) env[name] = value;
   }
   return { ...env, ...listed };
+}
+
+/** Spawning in a missing directory fails as ENOENT of the command: say which one is missing. */
+async function checkWorkingDirectory(config: McpServerConfig): Promise<void> {
+  if (!isStdioServerConfig(config) || config.cwd === undefined) return;
+  const isDirectory = await stat(config.cwd).then(
+    (stats) => stats.isDirectory(),
+    () => false,
+  );
+  if (!isDirectory) throw new Error(`working directory not found: ${config.cwd}`);
 }
 
 async function listAllTools(client: Client, timeout: number): Promise<McpTool[]> {

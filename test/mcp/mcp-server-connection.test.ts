@@ -123,6 +123,22 @@ describe("McpServerConnection", () => {
     ]);
   });
 
+  it("names a working directory that does not exist", async () => {
+    const lines: string[] = [];
+    const connection = connect({
+      name: "lost",
+      config: { ...everythingStdio(), cwd: "/nonexistent/dir" },
+      log: (line) => lines.push(line),
+      schedule: manualSchedule().schedule,
+    });
+    await connection.start();
+    expect(lines).toEqual([
+      expect.stringMatching(
+        /^MCP server lost cannot start: working directory not found: \/nonexistent\/dir;/,
+      ),
+    ]);
+  });
+
   it("a killed server fails calls with 'not running', is restarted, and works again", async () => {
     const lines: string[] = [];
     const timer = manualSchedule();
