@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { McpServerNotRunningError } from "../../src/mcp/mcp-errors.js";
 import { McpServerConnection, serverEnvironment } from "../../src/mcp/mcp-server-connection.js";
@@ -121,6 +122,17 @@ describe("McpServerConnection", () => {
         /^MCP server missing cannot start: command not found: \/nonexistent\/mcp-server;/,
       ),
     ]);
+  });
+
+  it("follows the server's tool list when it changes", async () => {
+    const script = fileURLToPath(new URL("../fixtures/mcp/growing-server.mjs", import.meta.url));
+    const connection = connect({ name: "growing", config: { command: process.execPath, args: [script] } });
+    await connection.start();
+    expect(connection.tools.map((tool) => tool.name)).toEqual(["grow"]);
+    await connection.callTool("grow", {}, signal);
+    await waitFor(() => connection.tools.some((tool) => tool.name === "grown_1"));
+    const result = await connection.callTool("grown_1", { word: "hi" }, signal);
+    expect(toMcpToolOutput(result).text).toBe("grown_1 says hi");
   });
 
   it("names a working directory that does not exist", async () => {
