@@ -5,6 +5,7 @@ import type { RuntimeConfig } from "../cli/cli-context.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
 import { knownContextWindow, ProviderName } from "../llm/create-backend.js";
 import type { LlmBackend, ReasoningEffort } from "../llm/types.js";
+import { findMcpServerConflicts, McpServers } from "../mcp/mcp-server-config.js";
 import type { ToolSet } from "../tools/tool-set.js";
 
 /** The agent a host serves when no agents file is given. */
@@ -31,6 +32,8 @@ export const AgentDefinition = z
       .optional(),
     /** Anthropic prompt caching (a cache breakpoint on the last message); default on for anthropic. */
     promptCaching: z.boolean().optional(),
+    /** MCP servers whose tools the agent gets as `<server>__<tool>` (see src/mcp/mcp-server-config.ts). */
+    mcpServers: McpServers.optional(),
   })
   .strict();
 export type AgentDefinition = z.infer<typeof AgentDefinition>;
@@ -51,6 +54,13 @@ export const AgentsFile = z
       }
       seen.add(agent.name);
     });
+    for (const conflict of findMcpServerConflicts(file.agents)) {
+      context.addIssue({
+        code: "custom",
+        path: ["agents", conflict.agentIndex, "mcpServers", conflict.server],
+        message: conflict.message,
+      });
+    }
   });
 export type AgentsFile = z.infer<typeof AgentsFile>;
 
@@ -80,6 +90,8 @@ export interface ResolvedAgentDefinition {
   toolSets?: ToolSet[];
   /** A model backend built in code; overrides `provider`. */
   backend?: LlmBackend;
+  /** The MCP servers whose tools the agent gets (the host runs them). */
+  mcpServers?: McpServers;
 }
 
 /** A bad agents file: the message names the file and the field. */
@@ -208,6 +220,7 @@ export function resolveAgentDefinitions(
       ...(maxIterations === undefined ? {} : { maxIterations }),
       ...(reasoningEffort === undefined ? {} : { reasoningEffort }),
       ...(agent.shellEnv === undefined ? {} : { shellEnv: agent.shellEnv }),
+      ...(agent.mcpServers === undefined ? {} : { mcpServers: agent.mcpServers }),
       ...(streamIdleTimeoutMs === undefined ? {} : { streamIdleTimeoutMs }),
     };
   });

@@ -13,6 +13,7 @@ import { createBackend, type ProviderEnvironment } from "../llm/create-backend.j
 import type { LlmClient } from "../llm/llm-client.js";
 import { RetryingLlmClient } from "../llm/retrying-client.js";
 import type { LlmBackend } from "../llm/types.js";
+import type { McpServerPool } from "../mcp/mcp-server-pool.js";
 import type { SecretRedactor } from "../text/secret-redactor.js";
 import { createAskAgentToolSet } from "../tools/ask-agent.js";
 import { createBuiltinToolSetRegistry, type ToolSetRegistry } from "../tools/builtin/index.js";
@@ -42,6 +43,8 @@ export interface SessionAgentFactoryOptions {
   redactor?: SecretRedactor;
   /** `ask_agent` settings. */
   askAgent?: { timeoutMs?: number; maxDepth?: number };
+  /** The host's MCP servers: each agent gets the ToolSets of the servers it lists. */
+  mcpServers?: McpServerPool;
   /** Injected for deterministic tests. */
   now?: () => Date;
   createId?: () => string;
@@ -126,6 +129,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
         ...(definition.shellEnv === undefined ? {} : { shellEnv: definition.shellEnv }),
       }),
       ...(definition.toolSets ?? []),
+      ...(options.mcpServers?.toolSetsFor(definition.name) ?? []),
     ];
     agents.set(definition.name, { definition, llm, toolSets });
   }

@@ -5,6 +5,7 @@ import type { RuntimeConfig } from "../cli/cli-context.js";
 import { secretRedactorFor } from "../cli/runtime-config.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ProviderEnvironment } from "../llm/create-backend.js";
+import { McpServerPool } from "../mcp/mcp-server-pool.js";
 import type { ResolvedAgentDefinition } from "./agent-definitions.js";
 import { AgentHost } from "./agent-host.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
@@ -47,6 +48,8 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   // API keys and NATS credentials never leave in a tool result, an event, a reply or a log line.
   const redactor = secretRedactorFor(config, env);
   const log = (line: string) => options.log(redactor.redact(line));
+  // One client per MCP server for the whole host; a server's own environment comes from `env`.
+  const mcpServers = new McpServerPool(options.definitions, { env, log });
   const factory = createSessionAgentFactory({
     definitions: options.definitions,
     bus,
@@ -57,7 +60,10 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
     ...(config.db === undefined ? {} : { db: config.db }),
     ...(options.env === undefined ? {} : { env: options.env }),
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
+    mcpServers,
   });
+  // Servers that cannot start are logged and retried: the host serves without their tools meanwhile.
+  await mcpServers.start();
   if (bus instanceof NatsBus) {
     try {
       await ensureEventStream(bus.connection, { prefix: config.prefix });
@@ -66,20 +72,29 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
       log(`no event log (JetStream): ${reason}; events are still published, tail --since cannot replay them`);
     }
   }
-  const host = new AgentHost({
-    bus,
-    prefix: config.prefix,
-    agents: options.definitions.map((definition) => definition.name),
-    createAgent: factory.createAgent,
-    log,
-    ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
-    ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
-    ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
-  }).start();
+  let host: AgentHost;
+  try {
+    host = new AgentHost({
+      bus,
+      prefix: config.prefix,
+      agents: options.definitions.map((definition) => definition.name),
+      createAgent: factory.createAgent,
+      log,
+      ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
+      ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
+      ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
+    }).start();
+  } catch (error) {
+    // No server process may outlive a host that did not start.
+    await mcpServers.close();
+    factory.close();
+    throw error;
+  }
   return {
     host,
     close: async (closeOptions = {}) => {
       await host.close(closeOptions);
+      await mcpServers.close();
       factory.close();
     },
   };
