@@ -3,6 +3,7 @@ import { BusConfigError } from "../bus/bus-errors.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
 import { NO_SECRETS } from "../text/secret-redactor.js";
 import { truncateText } from "../text/truncate-text.js";
+import { AGENTLOOP_VERSION } from "../version.js";
 import { type CliContext, type Command, UsageError } from "./cli-context.js";
 import { chatCommand } from "./commands/chat.js";
 import { serveCommand } from "./commands/serve.js";
@@ -30,6 +31,13 @@ const GLOBAL_FLAGS: Record<string, FlagKind> = {
   version: "boolean",
 };
 
+/** The Agent Protocol's flags (serve, up): `--owner`, and its two intervals. */
+const PROTOCOL_FLAGS: Record<string, FlagKind> = {
+  owner: "string",
+  heartbeat: "string",
+  "keep-alive": "string",
+};
+
 /** `arguments: false`: the command takes flags only, so a stray word is a mistake worth telling. */
 const COMMANDS: Record<
   string,
@@ -43,14 +51,15 @@ const COMMANDS: Record<
       agents: "string",
       "idle-timeout": "string",
       "max-sessions": "string",
+      ...PROTOCOL_FLAGS,
     },
-    usage: "up [--port N] [--agents FILE] [--idle-timeout 12h] [--max-sessions N]",
+    usage: "up [--port N] [--agents FILE] [--idle-timeout 12h] [--max-sessions N] [--owner NAME]",
     arguments: false,
   },
   serve: {
     run: withTelemetry(serveCommand),
-    flags: { agents: "string", "idle-timeout": "string", "max-sessions": "string" },
-    usage: "serve [--agents FILE] [--idle-timeout 12h] [--max-sessions N]",
+    flags: { agents: "string", "idle-timeout": "string", "max-sessions": "string", ...PROTOCOL_FLAGS },
+    usage: "serve [--agents FILE] [--idle-timeout 12h] [--max-sessions N] [--owner NAME]",
     arguments: false,
   },
   chat: {
@@ -111,7 +120,7 @@ export async function main(
       ...Object.assign({}, ...Object.values(COMMANDS).map((c) => c.flags)),
     });
     if (first.flags.version) {
-      io.stdout.write("agentloop 0.1.0\n");
+      io.stdout.write(`agentloop ${AGENTLOOP_VERSION}\n`);
       return 0;
     }
     if (first.command === undefined || first.flags.help || first.command === "help") {

@@ -8,7 +8,7 @@ import {
   parseChatRequest,
   parseControlRequest,
 } from "../bus/contract.js";
-import { DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
+import { type AgentVerb, DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestDepth } from "./request-depth.js";
 import { SessionActor } from "./session-actor.js";
@@ -26,6 +26,18 @@ export const DEFAULT_GRACE_MS = 30_000;
 export interface SessionHooks {
   post(text: string, options?: { type?: string; stackable?: boolean }): void;
 }
+
+/**
+ * How the host receives requests on `subject` (`<prefix>.agents.*.<verb>`) in `queue`. Default:
+ * a plain bus subscription. On NATS, `$SRV` endpoints (src/host/contract-service.ts), which use
+ * `handle`'s promise — the reply sent, once sent — for their statistics.
+ */
+export type RequestListener = (
+  verb: AgentVerb,
+  subject: string,
+  queue: string,
+  handle: (message: BusMessage) => Promise<ChatReply | ControlReply>,
+) => Subscription;
 
 /** Builds the agent of one session, restoring its history (see create-session-agent.ts). */
 export type SessionAgentFactory = (agent: string, session: string, hooks: SessionHooks) => Promise<Agent>;
@@ -52,6 +64,8 @@ export interface AgentHostOptions {
   timers?: ManagerTimers;
   /** One-line notices (failed session creations, passivation problems). Default: none. */
   log?: (line: string) => void;
+  /** How requests arrive; default plain subscriptions on the bus. */
+  listen?: RequestListener;
 }
 
 /**
@@ -72,6 +86,7 @@ export class AgentHost {
   readonly #graceMs: number;
   readonly #now: (() => number) | undefined;
   readonly #log: (line: string) => void;
+  readonly #listen: RequestListener;
   readonly #inFlight = new Set<Promise<void>>();
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
@@ -87,6 +102,10 @@ export class AgentHost {
     this.#graceMs = options.graceMs ?? DEFAULT_GRACE_MS;
     this.#now = options.now;
     this.#log = options.log ?? (() => {});
+    this.#listen =
+      options.listen ??
+      ((_verb, subject, queue, handle) =>
+        this.#bus.subscribe(subject, (message) => void handle(message), { queue }));
     this.sessions = new SessionManager({
       createSession: (agent, session) => this.#createSession(agent, session),
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
@@ -106,11 +125,14 @@ export class AgentHost {
   /** Subscribes and starts passivating idle sessions. */
   start(): this {
     if (this.#subscriptions.length > 0 || this.#closing !== undefined) return this;
-    const handler = (message: BusMessage) => this.#track(this.#handle(message));
-    const queue = { queue: this.#queueGroup };
+    const handle = (message: BusMessage) => {
+      const work = this.#handle(message);
+      this.#track(work.then(() => {}));
+      return work;
+    };
     this.#subscriptions = [
-      this.#bus.subscribe(`${this.prefix}.agents.*.chat`, handler, queue),
-      this.#bus.subscribe(`${this.prefix}.agents.*.control`, handler, queue),
+      this.#listen("chat", `${this.prefix}.agents.*.chat`, this.#queueGroup, handle),
+      this.#listen("control", `${this.prefix}.agents.*.control`, this.#queueGroup, handle),
     ];
     this.sessions.start();
     return this;
@@ -157,46 +179,39 @@ export class AgentHost {
     void work.finally(() => this.#inFlight.delete(work));
   }
 
-  async #handle(message: BusMessage): Promise<void> {
+  /** Answers one request; resolves with the reply sent. */
+  async #handle(message: BusMessage): Promise<ChatReply | ControlReply> {
     try {
       const route = parseAgentSubject(this.prefix, message.subject);
       if (route === undefined) {
         const token = message.subject.split(".").at(-2) ?? "";
-        this.#reply(message, errorReply("bad_request", `invalid agent name ${JSON.stringify(token)}`));
-        return;
+        return this.#reply(message, errorReply("bad_request", `invalid agent name ${JSON.stringify(token)}`));
       }
       if (!this.#agentNames.has(route.agent)) {
-        this.#reply(
+        return this.#reply(
           message,
           errorReply(
             "unknown_agent",
             `no agent named "${route.agent}" (this host serves: ${this.agents.join(", ")})`,
           ),
         );
-        return;
       }
-      if (route.verb === "chat") await this.#handleChat(message, route.agent);
-      else await this.#handleControl(message, route.agent);
+      if (route.verb === "chat") return await this.#handleChat(message, route.agent);
+      return await this.#handleControl(message, route.agent);
     } catch (error) {
       // Only a bug gets here: answer `internal` and keep serving.
       this.#log(`internal error answering ${message.subject}: ${describeFailure(error).message}`);
-      this.#reply(message, errorReply("internal", describeFailure(error).message));
+      return this.#reply(message, errorReply("internal", describeFailure(error).message));
     }
   }
 
-  async #handleChat(message: BusMessage, agent: string): Promise<void> {
+  async #handleChat(message: BusMessage, agent: string): Promise<ChatReply> {
     const parsed = parseChatRequest(message.data);
-    if (!parsed.ok) {
-      this.#reply(message, parsed);
-      return;
-    }
+    if (!parsed.ok) return this.#reply(message, parsed);
     const request = parsed.value;
     const echo = request.id === undefined ? {} : { id: request.id };
     const depth = readRequestDepth(message.data);
-    if (!depth.ok) {
-      this.#reply(message, { ...depth, ...echo });
-      return;
-    }
+    if (!depth.ok) return this.#reply(message, { ...depth, ...echo });
     let reply: ChatReply;
     try {
       const outcome = await this.sessions.use(agent, request.session, (actor) =>
@@ -213,22 +228,19 @@ export class AgentHost {
     } catch (error) {
       reply = { ok: false, error: sessionStartError(error), ...echo };
     }
-    this.#reply(message, reply);
+    return this.#reply(message, reply);
   }
 
-  async #handleControl(message: BusMessage, agent: string): Promise<void> {
+  async #handleControl(message: BusMessage, agent: string): Promise<ControlReply> {
     const parsed = parseControlRequest(message.data);
-    if (!parsed.ok) {
-      this.#reply(message, parsed);
-      return;
-    }
+    if (!parsed.ok) return this.#reply(message, parsed);
     let reply: ControlReply;
     try {
       reply = await this.#control(agent, parsed.value);
     } catch (error) {
       reply = { ok: false, error: sessionStartError(error) };
     }
-    this.#reply(message, reply);
+    return this.#reply(message, reply);
   }
 
   async #control(agent: string, request: ControlRequest): Promise<ControlReply> {
@@ -240,13 +252,14 @@ export class AgentHost {
     return this.sessions.use(agent, request.session, (actor) => actor.compact(request.topic));
   }
 
-  #reply(message: BusMessage, reply: ChatReply | ControlReply): void {
-    if (message.reply === undefined) return;
-    this.#bus.respond(message, JSON.stringify(reply));
+  #reply<T extends ChatReply | ControlReply>(message: BusMessage, reply: T): T {
+    if (message.reply !== undefined) this.#bus.respond(message, JSON.stringify(reply));
+    return reply;
   }
 }
 
-function sessionStartError(error: unknown): SessionError {
+/** Why a session could not take a message: the host is closing, full, or the session failed to start. */
+export function sessionStartError(error: unknown): SessionError {
   if (error instanceof SessionManagerClosedError) return { code: "cancelled", message: error.message };
   if (error instanceof SessionManagerOverloadedError) return { code: "overloaded", message: error.message };
   return { code: "internal", message: `cannot start the session: ${describeFailure(error).message}` };

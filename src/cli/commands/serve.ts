@@ -5,7 +5,7 @@ import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
 import { untilAborted } from "../command-helpers.js";
-import { DEFAULT_MODELS, idleTimeoutFrom, maxSessionsFrom } from "../runtime-config.js";
+import { DEFAULT_MODELS, idleTimeoutFrom, maxSessionsFrom, protocolSettingsFrom } from "../runtime-config.js";
 
 /** `--agents FILE` read, validated and completed from the CLI configuration. */
 export function loadAgentsFromFlags(context: CliContext): Promise<ResolvedAgentDefinition[]> {
@@ -28,6 +28,7 @@ export const serveCommand: Command = async (context) => {
   // Every flag is checked before connecting: a typo is a usage error, not a NATS problem.
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
+  const protocol = protocolSettingsFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
   let bus: NatsBus;
   try {
@@ -53,6 +54,7 @@ export const serveCommand: Command = async (context) => {
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
+      protocol,
     });
     context.stdout.write(
       `agentloop serve: bus ${url} (nats, prefix ${config.prefix}); agents: ${describeAgents(definitions)}\n`,
