@@ -371,7 +371,10 @@ export class SessionActor {
     const run = this.#work.then(() => {
       if (signal?.aborted) {
         onCancelledBeforeStart?.();
-        throw new Error("cancelled before it started");
+        // Answered `cancelled` (a chat's own signal lands here when its caller left while it waited).
+        const cancelled = new Error("cancelled before it started");
+        cancelled.name = "CancelledError";
+        throw cancelled;
       }
       return operation();
     });
