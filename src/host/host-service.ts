@@ -72,9 +72,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   }
   // On NATS our own contract is a `$SRV` micro service (`agentloop`); in process, plain subscriptions.
   const contract =
-    bus instanceof NatsBus
-      ? await ContractService.start(bus.connection, { prefix: config.prefix })
-      : undefined;
+    bus instanceof NatsBus ? await ContractService.start(bus, { prefix: config.prefix, log }) : undefined;
   const host = new AgentHost({
     bus,
     prefix: config.prefix,
