@@ -68,6 +68,8 @@ export interface ChatOptions {
   signal?: AbortSignal;
   /** Depth of nested agent-to-agent calls (ask_agent). */
   depth?: number;
+  /** Sees this chat's events only (e.g. to stream its text to one caller); exceptions swallowed. */
+  onEvent?: (event: AgentEvent) => void;
 }
 
 /** What a successful chat resolves with. */

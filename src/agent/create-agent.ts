@@ -243,6 +243,20 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     events.emit(0, { kind: "ChatFailed", error, cancelled: true }, chatId);
   }
 
+  /** Adds a chat's own listener for as long as it runs (chats are serialised: no other chat's events). */
+  async function observeChat<T>(
+    onEvent: ((event: AgentEvent) => void) | undefined,
+    run: () => Promise<T>,
+  ): Promise<T> {
+    if (onEvent === undefined) return run();
+    listeners.push(onEvent);
+    try {
+      return await run();
+    } finally {
+      listeners.splice(listeners.indexOf(onEvent), 1);
+    }
+  }
+
   async function runChat(userText: string, chatOptions: ChatOptions): Promise<ChatResult> {
     const { signal } = chatOptions;
     // Stored and replayed on every later request: half an emoji must not poison the session.
@@ -301,7 +315,8 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   return {
     name,
     session,
-    chat: (text, chatOptions = {}) => serialise(() => runChat(text, chatOptions)),
+    chat: (text, chatOptions = {}) =>
+      serialise(() => observeChat(chatOptions.onEvent, () => runChat(text, chatOptions))),
     compact: (topic, compactOptions = {}) =>
       serialise(() => {
         events.chatId = createId();

@@ -32,6 +32,13 @@ const GLOBAL_FLAGS: Record<string, FlagKind> = {
   version: "boolean",
 };
 
+/** The Agent Protocol's flags (serve, up): `--owner`, and its two intervals. */
+const PROTOCOL_FLAGS: Record<string, FlagKind> = {
+  owner: "string",
+  heartbeat: "string",
+  "keep-alive": "string",
+};
+
 /** `arguments: false`: the command takes flags only, so a stray word is a mistake worth telling. */
 const COMMANDS: Record<
   string,
@@ -47,9 +54,10 @@ const COMMANDS: Record<
       "idle-timeout": "string",
       "max-sessions": "string",
       "nats-hold-mb": "string",
+      ...PROTOCOL_FLAGS,
     },
     usage:
-      "up [--port N] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64]",
+      "up [--port N] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--owner NAME]",
     arguments: false,
   },
   serve: {
@@ -60,9 +68,10 @@ const COMMANDS: Record<
       "idle-timeout": "string",
       "max-sessions": "string",
       "nats-hold-mb": "string",
+      ...PROTOCOL_FLAGS,
     },
     usage:
-      "serve [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64]",
+      "serve [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--owner NAME]",
     arguments: false,
   },
   chat: {

@@ -151,6 +151,39 @@ function timerDuration(value: string | undefined, option: string): number | unde
   return milliseconds === undefined ? undefined : Math.ceil(milliseconds);
 }
 
+/** The Agent Protocol's settings of `serve` / `up`: `--owner`, `--heartbeat`, `--keep-alive`. */
+export interface ProtocolSettings {
+  owner?: string;
+  heartbeatIntervalMs?: number;
+  keepAliveMs?: number;
+}
+
+/** `--owner` (AGENTLOOP_OWNER), `--heartbeat` (AGENTLOOP_HEARTBEAT), `--keep-alive` (AGENTLOOP_KEEP_ALIVE). */
+export function protocolSettingsFrom(flags: Flags, env: NodeJS.ProcessEnv): ProtocolSettings {
+  const owner = pick(flags, "owner", env, "AGENTLOOP_OWNER");
+  if (owner !== undefined && !/^[A-Za-z0-9_-]{1,63}$/.test(owner)) {
+    throw new UsageError(
+      `--owner must be one subject token of letters, digits, _ and - (at most 63), got "${owner}"`,
+    );
+  }
+  const heartbeatIntervalMs = timerDuration(
+    pick(flags, "heartbeat", env, "AGENTLOOP_HEARTBEAT"),
+    "--heartbeat",
+  );
+  const keepAliveMs = timerDuration(pick(flags, "keep-alive", env, "AGENTLOOP_KEEP_ALIVE"), "--keep-alive");
+  for (const [option, value] of [
+    ["--heartbeat", heartbeatIntervalMs],
+    ["--keep-alive", keepAliveMs],
+  ] as const) {
+    if (value !== undefined && value <= 0) throw new UsageError(`${option} must be more than 0`);
+  }
+  return {
+    ...(owner === undefined ? {} : { owner }),
+    ...(heartbeatIntervalMs === undefined ? {} : { heartbeatIntervalMs }),
+    ...(keepAliveMs === undefined ? {} : { keepAliveMs }),
+  };
+}
+
 /** `--max-sessions` / `AGENTLOOP_MAX_SESSIONS`: how many sessions a host keeps live at most. */
 export function maxSessionsFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
   return positiveInteger(pick(flags, "max-sessions", env, "AGENTLOOP_MAX_SESSIONS"), "--max-sessions");

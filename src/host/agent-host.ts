@@ -10,7 +10,7 @@ import {
   parseControlRequest,
 } from "../bus/contract.js";
 import { isOverMaxPayload } from "../bus/payload-size.js";
-import { DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
+import { type AgentVerb, DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestDepth } from "./request-depth.js";
 import { SessionActor } from "./session-actor.js";
@@ -29,6 +29,18 @@ export const DEFAULT_GRACE_MS = 30_000;
 export interface SessionHooks {
   post(text: string, options?: { type?: string; stackable?: boolean }): void;
 }
+
+/**
+ * How the host receives requests on `subject` (`<prefix>.agents.*.<verb>`) in `queue`. Default:
+ * a plain bus subscription. On NATS, `$SRV` endpoints (src/host/contract-service.ts), which use
+ * `handle`'s promise — the reply sent, once sent — for their statistics.
+ */
+export type RequestListener = (
+  verb: AgentVerb,
+  subject: string,
+  queue: string,
+  handle: (message: BusMessage) => Promise<ChatReply | ControlReply>,
+) => Subscription;
 
 /** Builds the agent of one session, restoring its history (see create-session-agent.ts). */
 export type SessionAgentFactory = (agent: string, session: string, hooks: SessionHooks) => Promise<Agent>;
@@ -59,6 +71,8 @@ export interface AgentHostOptions {
   hostId?: string;
   /** How often a session with a request in hand beats; default 2 s (HEARTBEAT_INTERVAL_MS). */
   heartbeatIntervalMs?: number;
+  /** How requests arrive; default plain subscriptions on the bus. */
+  listen?: RequestListener;
 }
 
 /**
@@ -81,6 +95,7 @@ export class AgentHost {
   readonly #log: (line: string) => void;
   readonly #inFlight = new Set<Promise<void>>();
   readonly #heartbeats: SessionHeartbeats;
+  readonly #listen: RequestListener;
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
 
@@ -95,6 +110,10 @@ export class AgentHost {
     this.#graceMs = options.graceMs ?? DEFAULT_GRACE_MS;
     this.#now = options.now;
     this.#log = options.log ?? (() => {});
+    this.#listen =
+      options.listen ??
+      ((_verb, subject, queue, handle) =>
+        this.#bus.subscribe(subject, (message) => void handle(message), { queue }));
     this.#heartbeats = new SessionHeartbeats({
       bus: options.bus,
       prefix: this.prefix,
@@ -121,11 +140,14 @@ export class AgentHost {
   /** Subscribes and starts passivating idle sessions. */
   start(): this {
     if (this.#subscriptions.length > 0 || this.#closing !== undefined) return this;
-    const handler = (message: BusMessage) => this.#track(this.#handle(message));
-    const queue = { queue: this.#queueGroup };
+    const handle = (message: BusMessage) => {
+      const work = this.#handle(message);
+      this.#track(work.then(() => {}));
+      return work;
+    };
     this.#subscriptions = [
-      this.#bus.subscribe(`${this.prefix}.agents.*.chat`, handler, queue),
-      this.#bus.subscribe(`${this.prefix}.agents.*.control`, handler, queue),
+      this.#listen("chat", `${this.prefix}.agents.*.chat`, this.#queueGroup, handle),
+      this.#listen("control", `${this.prefix}.agents.*.control`, this.#queueGroup, handle),
     ];
     this.sessions.start();
     return this;
@@ -177,55 +199,48 @@ export class AgentHost {
     void work.finally(() => this.#inFlight.delete(work));
   }
 
-  async #handle(message: BusMessage): Promise<void> {
+  /** Answers one request; resolves with the reply sent. */
+  async #handle(message: BusMessage): Promise<ChatReply | ControlReply> {
     try {
       const route = parseAgentSubject(this.prefix, message.subject);
       if (route === undefined) {
         const token = message.subject.split(".").at(-2) ?? "";
-        this.#reply(message, errorReply("bad_request", `invalid agent name ${JSON.stringify(token)}`));
-        return;
+        return this.#reply(message, errorReply("bad_request", `invalid agent name ${JSON.stringify(token)}`));
       }
       if (!this.#agentNames.has(route.agent)) {
-        this.#reply(
+        return this.#reply(
           message,
           errorReply(
             "unknown_agent",
             `no agent named "${route.agent}" (this host serves: ${this.agents.join(", ")})`,
           ),
         );
-        return;
       }
-      if (route.verb === "chat") await this.#handleChat(message, route.agent);
-      else await this.#handleControl(message, route.agent);
+      if (route.verb === "chat") return await this.#handleChat(message, route.agent);
+      return await this.#handleControl(message, route.agent);
     } catch (error) {
       // Only a bug gets here: answer `internal` and keep serving.
       this.#log(`internal error answering ${message.subject}: ${describeFailure(error).message}`);
-      this.#reply(message, errorReply("internal", describeFailure(error).message));
+      return this.#reply(message, errorReply("internal", describeFailure(error).message));
     }
   }
 
-  async #handleChat(message: BusMessage, agent: string): Promise<void> {
+  async #handleChat(message: BusMessage, agent: string): Promise<ChatReply> {
     const parsed = parseChatRequest(message.data);
-    if (!parsed.ok) {
-      this.#reply(message, parsed);
-      return;
-    }
+    if (!parsed.ok) return this.#reply(message, parsed);
     // The session beats until the reply is out, so the caller can tell "working" from "gone".
     const release = this.#heartbeats.track(agent, parsed.value.session);
     try {
-      await this.#answerChat(message, agent, parsed.value);
+      return await this.#answerChat(message, agent, parsed.value);
     } finally {
       release();
     }
   }
 
-  async #answerChat(message: BusMessage, agent: string, request: ChatRequest): Promise<void> {
+  async #answerChat(message: BusMessage, agent: string, request: ChatRequest): Promise<ChatReply> {
     const echo = request.id === undefined ? {} : { id: request.id };
     const depth = readRequestDepth(message.data);
-    if (!depth.ok) {
-      this.#reply(message, { ...depth, ...echo });
-      return;
-    }
+    if (!depth.ok) return this.#reply(message, { ...depth, ...echo });
     let reply: ChatReply;
     let chatId: string | undefined;
     try {
@@ -244,15 +259,12 @@ export class AgentHost {
     } catch (error) {
       reply = { ok: false, error: sessionStartError(error), ...echo };
     }
-    this.#reply(message, reply, chatId);
+    return this.#reply(message, reply, chatId);
   }
 
-  async #handleControl(message: BusMessage, agent: string): Promise<void> {
+  async #handleControl(message: BusMessage, agent: string): Promise<ControlReply> {
     const parsed = parseControlRequest(message.data);
-    if (!parsed.ok) {
-      this.#reply(message, parsed);
-      return;
-    }
+    if (!parsed.ok) return this.#reply(message, parsed);
     let reply: ControlReply;
     const release = this.#heartbeats.track(agent, parsed.value.session);
     try {
@@ -262,7 +274,7 @@ export class AgentHost {
     } finally {
       release();
     }
-    this.#reply(message, reply);
+    return this.#reply(message, reply);
   }
 
   async #control(agent: string, request: ControlRequest): Promise<ControlReply> {
@@ -274,17 +286,25 @@ export class AgentHost {
     return this.sessions.use(agent, request.session, (actor) => actor.compact(request.topic));
   }
 
-  /** Sends the reply; one over the bus's max payload becomes `reply_too_large`, never a silent drop. */
-  #reply(message: BusMessage, reply: ChatReply | ControlReply, chatId?: string): void {
-    if (message.reply === undefined) return;
+  /**
+   * Sends the reply and resolves with what was sent; one over the bus's max payload becomes
+   * `reply_too_large`, never a silent drop.
+   */
+  #reply<T extends ChatReply | ControlReply>(
+    message: BusMessage,
+    reply: T,
+    chatId?: string,
+  ): T | Extract<ChatReply, { ok: false }> {
+    if (message.reply === undefined) return reply;
     const data = JSON.stringify(reply);
     if (!isOverMaxPayload(data, this.#bus.maxPayload)) {
       this.#bus.respond(message, data);
-      return;
+      return reply;
     }
     const tooLarge = replyTooLarge(Buffer.byteLength(data, "utf8"), this.#bus.maxPayload, chatId, reply);
     this.#log(`answered ${message.subject} with reply_too_large: ${tooLarge.error.message}`);
     this.#bus.respond(message, JSON.stringify(tooLarge));
+    return tooLarge;
   }
 }
 
@@ -306,7 +326,8 @@ function replyTooLarge(
   };
 }
 
-function sessionStartError(error: unknown): SessionError {
+/** Why a session could not take a message: the host is closing, full, or the session failed to start. */
+export function sessionStartError(error: unknown): SessionError {
   if (error instanceof SessionManagerClosedError) return { code: "cancelled", message: error.message };
   if (error instanceof SessionManagerOverloadedError) return { code: "overloaded", message: error.message };
   return { code: "internal", message: `cannot start the session: ${describeFailure(error).message}` };

@@ -2,12 +2,15 @@ import type { Bus } from "../bus/bus.js";
 import { ensureEventStream } from "../bus/event-log.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import type { RuntimeConfig } from "../cli/cli-context.js";
+import type { ProtocolSettings } from "../cli/runtime-config.js";
 import { secretRedactorFor } from "../cli/runtime-config.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ProviderEnvironment } from "../llm/create-backend.js";
 import { McpServerPool } from "../mcp/mcp-server-pool.js";
+import { AgentProtocolHost } from "../protocol/agent-protocol-host.js";
 import type { ResolvedAgentDefinition } from "./agent-definitions.js";
 import { AgentHost } from "./agent-host.js";
+import { ContractService } from "./contract-service.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
 
 export interface HostServiceOptions {
@@ -23,11 +26,15 @@ export interface HostServiceOptions {
   idleTimeoutMs?: number;
   maxSessions?: number;
   graceMs?: number;
+  /** The Agent Protocol (NATS only): owner token and intervals. */
+  protocol?: ProtocolSettings;
 }
 
 /** A running agent host with what it holds open. */
 export interface HostService {
   host: AgentHost;
+  /** The Agent Protocol side (undefined on the in-process bus: there is no `$SRV` there). */
+  protocol: AgentProtocolHost | undefined;
   /**
    * Graceful: running chats finish (up to the grace period, or until `hurry` aborts: then they are
    * cancelled and their callers answered `cancelled`), then the history database closes.
@@ -72,8 +79,13 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
       log(`no event log (JetStream): ${reason}; events are still published, tail --since cannot replay them`);
     }
   }
+  // On NATS our own contract is a `$SRV` micro service (`agentloop`); in process, plain subscriptions.
+  let contract: ContractService | undefined;
   let host: AgentHost;
+  let protocol: AgentProtocolHost | undefined;
   try {
+    contract =
+      bus instanceof NatsBus ? await ContractService.start(bus, { prefix: config.prefix, log }) : undefined;
     host = new AgentHost({
       bus,
       prefix: config.prefix,
@@ -83,17 +95,35 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
       ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
       ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
+      ...(contract === undefined ? {} : { listen: contract.listen }),
     }).start();
   } catch (error) {
     // No server process may outlive a host that did not start.
+    await contract?.stop();
     await mcpServers.close();
     factory.close();
     throw error;
   }
+  if (bus instanceof NatsBus) {
+    try {
+      protocol = await AgentProtocolHost.start({ connection: bus.connection, host, ...options.protocol });
+    } catch (error) {
+      await host.close();
+      await contract?.stop();
+      await mcpServers.close();
+      factory.close();
+      throw error;
+    }
+  }
   return {
     host,
+    protocol,
     close: async (closeOptions = {}) => {
+      // No new prompts; running ones end with the host's sessions (answered, or cancelled after the grace).
+      await protocol?.stop();
       await host.close(closeOptions);
+      await protocol?.drained();
+      await contract?.stop();
       await mcpServers.close();
       factory.close();
     },

@@ -9,6 +9,7 @@ import {
   sessionMachine,
 } from "../../machines/session.machine.js";
 import type { Agent } from "../agent/agent-types.js";
+import type { AgentEvent } from "../events/types.js";
 import type { TokenUsage } from "../llm/types.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 
@@ -28,6 +29,10 @@ export interface SessionChatRequest {
   stackable?: boolean;
   /** Depth of nested agent-to-agent calls (ask_agent). Default 0. */
   depth?: number;
+  /** Cancels this chat only: skipped if still queued, aborted if running (answered `cancelled`). */
+  signal?: AbortSignal;
+  /** Sees this chat's events only, while it runs (the Agent Protocol streams its text from them). */
+  onEvent?: (event: AgentEvent) => void;
 }
 
 export interface SessionActorOptions {
@@ -48,6 +53,8 @@ interface Waiter {
   touches: boolean;
   /** A chat message's text (reported as a cancelled chat if it never runs). */
   chatText: string | undefined;
+  /** A chat's own cancellation and event listener (not serialisable: kept out of the machine). */
+  chatOptions?: Pick<SessionChatRequest, "signal" | "onEvent">;
 }
 
 let nextActorNumber = 0;
@@ -196,6 +203,7 @@ export class SessionActor {
         depth: request.depth ?? 0,
       }),
       true,
+      { signal: request.signal, onEvent: request.onEvent },
     ).then((settlement) => {
       if (!settlement.ok) return settlement;
       const { result, usage, chatId } = settlement.output as ChatOutput;
@@ -270,7 +278,11 @@ export class SessionActor {
     await this.#work;
   }
 
-  #enqueue(build: (id: string) => MailboxMessage, touches: boolean): Promise<Settlement> {
+  #enqueue(
+    build: (id: string) => MailboxMessage,
+    touches: boolean,
+    chatOptions?: Pick<SessionChatRequest, "signal" | "onEvent">,
+  ): Promise<Settlement> {
     if (this.isStopped) {
       return Promise.resolve({ ok: false, error: { code: "cancelled", message: "the session is stopped" } });
     }
@@ -281,7 +293,12 @@ export class SessionActor {
     const message = build(this.#createId());
     return new Promise<Settlement>((resolve) => {
       const chatText = message.kind === "chat" ? message.text : undefined;
-      this.#waiters.set(message.id, { settle: resolve, touches, chatText });
+      this.#waiters.set(message.id, {
+        settle: resolve,
+        touches,
+        chatText,
+        ...(chatOptions === undefined ? {} : { chatOptions }),
+      });
       this.#actor.send({ type: "enqueue", message });
     });
   }
@@ -314,9 +331,16 @@ export class SessionActor {
    */
   runChat(input: Extract<MailboxMessage, { kind: "chat" }>, signal: AbortSignal): Promise<ChatOutput> {
     this.#dispatched.add(input.id);
+    const own = this.#waiters.get(input.id)?.chatOptions;
+    const chatSignal = own?.signal === undefined ? signal : AbortSignal.any([signal, own.signal]);
     return this.#exclusive(
-      signal,
-      () => this.agent.chat(input.text, { signal, depth: input.depth }),
+      chatSignal,
+      () =>
+        this.agent.chat(input.text, {
+          signal: chatSignal,
+          depth: input.depth,
+          ...(own?.onEvent === undefined ? {} : { onEvent: own.onEvent }),
+        }),
       () => this.#reportCancelledChat(input.text, "the chat was cancelled before it started"),
     ).finally(() => this.#dispatched.delete(input.id));
   }
@@ -347,7 +371,10 @@ export class SessionActor {
     const run = this.#work.then(() => {
       if (signal?.aborted) {
         onCancelledBeforeStart?.();
-        throw new Error("cancelled before it started");
+        // Answered `cancelled` (a chat's own signal lands here when its caller left while it waited).
+        const cancelled = new Error("cancelled before it started");
+        cancelled.name = "CancelledError";
+        throw cancelled;
       }
       return operation();
     });

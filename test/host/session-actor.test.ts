@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import type { ChatOptions } from "../../src/agent/agent-types.js";
 import { ChatFailedError } from "../../src/agent/chat-errors.js";
 import { SessionActor } from "../../src/host/session-actor.js";
 import { emptyUsage } from "../../src/llm/types.js";
@@ -204,5 +205,41 @@ describe("SessionActor", () => {
     now = 3_000;
     await actor.compact(undefined, { touch: false });
     expect(actor.lastActivityAt).toBe(2_000);
+  });
+});
+
+describe("SessionActor: a chat's own signal and listener (Agent Protocol streams)", () => {
+  it("cancels only its chat: a running one is aborted, a queued one skipped, the others go on", async () => {
+    const agent = new FakeAgent({ isManual: true });
+    const actor = new SessionActor({ agent });
+    const running = new AbortController();
+    const queued = new AbortController();
+    const first = actor.chat({ text: "first", signal: running.signal });
+    const second = actor.chat({ text: "second", signal: queued.signal });
+    const third = actor.chat({ text: "third" });
+    await tick();
+    queued.abort();
+    running.abort();
+    expect(await first).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    expect(await second).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    await tick();
+    expect(agent.chats.map((chat) => chat.text)).toEqual(["first", "third"]);
+    agent.chats[1]?.resolve();
+    expect(await third).toMatchObject({ ok: true, result: "echo: third" });
+  });
+
+  it("hands the chat's listener to the agent for that chat only", async () => {
+    const agent = new FakeAgent();
+    const seen: ChatOptions[] = [];
+    const chat = agent.chat.bind(agent);
+    agent.chat = (text, options) => {
+      seen.push(options ?? {});
+      return chat(text, options);
+    };
+    const actor = new SessionActor({ agent });
+    const onEvent = () => {};
+    await actor.chat({ text: "observed", onEvent });
+    await actor.chat({ text: "not observed" });
+    expect(seen.map((options) => options.onEvent)).toEqual([onEvent, undefined]);
   });
 });

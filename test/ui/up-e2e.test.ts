@@ -118,7 +118,7 @@ describe("agentloop up: the demo model on the in-process bus", () => {
 
   it("says it fell back to the in-process bus, prints the UI URL and serves the page", async () => {
     expect(up!.output().stderr).toContain(
-      "agentloop up: no NATS server at nats://127.0.0.1:1; using the in-process bus (same subjects, this process only)",
+      "agentloop up: no NATS server at nats://127.0.0.1:1; using the in-process bus (same subjects, this process only; no $SRV services, so no Agent Protocol)",
     );
     expect(up!.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
     await expect
@@ -224,7 +224,7 @@ describe("agentloop up: the demo model on the in-process bus", () => {
     expect(run.code).toBe(0);
     // Nothing on stderr but the fallback notice: no warnings, no stack traces.
     expect(run.stderr).toBe(
-      "agentloop up: no NATS server at nats://127.0.0.1:1; using the in-process bus (same subjects, this process only)\n",
+      "agentloop up: no NATS server at nats://127.0.0.1:1; using the in-process bus (same subjects, this process only; no $SRV services, so no Agent Protocol)\n",
     );
   });
 });

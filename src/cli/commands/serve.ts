@@ -7,7 +7,13 @@ import { describeAgents, startHostService } from "../../host/host-service.js";
 import type { ProviderName } from "../../llm/create-backend.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
 import { untilAborted } from "../command-helpers.js";
-import { DEFAULT_MODELS, idleTimeoutFrom, maxSessionsFrom, natsHoldBytesFrom } from "../runtime-config.js";
+import {
+  DEFAULT_MODELS,
+  idleTimeoutFrom,
+  maxSessionsFrom,
+  natsHoldBytesFrom,
+  protocolSettingsFrom,
+} from "../runtime-config.js";
 
 /** `--agents FILE` (JSON) or `--config FILE` (code) read, validated and completed from the CLI configuration. */
 export function loadAgentsFromFlags(context: CliContext): Promise<ResolvedAgentDefinition[]> {
@@ -39,6 +45,7 @@ export const serveCommand: Command = async (context) => {
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const maxHeldBytes = natsHoldBytesFrom(context.flags, context.env);
+  const protocol = protocolSettingsFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
   const log = (line: string) => context.stderr.write(`agentloop serve: ${line}\n`);
   let bus: NatsBus;
@@ -66,6 +73,7 @@ export const serveCommand: Command = async (context) => {
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
+      protocol,
     });
     context.stdout.write(
       `agentloop serve: bus ${url} (nats, prefix ${config.prefix}); agents: ${describeAgents(definitions)}\n`,

@@ -7,7 +7,12 @@ import { describeAgents, startHostService } from "../../host/host-service.js";
 import { startUiServer } from "../../ui/ui-server.js";
 import type { Command } from "../cli-context.js";
 import { parsePort, untilAborted } from "../command-helpers.js";
-import { idleTimeoutFrom, maxSessionsFrom, natsHoldBytesFrom } from "../runtime-config.js";
+import {
+  idleTimeoutFrom,
+  maxSessionsFrom,
+  natsHoldBytesFrom,
+  protocolSettingsFrom,
+} from "../runtime-config.js";
 import { loadAgentsFromFlags } from "./serve.js";
 import { createEventLogger, followEvents, NOISY_EVENT_KINDS } from "./tail.js";
 
@@ -28,6 +33,7 @@ export const upCommand: Command = async (context) => {
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const maxHeldBytes = natsHoldBytesFrom(context.flags, context.env);
+  const protocol = protocolSettingsFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
   const log = (line: string) => context.stderr.write(`agentloop up: ${line}\n`);
   const nats = await NatsBus.tryConnect(config.natsUrl, NATS_PROBE_TIMEOUT_MS, {
@@ -41,7 +47,7 @@ export const upCommand: Command = async (context) => {
   else {
     bus = new LocalBus();
     context.stderr.write(
-      `agentloop up: no NATS server at ${url}; using the in-process bus (same subjects, this process only)\n`,
+      `agentloop up: no NATS server at ${url}; using the in-process bus (same subjects, this process only; no $SRV services, so no Agent Protocol)\n`,
     );
   }
   const logger = createEventLogger({ stdout: context.stdout, skipKinds: NOISY_EVENT_KINDS });
@@ -55,6 +61,7 @@ export const upCommand: Command = async (context) => {
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
+      protocol,
     });
     const following = followEvents({
       bus,

@@ -1,0 +1,102 @@
+import type { Service } from "@nats-io/services";
+import type { BusMessage, Subscription } from "../bus/bus.js";
+import { addCountedEndpoint, servicesOn } from "../bus/counted-endpoint.js";
+import type { NatsBus } from "../bus/nats-bus.js";
+import { VERSION } from "../version.js";
+import type { RequestListener } from "./agent-host.js";
+
+/** The `$SRV` service name of our own contract. */
+export const CONTRACT_SERVICE_NAME = "agentloop";
+
+interface Listening {
+  subject: string;
+  queue: string;
+  handle: (message: BusMessage) => Promise<unknown>;
+  /** Set once the service failed and the endpoint moved to a plain subscription. */
+  fallback?: Subscription;
+}
+
+/**
+ * Our own contract (`<prefix>.agents.*.chat|control`, SPEC §11) registered as a NATS micro service
+ * named `agentloop`, so `$SRV.INFO` / `$SRV.STATS` / `$SRV.PING` show its endpoints, request counts,
+ * errors (replies with `ok: false`) and processing time. The replies are unchanged: the same JSON,
+ * no headers, in the same queue group, so existing clients see no difference.
+ *
+ * The service is an extra: if it ever stops on an error (the library stops a whole service when one
+ * of its subscriptions fails), the endpoints go on as plain subscriptions and one line says so.
+ */
+export class ContractService {
+  readonly service: Service;
+  readonly #bus: NatsBus;
+  readonly #log: (line: string) => void;
+  readonly #listening: Listening[] = [];
+  #isStopping = false;
+
+  private constructor(service: Service, bus: NatsBus, log: (line: string) => void) {
+    this.service = service;
+    this.#bus = bus;
+    this.#log = log;
+    void service.stopped.then((error) => {
+      if (error !== null && !this.#isStopping) this.#fallBack(error);
+    });
+  }
+
+  static async start(
+    bus: NatsBus,
+    options: { prefix: string; log?: (line: string) => void },
+  ): Promise<ContractService> {
+    const service = await servicesOn(bus.connection).add({
+      name: CONTRACT_SERVICE_NAME,
+      version: VERSION,
+      description: "agentloop agent host: chat and control for every agent it serves",
+      metadata: { prefix: options.prefix },
+    });
+    return new ContractService(service, bus, options.log ?? (() => {}));
+  }
+
+  /** The host's {@link RequestListener}: one endpoint per verb; unsubscribing stops the service. */
+  readonly listen: RequestListener = (verb, subject, queue, handle) => {
+    const listening: Listening = { subject, queue, handle };
+    this.#listening.push(listening);
+    addCountedEndpoint(this.service, verb, {
+      subject,
+      queue,
+      handle: async (message) => {
+        const busMessage: BusMessage = { subject: message.subject, data: message.string() };
+        if (message.reply) busMessage.reply = message.reply;
+        const reply = await handle(busMessage);
+        return reply.ok
+          ? { isError: false }
+          : { isError: true, reason: `${reply.error.code}: ${reply.error.message}` };
+      },
+    });
+    return {
+      unsubscribe: () => {
+        listening.fallback?.unsubscribe();
+        void this.stop();
+      },
+    };
+  };
+
+  /** Stops answering (idempotent). */
+  async stop(): Promise<void> {
+    this.#isStopping = true;
+    for (const listening of this.#listening) listening.fallback?.unsubscribe();
+    if (!this.service.isStopped) await this.service.stop();
+  }
+
+  #fallBack(error: Error): void {
+    this.#log(
+      `the ${CONTRACT_SERVICE_NAME} micro service stopped (${error.message}); chat and control go on as plain subscriptions, without $SRV stats`,
+    );
+    for (const listening of this.#listening) {
+      listening.fallback = this.#bus.subscribe(
+        listening.subject,
+        (message) => void listening.handle(message),
+        {
+          queue: listening.queue,
+        },
+      );
+    }
+  }
+}

@@ -1,0 +1,272 @@
+import type { Service, ServiceMsg } from "@nats-io/services";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { MAX_PAYLOAD_BYTES } from "../bus/contract.js";
+import { addCountedEndpoint, type EndpointOutcome, servicesOn } from "../bus/counted-endpoint.js";
+import { isValidName, NAME_PATTERN } from "../bus/subjects.js";
+import { type AgentHost, sessionStartError } from "../host/agent-host.js";
+import type { ChatOutcome } from "../host/session-actor.js";
+import { VERSION } from "../version.js";
+import { AnswerGate } from "./answer-gate.js";
+import { parsePromptPayload } from "./prompt-envelope.js";
+import { PromptStream } from "./prompt-stream.js";
+import {
+  DEFAULT_INSTANCE,
+  DEFAULT_OWNER,
+  instanceOf,
+  PROMPT_QUEUE_GROUP,
+  PROTOCOL_SERVICE_NAME,
+  PROTOCOL_VERSION,
+  protocolSubject,
+} from "./protocol-subjects.js";
+import {
+  errorStatusOf,
+  formatPayloadSize,
+  type Heartbeat,
+  type ProtocolErrorStatus,
+  responseChunk,
+} from "./stream-chunks.js";
+import { StreamCoalescer } from "./stream-coalescer.js";
+
+/** Heartbeats every 5 s by default ("every few seconds", §8). */
+export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
+
+/** An `ack` keep-alive (and liveness probe) every 10 s while a chat runs: well inside callers' 60 s. */
+export const DEFAULT_KEEP_ALIVE_MS = 10_000;
+
+export interface AgentProtocolHostOptions {
+  connection: NatsConnection;
+  /** The running host: its agents are registered, its sessions answer the prompts. */
+  host: AgentHost;
+  /** The `owner` token (`--owner`); default `agentloop`. */
+  owner?: string;
+  heartbeatIntervalMs?: number;
+  keepAliveMs?: number;
+  /** Stream coalescing: a `response` chunk per this long at most (default 50 ms)… */
+  coalesceMs?: number;
+  /** …or per this many bytes (default 4 KB). */
+  coalesceBytes?: number;
+  now?: () => Date;
+}
+
+/**
+ * The host side of the Synadia Agent Protocol for NATS v0.3 (docs: README "Agent Protocol").
+ *
+ * Each configured agent registers one `$SRV` service named `agents` (metadata `agent`, `owner`,
+ * `protocol_version`, `session: default`) with four endpoints, all in queue group `agents`:
+ *
+ * - `prompt` on `agents.prompt.<agent>.<owner>.default` and `status` on `agents.status.…default`:
+ *   the agent's default session, what discovery shows;
+ * - `prompt-session` and `status-session` on `agents.prompt|status.<agent>.<owner>.*`: the 5th
+ *   token names any session of the agent (`[A-Za-z0-9_-]{1,64}`, created on first use like on our
+ *   own contract), so a caller reaches a named session without one registration per idle session.
+ *   (A message to `….default` matches both subscriptions; being in one queue group, one answers.)
+ *
+ * A prompt is one chat through the session's mailbox, as a non-stackable `user` message on our
+ * own contract (same queue limit, same order). Heartbeats go out for each default instance.
+ */
+export class AgentProtocolHost {
+  readonly owner: string;
+  readonly #connection: NatsConnection;
+  readonly #host: AgentHost;
+  readonly #heartbeatIntervalMs: number;
+  readonly #keepAliveMs: number;
+  readonly #coalesceMs: number | undefined;
+  readonly #coalesceBytes: number | undefined;
+  readonly #now: () => Date;
+  readonly #services = new Map<string, Service>();
+  readonly #streams = new Set<Promise<EndpointOutcome>>();
+  #heartbeat: NodeJS.Timeout | undefined;
+
+  private constructor(options: AgentProtocolHostOptions) {
+    this.owner = options.owner ?? DEFAULT_OWNER;
+    this.#connection = options.connection;
+    this.#host = options.host;
+    this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
+    this.#keepAliveMs = options.keepAliveMs ?? DEFAULT_KEEP_ALIVE_MS;
+    this.#coalesceMs = options.coalesceMs;
+    this.#coalesceBytes = options.coalesceBytes;
+    this.#now = options.now ?? (() => new Date());
+  }
+
+  /** Registers every agent and starts the heartbeats. */
+  static async start(options: AgentProtocolHostOptions): Promise<AgentProtocolHost> {
+    const protocolHost = new AgentProtocolHost(options);
+    try {
+      for (const agent of options.host.agents) await protocolHost.#register(agent);
+    } catch (error) {
+      await protocolHost.stop();
+      throw error;
+    }
+    protocolHost.#beat();
+    protocolHost.#heartbeat = setInterval(
+      () => protocolHost.#beat(),
+      protocolHost.#heartbeatIntervalMs,
+    ).unref();
+    return protocolHost;
+  }
+
+  /** The micro service of each agent. */
+  get services(): ReadonlyMap<string, Service> {
+    return this.#services;
+  }
+
+  /** Stops heartbeats and takes no more prompts; running streams go on (see {@link drained}). */
+  async stop(): Promise<void> {
+    clearInterval(this.#heartbeat);
+    this.#heartbeat = undefined;
+    await Promise.allSettled([...this.#services.values()].map((service) => service.stop()));
+  }
+
+  /** Resolves once every running stream has ended (after the host closed its sessions). */
+  async drained(): Promise<void> {
+    await Promise.allSettled([...this.#streams]);
+  }
+
+  async #register(agent: string): Promise<void> {
+    const service = await servicesOn(this.#connection).add({
+      name: PROTOCOL_SERVICE_NAME,
+      version: VERSION,
+      description: `agentloop agent ${agent}`,
+      metadata: { agent, owner: this.owner, protocol_version: PROTOCOL_VERSION, session: DEFAULT_INSTANCE },
+      queue: PROMPT_QUEUE_GROUP,
+    });
+    this.#services.set(agent, service);
+    const maxPayload = this.#connection.info?.max_payload ?? MAX_PAYLOAD_BYTES;
+    const promptMetadata = { max_payload: formatPayloadSize(maxPayload), attachments_ok: "false" };
+    const prompt = (message: ServiceMsg) => this.#track(this.#prompt(agent, message));
+    const status = (message: ServiceMsg) => Promise.resolve(this.#status(agent, message));
+    const subject = (verb: "prompt" | "status", name: string) =>
+      protocolSubject(verb, agent, this.owner, name);
+    const queue = PROMPT_QUEUE_GROUP;
+    addCountedEndpoint(service, "prompt", {
+      subject: subject("prompt", DEFAULT_INSTANCE),
+      queue,
+      metadata: promptMetadata,
+      handle: prompt,
+    });
+    addCountedEndpoint(service, "status", {
+      subject: subject("status", DEFAULT_INSTANCE),
+      queue,
+      handle: status,
+    });
+    addCountedEndpoint(service, "prompt-session", {
+      subject: subject("prompt", "*"),
+      queue,
+      metadata: { ...promptMetadata, session: "*" },
+      handle: prompt,
+    });
+    addCountedEndpoint(service, "status-session", {
+      subject: subject("status", "*"),
+      queue,
+      metadata: { session: "*" },
+      handle: status,
+    });
+  }
+
+  #track(stream: Promise<EndpointOutcome>): Promise<EndpointOutcome> {
+    this.#streams.add(stream);
+    void stream.finally(() => this.#streams.delete(stream));
+    return stream;
+  }
+
+  #heartbeatOf(agent: string, session: string): Heartbeat {
+    return {
+      agent,
+      owner: this.owner,
+      session,
+      instance_id: this.#services.get(agent)?.info().id ?? "",
+      ts: this.#now().toISOString(),
+      interval_s: this.#heartbeatIntervalMs / 1000,
+    };
+  }
+
+  #beat(): void {
+    for (const agent of this.#services.keys()) {
+      const subject = protocolSubject("hb", agent, this.owner, DEFAULT_INSTANCE);
+      try {
+        this.#connection.publish(subject, JSON.stringify(this.#heartbeatOf(agent, DEFAULT_INSTANCE)));
+      } catch {
+        // Closing: the next heartbeat (if any) tells.
+      }
+    }
+  }
+
+  #status(agent: string, message: ServiceMsg): EndpointOutcome {
+    const session = instanceOf(message.subject) ?? "";
+    if (!isValidName(session)) {
+      const reason = unknownSession(session);
+      message.respondError(404, reason, JSON.stringify({ code: "unknown_session", message: reason }));
+      return { isError: true, reason };
+    }
+    message.respond(JSON.stringify(this.#heartbeatOf(agent, session)));
+    return { isError: false };
+  }
+
+  async #prompt(agent: string, message: ServiceMsg): Promise<EndpointOutcome> {
+    const replySubject = message.reply;
+    if (!replySubject) return { isError: true, reason: "a prompt without a reply subject" };
+    const session = instanceOf(message.subject) ?? "";
+    if (!isValidName(session))
+      return this.#refuse(replySubject, 404, "unknown_session", unknownSession(session));
+    const parsed = parsePromptPayload(message.string());
+    if (!parsed.ok) return this.#refuse(replySubject, 400, "bad_request", parsed.reason);
+    if ((parsed.value.attachments?.length ?? 0) > 0) {
+      return this.#refuse(
+        replySubject,
+        400,
+        "bad_request",
+        "this agent takes no attachments (attachments_ok is false)",
+      );
+    }
+    const stream = new PromptStream({
+      connection: this.#connection,
+      replySubject,
+      keepAliveMs: this.#keepAliveMs,
+    });
+    const coalescer = new StreamCoalescer({
+      send: (text) => stream.send(responseChunk(text)),
+      ...(this.#coalesceMs === undefined ? {} : { intervalMs: this.#coalesceMs }),
+      ...(this.#coalesceBytes === undefined ? {} : { maxBytes: this.#coalesceBytes }),
+    });
+    const gate = new AnswerGate();
+    let outcome: ChatOutcome;
+    try {
+      outcome = await this.#host.sessions.use(agent, session, (actor) =>
+        actor.chat({
+          text: parsed.value.prompt,
+          signal: stream.signal,
+          onEvent: (event) => {
+            const released = gate.push(event);
+            if (released !== "") coalescer.push(released);
+          },
+        }),
+      );
+    } catch (error) {
+      outcome = { ok: false, error: sessionStartError(error) };
+    }
+    if (outcome.ok) coalescer.push(gate.remainder(outcome.result));
+    coalescer.flush();
+    if (outcome.ok) {
+      stream.end();
+      return { isError: false };
+    }
+    stream.fail(errorStatusOf(outcome.error.code), outcome.error.code, outcome.error.message);
+    return { isError: true, reason: `${outcome.error.code}: ${outcome.error.message}` };
+  }
+
+  /** An error message and the terminator, without the `ack` (nothing started). */
+  #refuse(replySubject: string, status: ProtocolErrorStatus, code: string, reason: string): EndpointOutcome {
+    const stream = new PromptStream({
+      connection: this.#connection,
+      replySubject,
+      keepAliveMs: this.#keepAliveMs,
+      silent: true,
+    });
+    stream.fail(status, code, reason);
+    return { isError: true, reason: `${code}: ${reason}` };
+  }
+}
+
+function unknownSession(token: string): string {
+  return `no session ${JSON.stringify(token)}: a session name matches ${NAME_PATTERN.source}`;
+}

@@ -1,0 +1,82 @@
+import { z } from "zod";
+
+/**
+ * The chunks of a streamed prompt reply (§6), the heartbeat / status payload (§8) and the error
+ * headers (§9) of the Agent Protocol. One JSON chunk per NATS message; the stream ends with an
+ * empty message without headers (the terminator).
+ */
+
+export const StreamChunk = z.discriminatedUnion("type", [
+  z.looseObject({ type: z.literal("status"), data: z.string() }),
+  z.looseObject({
+    type: z.literal("response"),
+    data: z.union([z.string(), z.looseObject({ text: z.string() })]),
+  }),
+  z.looseObject({
+    type: z.literal("query"),
+    data: z.looseObject({ id: z.string(), reply_subject: z.string(), prompt: z.string() }),
+  }),
+]);
+export type StreamChunk = z.infer<typeof StreamChunk>;
+
+/** `{"type":"status","data":"ack"}`: the mandatory first chunk, repeated as a keep-alive. */
+export const ACK_CHUNK = JSON.stringify({ type: "status", data: "ack" });
+
+/** `{"type":"response","data":text}`. */
+export function responseChunk(text: string): string {
+  return JSON.stringify({ type: "response", data: text });
+}
+
+/** Heartbeat on `agents.hb.<agent>.<owner>.<name>`, and the `status` endpoint's answer. */
+export const Heartbeat = z.looseObject({
+  agent: z.string(),
+  owner: z.string(),
+  session: z.string().optional(),
+  /** The micro service id of the instance. */
+  instance_id: z.string(),
+  /** ISO 8601. */
+  ts: z.string(),
+  /** Seconds between heartbeats: the instance counts as online for 3 × this. */
+  interval_s: z.number().positive(),
+});
+export type Heartbeat = z.infer<typeof Heartbeat>;
+
+export const ERROR_CODE_HEADER = "Nats-Service-Error-Code";
+export const ERROR_DESCRIPTION_HEADER = "Nats-Service-Error";
+
+/** The §9 status codes this host sends. */
+export type ProtocolErrorStatus = 400 | 404 | 409 | 429 | 500;
+
+/**
+ * Our contract's error codes as §9 status codes: the caller's mistake 400, nothing there 404, a
+ * full mailbox or host 429, a chat ended by `stop` / `new` / a superseding message / shutdown 409
+ * (the session's state changed under it), a model or host failure 500.
+ */
+export function errorStatusOf(code: string): ProtocolErrorStatus {
+  switch (code) {
+    case "bad_request":
+      return 400;
+    case "unknown_agent":
+    case "unknown_session":
+      return 404;
+    case "queue_overflow":
+    case "overloaded":
+      return 429;
+    case "cancelled":
+      return 409;
+    default:
+      return 500;
+  }
+}
+
+/** `max_payload` endpoint metadata (§4): bytes in base-1024 units, e.g. `1MB`. */
+export function formatPayloadSize(bytes: number): string {
+  const units = ["B", "KB", "MB", "GB"] as const;
+  let value = bytes;
+  let unit = 0;
+  while (unit < units.length - 1 && value >= 1024 && value % 1024 === 0) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value}${units[unit]}`;
+}

@@ -1,0 +1,83 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { NatsBus } from "../../src/bus/nats-bus.js";
+import { chatSubject } from "../../src/bus/subjects.js";
+import { AgentHost } from "../../src/host/agent-host.js";
+import { ContractService } from "../../src/host/contract-service.js";
+import { uniqueRoot } from "../bus/bus-helpers.js";
+import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { FakeAgent } from "./fake-agent.js";
+
+/** Our own contract as the `agentloop` micro service (src/host/contract-service.ts). */
+
+let server: NatsServer;
+let bus: NatsBus;
+
+beforeAll(async () => {
+  server = await acquireNatsServer(inject("natsUrl"));
+  bus = await NatsBus.connect({ url: server.url, name: "contract-service-test" });
+});
+
+afterAll(async () => {
+  await bus.close();
+  await server.stop();
+});
+
+async function startHost(prefix: string, log: (line: string) => void) {
+  const contract = await ContractService.start(bus, { prefix, log });
+  const host = new AgentHost({
+    bus,
+    prefix,
+    agents: ["bot"],
+    createAgent: async (agent, session) => new FakeAgent({ name: agent, session }),
+    listen: contract.listen,
+  }).start();
+  return { contract, host };
+}
+
+describe("ContractService", () => {
+  it("answers with the contract's JSON, no headers, and counts requests and errors", async () => {
+    const prefix = uniqueRoot();
+    const { contract, host } = await startHost(prefix, () => {});
+    const ok = await bus.request(chatSubject(prefix, "bot"), JSON.stringify({ session: "s", text: "hi" }));
+    expect(ok.data).toBe(
+      JSON.stringify({
+        ok: true,
+        session: "s",
+        result: "echo: hi",
+        usage: { prompt: 3, completion: 2, total: 5, cached: 0 },
+      }),
+    );
+    expect(ok.headers).toBeUndefined();
+    const bad = await bus.request(chatSubject(prefix, "bot"), "not json");
+    expect(JSON.parse(bad.data)).toEqual({
+      ok: false,
+      error: { code: "bad_request", message: "chat request is not valid JSON" },
+    });
+    const stats = await contract.service.stats();
+    expect(stats.endpoints?.find((endpoint) => endpoint.name === "chat")).toMatchObject({
+      num_requests: 2,
+      num_errors: 1,
+      last_error: "bad_request: chat request is not valid JSON",
+      queue_group: `${prefix}_host`,
+    });
+    await host.close();
+    expect(contract.service.isStopped).toBe(true);
+  });
+
+  it("goes on answering on plain subscriptions when the service stops on an error, and says so", async () => {
+    const prefix = uniqueRoot();
+    const lines: string[] = [];
+    const { contract, host } = await startHost(prefix, (line) => lines.push(line));
+    await contract.service.stop(new Error("required subscription $SRV.PING errored: Permissions Violation"));
+    await expect.poll(() => lines.length).toBe(1);
+    expect(lines[0]).toMatch(
+      /^the agentloop micro service stopped \(required subscription .*\); chat and control go on/,
+    );
+    const reply = await bus.request(
+      chatSubject(prefix, "bot"),
+      JSON.stringify({ session: "s", text: "still?" }),
+    );
+    expect(JSON.parse(reply.data)).toMatchObject({ ok: true, result: "echo: still?" });
+    await host.close();
+  });
+});
