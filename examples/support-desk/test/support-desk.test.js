@@ -1,0 +1,85 @@
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chatSubject, LocalBus, startHost } from "agentloop";
+import { ScriptedBackend } from "agentloop/testing";
+import { afterEach, describe, expect, it } from "vitest";
+import config from "../agentloop.config.js";
+import { refundsIssued } from "../tools.js";
+
+/**
+ * The support desk's agents, exactly as agentloop.config.js defines them (tools, prompts, the MCP
+ * file server), on an in-process bus with scripted models in place of a real provider.
+ */
+
+const POLICIES = join(dirname(fileURLToPath(import.meta.url)), "..", "policies");
+const running = [];
+afterEach(async () => {
+  for (const close of running.splice(0).reverse()) await close();
+  refundsIssued.length = 0;
+});
+
+/** Starts the desk with each agent's model replaced by a script, and returns a way to chat with it. */
+async function startDesk(models) {
+  const bus = new LocalBus();
+  const events = [];
+  const agents = config.agents.map((agent) => ({ ...agent, backend: models[agent.name] ?? agent.backend }));
+  const host = await startHost({ bus, agents, onEvent: (event) => events.push(event) });
+  running.push(
+    () => bus.close(),
+    () => host.close(),
+  );
+  const chat = async (agent, session, text) =>
+    JSON.parse(
+      (
+        await bus.request(chatSubject("agentloop", agent), JSON.stringify({ session, text }), {
+          timeoutMs: 20_000,
+        })
+      ).data,
+    );
+  const control = async (agent, request) =>
+    JSON.parse((await bus.request(`agentloop.agents.${agent}.control`, JSON.stringify(request))).data);
+  return { bus, events, chat, control };
+}
+
+/** A model that makes the given tool calls first, then answers with what the tools returned. */
+function callsThenSummarises(calls) {
+  return new ScriptedBackend((request) => {
+    const results = request.messages.filter((message) => message.role === "tool");
+    if (results.length === 0) return { toolCalls: calls };
+    return { text: results.map((message) => String(message.content)).join(" | ") };
+  });
+}
+
+describe("the support desk", () => {
+  it("triage looks an order up with the desk's own tool", async () => {
+    const triage = callsThenSummarises([{ name: "lookup_order", arguments: { orderId: "A-1002" } }]);
+    const desk = await startDesk({ triage });
+    const reply = await desk.chat("triage", "c1", "where is my milk frother? order A-1002");
+    expect(reply.ok).toBe(true);
+    expect(JSON.parse(reply.result)).toMatchObject({ item: "milk frother", status: "in transit" });
+    expect(triage.requests[0].options.tools.map((tool) => tool.name).sort()).toEqual(
+      ["ask_agent", "current_time", "lookup_order"].sort(),
+    );
+  });
+
+  it("a bad order id is a tool error the model sees, not a crash", async () => {
+    const triage = callsThenSummarises([{ name: "lookup_order", arguments: { orderId: "1002" } }]);
+    const desk = await startDesk({ triage });
+    const reply = await desk.chat("triage", "c2", "order 1002?");
+    expect(reply.ok).toBe(true);
+    expect(JSON.parse(reply.result).error).toMatch(/^invalid arguments for tool "lookup_order": orderId/);
+  });
+
+  it("refunds reads the policy through the MCP file server, confined to the policies folder", async () => {
+    const refunds = callsThenSummarises([
+      { name: "policies__read_text_file", arguments: { path: join(POLICIES, "refunds.md") } },
+      { name: "policies__read_text_file", arguments: { path: "/etc/passwd" } },
+    ]);
+    const desk = await startDesk({ refunds });
+    const reply = await desk.chat("refunds", "r1", "what is the refund policy?");
+    expect(reply.ok).toBe(true);
+    const [policy, outside] = reply.result.split(" | ");
+    expect(policy).toContain("Refunds over 200 EUR need a team lead's approval.");
+    expect(outside).toMatch(/error/i);
+  });
+});
