@@ -125,7 +125,9 @@ describe("MCP tools through agentloop serve", () => {
     } finally {
       const run = await serve.stop();
       expect(run.code).toBe(0);
-      expect(run.stderr).toBe("agentloop serve: stopping: finishing running chats\n");
+      expect(run.stderr).toBe(
+        "agentloop serve: stopping: finishing running chats (signal again to cancel them)\n",
+      );
     }
     const [first, second] = fake.bodies();
     expect(callableTools("openai-chat", first ?? {})).toEqual(

@@ -66,6 +66,8 @@ describe("serve without permission for $SRV and agents.>", () => {
     }
     const run = await serve.stop();
     expect(run.code).toBe(0);
-    expect(linesOf(run.stderr)).toEqual(["agentloop serve: stopping: finishing running chats"]);
+    expect(linesOf(run.stderr)).toEqual([
+      "agentloop serve: stopping: finishing running chats (signal again to cancel them)",
+    ]);
   });
 });
