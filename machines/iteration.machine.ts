@@ -145,8 +145,11 @@ export const iterationMachine = setup({
     selectApprovals: assign({ awaitingApproval: () => [] as string[] }),
     /** Publishes the approval requests and persists the pending approval; bound at the composition root. */
     announceApprovals: (_, _params: { requests: ApprovalRequest[] }) => {},
-    /** A decision was taken (the pending approval changes); bound at the composition root. */
-    noteDecision: (_, _params: { toolCallId: string; approved: boolean }) => {},
+    /** A decision was accepted (ToolApprovalResolved); bound at the composition root. */
+    noteDecision: (
+      _,
+      _params: { toolCallId: string; toolName: string; approved: boolean; reason?: string },
+    ) => {},
   },
   actors: {
     /** Streams one response (fromCallback): sends `stream.reset`, then `stream.completed` or `stream.failed`. */
@@ -247,7 +250,11 @@ export const iterationMachine = setup({
             }),
             {
               type: "noteDecision",
-              params: ({ event }) => ({ toolCallId: event.toolCallId, approved: true }),
+              params: ({ context, event }) => ({
+                toolCallId: event.toolCallId,
+                toolName: context.toolCalls.find((call) => call.id === event.toolCallId)!.name,
+                approved: true,
+              }),
             },
           ],
         },
@@ -263,7 +270,12 @@ export const iterationMachine = setup({
             }),
             {
               type: "noteDecision",
-              params: ({ event }) => ({ toolCallId: event.toolCallId, approved: false }),
+              params: ({ context, event }) => ({
+                toolCallId: event.toolCallId,
+                toolName: context.outcomes[event.toolCallId]!.toolName,
+                approved: false,
+                ...(event.reason ? { reason: event.reason } : {}),
+              }),
             },
             {
               type: "recordMessages",

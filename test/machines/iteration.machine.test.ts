@@ -165,7 +165,7 @@ function startScripted(inspect: (inspection: InspectionEvent) => void) {
     actions: {
       recordMessages: (_, { messages }) => recorded.push(...messages),
       announceApprovals: (_, { requests }) => announced.push(requests),
-      noteDecision: (_, decision) => decisions.push(decision),
+      noteDecision: (_, { toolCallId, approved }) => decisions.push({ toolCallId, approved }),
     },
     actors: {
       streamModel: fromCallback<StreamEvent, IterationInput>(({ sendBack, input: streamInput }) => {
