@@ -30,6 +30,10 @@ export const AgentDefinition = z
       .optional(),
     /** Anthropic prompt caching (a cache breakpoint on the last message); default on for anthropic. */
     promptCaching: z.boolean().optional(),
+    /** Names of tools (not tool sets) whose every call a person must approve first. */
+    needsApproval: z
+      .array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: "must be a tool name" }))
+      .optional(),
   })
   .strict();
 export type AgentDefinition = z.infer<typeof AgentDefinition>;
@@ -73,6 +77,8 @@ export interface ResolvedAgentDefinition {
   shellEnv?: string[];
   /** Anthropic prompt caching: the file's switch, else on for anthropic (other providers ignore it). */
   promptCaching?: boolean;
+  /** Tools whose calls wait for a person's approval (the control subject's `approve` / `deny`). */
+  needsApproval?: string[];
   /** From the CLI (`--stream-idle-timeout`); undefined: the backends' default. */
   streamIdleTimeoutMs?: number;
 }
@@ -203,6 +209,7 @@ export function resolveAgentDefinitions(
       ...(maxIterations === undefined ? {} : { maxIterations }),
       ...(reasoningEffort === undefined ? {} : { reasoningEffort }),
       ...(agent.shellEnv === undefined ? {} : { shellEnv: agent.shellEnv }),
+      ...(agent.needsApproval === undefined ? {} : { needsApproval: agent.needsApproval }),
       ...(streamIdleTimeoutMs === undefined ? {} : { streamIdleTimeoutMs }),
     };
   });
