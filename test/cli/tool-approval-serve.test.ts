@@ -8,7 +8,15 @@ import { chatSubject, controlSubject, sessionEventsPattern } from "../../src/bus
 import type { AgentEvent } from "../../src/events/types.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { killServeProcesses, startServeProcess, waitUntilServing } from "../host/running-serve.js";
-import { type FakeProvider, startFakeProvider, textTurn, toolResults, waitFor } from "../support/cli.js";
+import {
+  type FakeProvider,
+  runBinary,
+  startBinary,
+  startFakeProvider,
+  textTurn,
+  toolResults,
+  waitFor,
+} from "../support/cli.js";
 import { turn } from "../support/fake-openai.js";
 import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
 
@@ -198,6 +206,54 @@ describe("tool approval over NATS", () => {
       expect(roles).toEqual(["system", "user", "assistant", "tool", "assistant", "user"]);
       third.child.kill("SIGTERM");
       expect((await third.run).code).toBe(0);
+    },
+  );
+
+  it(
+    "remote `agentloop chat` asks on the terminal: a piped y approves, no input says how to answer",
+    {
+      timeout: 90_000,
+    },
+    async () => {
+      const prefix = uniqueRoot();
+      const model = await provider("openai-chat", [
+        timeCall,
+        textTurn("It is noon."),
+        timeCall,
+        textTurn("Approved elsewhere."),
+      ]);
+      const serve = startServeProcess(
+        ["--nats", server.url, "--prefix", prefix, "--agents", agentsFile, ...model.flags],
+        model.env,
+      );
+      await waitUntilServing(bus, prefix, serve);
+      const remote = ["chat", "--nats", server.url, "--prefix", prefix, "--session", "s3"];
+
+      const answered = await runBinary([...remote, "what time is it?"], { input: "y\n", timeoutMs: 60_000 });
+      expect(answered).toMatchObject({ code: 0, stdout: "It is noon.\n" });
+      expect(answered.stderr).toBe("approve current_time({})? [y/N] ");
+      expect(toolResults("openai-chat", model.bodies()[1]!)).toHaveLength(1);
+      expect(toolResults("openai-chat", model.bodies()[1]!)[0]?.output).not.toMatch(/denied/);
+
+      // No answer on stdin: it says where to send one, and waits for it.
+      const events = collectEvents(prefix, "s3");
+      await bus.flush();
+      const waiting = startBinary([...remote, "and now?"], { timeoutMs: 60_000 });
+      let stderr = "";
+      waiting.child.stderr?.on("data", (text: string) => {
+        stderr += text;
+      });
+      await waitFor(() => stderr.includes("waits for approval"), 30_000);
+      expect(stderr).toContain(
+        `send {"session":"s3","command":"approve","toolCallId":"call_1"} (or "deny") to ${controlSubject(prefix, "assistant")}`,
+      );
+      expect(kinds(events, "ToolCallStarted")).toEqual([]);
+      expect(await control(prefix, { session: "s3", command: "approve", toolCallId: "call_1" })).toEqual({
+        ok: true,
+      });
+      expect(await waiting.result).toMatchObject({ code: 0, stdout: "Approved elsewhere.\n" });
+      serve.child.kill("SIGTERM");
+      expect((await serve.run).code).toBe(0);
     },
   );
 });
