@@ -256,4 +256,58 @@ describe("tool approval over NATS", () => {
       expect((await serve.run).code).toBe(0);
     },
   );
+
+  it(
+    "a host stopped with SIGTERM parks the approval (its requester answered cancelled); stop cancels it",
+    { timeout: 120_000 },
+    async () => {
+      const prefix = uniqueRoot();
+      const db = join(directory, "sigterm.db");
+      const common = ["--nats", server.url, "--prefix", prefix, "--agents", agentsFile, "--db", db];
+      const asking = await provider("openai-chat", [timeCall]);
+      const serve = startServeProcess([...common, ...asking.flags], asking.env);
+      await waitUntilServing(bus, prefix, serve);
+      const events = collectEvents(prefix, "s4");
+      await bus.flush();
+
+      const parked = chat(prefix, "s4", "what time is it?");
+      await waitFor(() => kinds(events, "ToolApprovalRequested").length === 1, 30_000);
+      serve.child.kill("SIGTERM");
+      expect(await parked).toEqual({
+        ok: false,
+        error: {
+          code: "cancelled",
+          message: "the host stopped while a tool call awaited approval; the approval stays pending",
+        },
+      });
+      expect((await serve.run).code).toBe(0);
+      // Parked, not cancelled: no ChatFailed, and the call never ran.
+      expect(kinds(events, "ChatFailed")).toEqual([]);
+      expect(kinds(events, "ToolCallStarted")).toEqual([]);
+
+      // The next host: `stop` cancels the parked approval; the call gets a cancelled result.
+      const next = await provider("openai-chat", [textTurn("Fine.")]);
+      const again = startServeProcess([...common, ...next.flags], next.env);
+      await waitUntilServing(bus, prefix, again);
+      // Only a live session is stopped: a decision refused for other arguments brings it up.
+      expect(
+        await control(prefix, { session: "s4", command: "deny", toolCallId: "call_1", arguments: '{"x":1}' }),
+      ).toMatchObject({ ok: false, error: { code: "bad_request" } });
+      expect(await control(prefix, { session: "s4", command: "stop" })).toEqual({ ok: true });
+      await waitFor(() => kinds(events, "ChatFailed").length === 1, 30_000);
+      expect(kinds(events, "ChatFailed")[0]).toMatchObject({ cancelled: true });
+      expect(
+        await control(prefix, { session: "s4", command: "approve", toolCallId: "call_1" }),
+      ).toMatchObject({
+        ok: false,
+      });
+      expect(await chat(prefix, "s4", "never mind")).toMatchObject({ ok: true, result: "Fine." });
+      expect(toolResults("openai-chat", next.bodies()[0]!)).toEqual([
+        { callId: "call_1", output: JSON.stringify({ error: "cancelled" }) },
+      ]);
+      expect(kinds(events, "ToolCallStarted")).toEqual([]);
+      again.child.kill("SIGTERM");
+      expect((await again.run).code).toBe(0);
+    },
+  );
 });
