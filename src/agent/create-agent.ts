@@ -381,23 +381,31 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   return {
     name,
     session,
-    chat: (text, chatOptions = {}) => serialise(() => runChat(text, chatOptions)),
+    chat: (text, chatOptions = {}) => {
+      void approvals.resumeParked().catch(() => {});
+      return serialise(() => runChat(text, chatOptions));
+    },
     decideToolCall: (decision) => approvals.decide(decision),
     cancelPendingApproval: () => approvals.cancel(),
     parkPendingApproval: () => approvals.park(),
     get hasPendingApproval() {
       return approvals.isPending;
     },
-    compact: (topic, compactOptions = {}) =>
-      serialise(() => {
+    compact: (topic, compactOptions = {}) => {
+      void approvals.resumeParked().catch(() => {});
+      return serialise(() => {
         events.chatId = createId();
         return manager.compact(topic, compactOptions.signal);
-      }),
+      });
+    },
+    // `/new` cancels a parked approval first: its chat back-fills, then everything is cleared.
     reset: () =>
-      serialise(async () => {
-        await manager.clear();
-        for (const set of toolSets) set.reset();
-      }),
+      approvals.cancel().then(() =>
+        serialise(async () => {
+          await manager.clear();
+          for (const set of toolSets) set.reset();
+        }),
+      ),
     get tokenUsed() {
       return manager.context.tokenUsed;
     },

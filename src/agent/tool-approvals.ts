@@ -115,7 +115,7 @@ export class ToolApprovals {
 
   /** A person approves or denies one held call. */
   async decide(decision: ToolApprovalDecision): Promise<ApprovalOutcome> {
-    await this.#resumeParked();
+    await this.resumeParked();
     const live = this.#live;
     if (live?.pending === undefined) {
       return { ok: false, message: "no tool call of this session is waiting for approval" };
@@ -156,7 +156,7 @@ export class ToolApprovals {
 
   /** `stop`: the chat awaiting approval is cancelled (its held calls get `cancelled` results). */
   async cancel(): Promise<void> {
-    await this.#resumeParked().catch(() => {});
+    await this.resumeParked().catch(() => {});
     const live = this.#live;
     if (live?.pending !== undefined && live.actor.getSnapshot().status === "active") {
       live.actor.send({ type: "cancel" });
@@ -175,8 +175,11 @@ export class ToolApprovals {
     return true;
   }
 
-  /** Brings a parked chat back (once), so decisions and `stop` reach a running machine. */
-  #resumeParked(): Promise<void> {
+  /**
+   * Brings a parked chat back (once), first in the agent's queue: decisions and `stop` reach a
+   * running machine, and a later chat waits behind it as it would have on the first host.
+   */
+  resumeParked(): Promise<void> {
     const parked = this.#parked;
     if (parked === undefined || this.#live !== undefined) return this.#resuming ?? Promise.resolve();
     this.#parked = undefined;

@@ -175,4 +175,63 @@ describe("tool approval", () => {
       ok: false,
     });
   });
+
+  it("after a restart, a new chat waits behind the parked one, which goes first once decided", async () => {
+    const first = deployTool();
+    const before = await createTestAgent({
+      script: [{ toolCalls: [prodCall] }],
+      tools: [first.tool],
+      history: histories.open("bot", "s1"),
+    });
+    const chat = before.agent.chat("deploy to prod");
+    await waitUntil(() => before.eventsOf("ToolApprovalRequested").length === 1);
+    before.agent.parkPendingApproval!();
+    await expect(chat).rejects.toBeInstanceOf(ChatCancelledError);
+
+    const second = deployTool();
+    const after = await createTestAgent({
+      script: [{ text: "denied, as you wish" }, { text: "hello again" }],
+      tools: [second.tool],
+      history: histories.open("bot", "s1"),
+    });
+    const next = after.agent.chat("hello");
+    await waitUntil(() => after.agent.hasPendingApproval === true);
+    expect(after.backend.requests).toHaveLength(0);
+    expect(await after.agent.decideToolCall!({ toolCallId: "call-prod", approved: false })).toEqual({
+      ok: true,
+    });
+    expect((await next).result).toBe("hello again");
+    expect(second.runs).toEqual([]);
+    expect((await histories.open("bot", "s1").restore()).map((message) => message.content)).toEqual([
+      "deploy to prod",
+      "",
+      JSON.stringify({ error: "denied" }),
+      "denied, as you wish",
+      "hello",
+      "hello again",
+    ]);
+  });
+
+  it("/new cancels a parked approval before clearing the session", async () => {
+    const deploy = deployTool();
+    const before = await createTestAgent({
+      script: [{ toolCalls: [prodCall] }],
+      tools: [deploy.tool],
+      history: histories.open("bot", "s1"),
+    });
+    const chat = before.agent.chat("deploy to prod");
+    await waitUntil(() => before.eventsOf("ToolApprovalRequested").length === 1);
+    before.agent.parkPendingApproval!();
+    await expect(chat).rejects.toBeInstanceOf(ChatCancelledError);
+    const after = await createTestAgent({
+      script: [],
+      tools: [deploy.tool],
+      history: histories.open("bot", "s1"),
+    });
+    await after.agent.reset();
+    expect(after.agent.hasPendingApproval).toBe(false);
+    expect(after.eventsOf("ChatFailed")).toMatchObject([{ cancelled: true }]);
+    expect(await histories.open("bot", "s1").restore()).toEqual([]);
+    expect(await histories.open("bot", "s1").loadPendingApproval()).toBeUndefined();
+  });
 });
