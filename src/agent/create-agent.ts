@@ -171,6 +171,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   const approvals = new ToolApprovals({
     history: params.history,
     events,
+    redact: (text) => redactor.redact(text),
     parked: await params.history?.loadPendingApproval?.(),
     resume: (pending) => resumeChat(pending),
   });

@@ -30,6 +30,8 @@ interface LiveChat {
 export interface ToolApprovalsParams {
   history: ContextHistory | undefined;
   events: EventEmitter;
+  /** How the events show a text (secrets hidden): the arguments a person saw. Default: as is. */
+  redact?: (text: string) => string;
   /** What the history held when the session was built (a chat stopped while awaiting approval). */
   parked: PendingApproval | undefined;
   /**
@@ -49,6 +51,7 @@ export class ToolApprovals {
   readonly #history: ContextHistory | undefined;
   readonly #events: EventEmitter;
   readonly #resume: (pending: PendingApproval) => Promise<void>;
+  readonly #redact: (text: string) => string;
   #live: LiveChat | undefined;
   #parked: PendingApproval | undefined;
   #resuming: Promise<void> | undefined;
@@ -58,6 +61,7 @@ export class ToolApprovals {
     this.#events = params.events;
     this.#parked = params.parked;
     this.#resume = params.resume;
+    this.#redact = params.redact ?? ((text) => text);
   }
 
   /** A chat of the session waits for a decision (running, or parked in the history). */
@@ -132,7 +136,9 @@ export class ToolApprovals {
         message: `tool call "${decision.toolCallId}" is not waiting for approval (unknown, or already decided)`,
       };
     }
-    if (decision.arguments !== undefined && decision.arguments !== call.arguments) {
+    // The event showed the arguments with secrets hidden: either form is the one shown.
+    const shown = decision.arguments;
+    if (shown !== undefined && shown !== call.arguments && shown !== this.#redact(call.arguments)) {
       return {
         ok: false,
         message: `tool call "${decision.toolCallId}" was asked with other arguments than the ones given`,
