@@ -152,7 +152,12 @@ export class ToolApprovals {
       live.pending = undefined;
       // Used once: of two hosts holding the same record, only one takes it.
       const taken = (await this.#history?.takePendingApproval?.()) ?? true;
-      if (!taken) return { ok: false, message: `the approval of "${decision.toolCallId}" was already used` };
+      if (!taken) {
+        // Another host took it and goes on with the chat: this copy stops, writing nothing.
+        live.isParked = true;
+        live.actor.stop();
+        return { ok: false, message: `the approval of "${decision.toolCallId}" was already used` };
+      }
     } else {
       await this.#history?.savePendingApproval?.(pending);
     }
