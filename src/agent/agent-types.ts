@@ -96,8 +96,11 @@ export interface Agent {
   decideToolCall?(decision: ToolApprovalDecision): Promise<ApprovalOutcome>;
   /** `stop`: cancels the chat awaiting approval, if any (parked ones included). */
   cancelPendingApproval?(): Promise<void>;
-  /** Shutdown: stops a chat awaiting approval, keeping its approval for the next host. */
-  parkPendingApproval?(): boolean;
+  /**
+   * Shutdown: stops a chat awaiting approval, keeping its approval for the next host (and cancels a
+   * resumed one still running). Resolves with whether one was parked, once it has let go.
+   */
+  parkPendingApproval?(): Promise<boolean>;
   /** A chat of this session waits for a tool approval (so the session is not idle). */
   readonly hasPendingApproval?: boolean;
 }

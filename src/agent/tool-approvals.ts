@@ -25,6 +25,11 @@ interface LiveChat {
   saving: Promise<void>;
   /** Stopped on shutdown with its approval kept for the next host. */
   isParked: boolean;
+  /** Restored from a parked approval (nobody waits for its answer). */
+  isResumed: boolean;
+  /** Resolves when the chat has let go (see {@link ToolApprovals.detach}). */
+  detached: Promise<void>;
+  markDetached(): void;
 }
 
 export interface ToolApprovalsParams {
@@ -71,7 +76,19 @@ export class ToolApprovals {
 
   /** A chat actor starts (`pending`: a parked chat coming back). */
   attach(actor: AnyActorRef, pending?: PendingApproval): void {
-    this.#live = { actor, pending, saving: Promise.resolve(), isParked: false };
+    let markDetached!: () => void;
+    const detached = new Promise<void>((resolve) => {
+      markDetached = resolve;
+    });
+    this.#live = {
+      actor,
+      pending,
+      saving: Promise.resolve(),
+      isParked: false,
+      isResumed: pending !== undefined,
+      detached,
+      markDetached,
+    };
   }
 
   /**
@@ -82,16 +99,20 @@ export class ToolApprovals {
     const live = this.#live;
     if (live?.actor !== actor) return false;
     this.#live = undefined;
-    if (live.isParked) {
-      await live.saving;
-      this.#parked = live.pending;
-      return true;
+    try {
+      if (live.isParked) {
+        await live.saving;
+        this.#parked = live.pending;
+        return true;
+      }
+      if (live.pending !== undefined) {
+        await live.saving;
+        await this.#history?.takePendingApproval?.();
+      }
+      return false;
+    } finally {
+      live.markDetached();
     }
-    if (live.pending !== undefined) {
-      await live.saving;
-      await this.#history?.takePendingApproval?.();
-    }
-    return false;
   }
 
   /** The iteration entered `awaitingApproval`: publish the requests and persist the chat. */
@@ -176,14 +197,24 @@ export class ToolApprovals {
 
   /**
    * Shutdown: a chat awaiting approval is stopped where it stands, its record kept for the next
-   * host (a restart or the session's next life). Returns whether one was parked.
+   * host (a restart or the session's next life); a resumed chat still running after its decisions
+   * is cancelled like any running chat (it back-fills and writes its history). Resolves, once the
+   * chat has let go, with whether one was parked.
    */
-  park(): boolean {
+  async park(): Promise<boolean> {
     const live = this.#live;
-    if (live?.pending === undefined || live.actor.getSnapshot().status !== "active") return false;
-    live.isParked = true;
-    live.actor.stop();
-    return true;
+    if (live === undefined || live.actor.getSnapshot().status !== "active") return false;
+    if (live.pending !== undefined) {
+      live.isParked = true;
+      live.actor.stop();
+      await live.detached;
+      return true;
+    }
+    if (live.isResumed) {
+      live.actor.send({ type: "cancel" });
+      await live.detached;
+    }
+    return false;
   }
 
   /**

@@ -278,8 +278,8 @@ export class SessionActor {
    * Shutdown's first step: a chat awaiting a tool approval is stopped where it stands, its
    * approval kept in the history for the session's next life (its caller is answered `cancelled`).
    */
-  parkPendingApproval(): void {
-    this.agent.parkPendingApproval?.();
+  parkPendingApproval(): Promise<unknown> {
+    return this.agent.parkPendingApproval?.().catch(() => false) ?? Promise.resolve();
   }
 
   /** Resolves once nothing is running or queued (or the session has stopped). */
@@ -293,13 +293,14 @@ export class SessionActor {
    * agent's last operation has settled, so nothing is left half-written.
    */
   async shutdown(reason = "the session was shut down"): Promise<void> {
-    this.parkPendingApproval();
+    const parking = this.parkPendingApproval();
     if (!this.isStopped) {
       this.#cancelReason = reason;
       this.#actor.send({ type: "shutdown" });
     }
     this.#actor.stop();
     await this.#work;
+    await parking;
   }
 
   #enqueue(build: (id: string) => MailboxMessage, touches: boolean): Promise<Settlement> {

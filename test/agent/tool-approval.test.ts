@@ -2,7 +2,12 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ChatCancelledError } from "../../src/agent/chat-errors.js";
 import { defineTool } from "../../src/tools/define-tool.js";
-import { createTempHistories, createTestAgent, waitUntil } from "../support/agent-harness.js";
+import {
+  createControlledTool,
+  createTempHistories,
+  createTestAgent,
+  waitUntil,
+} from "../support/agent-harness.js";
 
 /**
  * Issue 12: tool calls that need approval wait in the iteration's awaitingApproval state; a
@@ -146,8 +151,9 @@ describe("tool approval", () => {
     const chat = before.agent.chat("deploy everywhere");
     await waitUntil(() => before.eventsOf("ToolApprovalRequested").length === 1);
     // The host shuts down: the chat is parked, its requester answered `cancelled`.
-    expect(before.agent.parkPendingApproval!()).toBe(true);
+    const parking = before.agent.parkPendingApproval!();
     await expect(chat).rejects.toThrow(/approval stays pending/);
+    expect(await parking).toBe(true);
     const chatId = before.eventsOf("ToolApprovalRequested")[0]!.chatId;
 
     const second = deployTool();
@@ -185,8 +191,9 @@ describe("tool approval", () => {
     });
     const chat = before.agent.chat("deploy to prod");
     await waitUntil(() => before.eventsOf("ToolApprovalRequested").length === 1);
-    before.agent.parkPendingApproval!();
+    const parking = before.agent.parkPendingApproval!();
     await expect(chat).rejects.toBeInstanceOf(ChatCancelledError);
+    expect(await parking).toBe(true);
 
     const second = deployTool();
     const after = await createTestAgent({
@@ -221,8 +228,9 @@ describe("tool approval", () => {
     });
     const chat = before.agent.chat("deploy to prod");
     await waitUntil(() => before.eventsOf("ToolApprovalRequested").length === 1);
-    before.agent.parkPendingApproval!();
+    const parking = before.agent.parkPendingApproval!();
     await expect(chat).rejects.toBeInstanceOf(ChatCancelledError);
+    expect(await parking).toBe(true);
     const after = await createTestAgent({
       script: [],
       tools: [deploy.tool],
@@ -233,5 +241,35 @@ describe("tool approval", () => {
     expect(after.eventsOf("ChatFailed")).toMatchObject([{ cancelled: true }]);
     expect(await histories.open("bot", "s1").restore()).toEqual([]);
     expect(await histories.open("bot", "s1").loadPendingApproval()).toBeUndefined();
+  });
+
+  it("a shutdown cancels a resumed chat still running after its decision; it writes its history", async () => {
+    const before = await createTestAgent({
+      script: [{ toolCalls: [prodCall] }],
+      tools: [deployTool().tool],
+      history: histories.open("bot", "s1"),
+    });
+    const chat = before.agent.chat("deploy to prod");
+    await waitUntil(() => before.eventsOf("ToolApprovalRequested").length === 1);
+    const parking = before.agent.parkPendingApproval!();
+    await expect(chat).rejects.toBeInstanceOf(ChatCancelledError);
+    await parking;
+
+    const slow = createControlledTool("deploy", z.object({ env: z.string() }));
+    const after = await createTestAgent({
+      script: [],
+      tools: [slow.tool],
+      history: histories.open("bot", "s1"),
+    });
+    await after.agent.decideToolCall!({ toolCallId: "call-prod", approved: true });
+    await waitUntil(() => slow.calls.length === 1);
+    expect(await after.agent.parkPendingApproval!()).toBe(false);
+    expect(after.eventsOf("ChatFailed")).toMatchObject([{ cancelled: true }]);
+    expect((await histories.open("bot", "s1").restore()).at(-1)).toEqual({
+      role: "tool",
+      toolCallId: "call-prod",
+      toolName: "deploy",
+      content: JSON.stringify({ error: "cancelled" }),
+    });
   });
 });
