@@ -1,7 +1,8 @@
 import type { LimitFunction } from "p-limit";
+import type { ApprovalRequest } from "../machines/iteration.machine.js";
 import type { ContextHistory } from "../src/context/context-history.js";
 import type { LlmClient } from "../src/llm/llm-client.js";
-import type { Message } from "../src/llm/types.js";
+import type { Message, ToolCall } from "../src/llm/types.js";
 import type { SecretRedactor } from "../src/text/secret-redactor.js";
 import type { ToolContext, ToolSet } from "../src/tools/tool-set.js";
 import type { EventEmitter } from "./event-publisher.js";
@@ -21,6 +22,10 @@ export interface SessionDeps {
   /** The parts of the ToolContext that come from the session (agent, session, post, depth). */
   toolContext(): Omit<ToolContext, "signal" | "appendMessage">;
   recordMessage(message: Message): void;
+  /** Whether a call must be approved by a person before it runs (its ToolSet, or the agent's list). */
+  needsApproval(call: ToolCall): boolean;
+  /** The iteration holds calls for approval: publish the requests, persist the chat. */
+  announceApprovals(iteration: number, requests: readonly ApprovalRequest[]): void;
   /** Hides the configured secrets in tool results (events are redacted by `events` itself). */
   redactor: SecretRedactor;
   now(): number;

@@ -8,8 +8,14 @@ import { emptyUsage } from "../src/llm/types.js";
  * message, run the tool calls it asked for (each a child actor), back-fill the results in the
  * order the model made the calls.
  *
+ * Calls to tools that need approval hold the whole batch in `awaitingApproval` until each one is
+ * granted or denied (`approval.granted` / `approval.denied`, sent by the session); a denied call's
+ * result is `{"error":"denied","reason":…}` and it never runs.
+ *
  * Pure: the model stream (`streamModel`) and the tool runner (`runToolCall`) are named here and
- * bound with `.provide()` at the composition root; `recordMessages` is the only outward action. Text deltas never travel through this machine (they are published by the stream
+ * bound with `.provide()` at the composition root, and so is `selectApprovals` (which calls need
+ * approval is the tools' business); `recordMessages` and `announceApprovals` are the outward
+ * actions. Text deltas never travel through this machine (they are published by the stream
  * actor); it sees segment resets and completion.
  */
 
@@ -45,6 +51,44 @@ export type StreamEvent =
   | { type: "stream.completed"; response: GenerateResponse }
   | { type: "stream.failed"; error: ErrorInfo };
 
+/**
+ * The session's answer to a call awaiting approval. `arguments`, when given, is the call's
+ * arguments text the approver saw: a decision about other arguments is refused.
+ */
+export type ApprovalEvent =
+  | { type: "approval.granted"; toolCallId: string; arguments?: string }
+  | { type: "approval.denied"; toolCallId: string; reason?: string; arguments?: string };
+
+/** A call held for approval, as announced (see `announceApprovals`). */
+export interface ApprovalRequest {
+  toolCallId: string;
+  toolName: string;
+  arguments: string;
+}
+
+/** The result the model sees for a denied call. */
+export function deniedToolResult(call: ToolCall, reason: string | undefined): ToolCallSettlement {
+  return {
+    callId: call.id,
+    toolName: call.name,
+    ok: false,
+    message: {
+      role: "tool",
+      toolCallId: call.id,
+      toolName: call.name,
+      content: JSON.stringify({ error: "denied", ...(reason ? { reason } : {}) }),
+    },
+    appended: [],
+  };
+}
+
+/** Whether `event` decides one of the calls still awaiting approval, about the arguments shown. */
+export function isAwaitedDecision(context: IterationContext, event: ApprovalEvent): boolean {
+  if (!context.awaitingApproval.includes(event.toolCallId)) return false;
+  const call = context.toolCalls.find((candidate) => candidate.id === event.toolCallId);
+  return call !== undefined && (event.arguments === undefined || event.arguments === call.arguments);
+}
+
 /** Sent to the parent (the chat machine) so a cancelled chat can back-fill what was in flight. */
 export type IterationProgressEvent =
   | { type: "iteration.assembled"; message: Message }
@@ -61,6 +105,8 @@ export interface IterationContext {
   assistant: Message | null;
   toolCalls: ToolCall[];
   outcomes: Record<string, ToolCallSettlement>;
+  /** Ids of the calls still waiting for a decision (set while assembling by `selectApprovals`). */
+  awaitingApproval: string[];
   /** Tool messages in call order, then appended messages (set while back-filling). */
   results: Message[];
   error: ErrorInfo | null;
@@ -87,11 +133,23 @@ export const iterationMachine = setup({
     context: {} as IterationContext,
     input: {} as IterationInput,
     output: {} as IterationOutput,
-    events: {} as StreamEvent | ToolDoneEvent,
+    events: {} as StreamEvent | ToolDoneEvent | ApprovalEvent,
   },
   actions: {
     /** The onMessageRecorded audit hook; bound at the composition root. */
     recordMessages: (_, _params: { messages: Message[] }) => {},
+    /**
+     * Sets `awaitingApproval` to the ids of the calls that need approval. Bound at the
+     * composition root (the tools decide); by default no call needs one.
+     */
+    selectApprovals: assign({ awaitingApproval: () => [] as string[] }),
+    /** Publishes the approval requests and persists the pending approval; bound at the composition root. */
+    announceApprovals: (_, _params: { requests: ApprovalRequest[] }) => {},
+    /** A decision was accepted (ToolApprovalResolved); bound at the composition root. */
+    noteDecision: (
+      _,
+      _params: { toolCallId: string; toolName: string; approved: boolean; reason?: string },
+    ) => {},
   },
   actors: {
     /** Streams one response (fromCallback): sends `stream.reset`, then `stream.completed` or `stream.failed`. */
@@ -104,6 +162,9 @@ export const iterationMachine = setup({
   },
   guards: {
     hasToolCalls: ({ context }) => context.toolCalls.length > 0,
+    isAwaitingApproval: ({ context }) => context.awaitingApproval.length > 0,
+    isEveryApprovalDecided: ({ context }) => context.awaitingApproval.length === 0,
+    isAwaitedDecision: ({ context, event }) => isAwaitedDecision(context, event as ApprovalEvent),
     allToolCallsSettled: ({ context }) =>
       context.toolCalls.every((call) => context.outcomes[call.id] !== undefined),
   },
@@ -119,6 +180,7 @@ export const iterationMachine = setup({
     assistant: null,
     toolCalls: [],
     outcomes: {},
+    awaitingApproval: [],
     results: [],
     error: null,
   }),
@@ -159,12 +221,83 @@ export const iterationMachine = setup({
           // The parent (the chat machine) tracks what is in flight; standalone runs have none.
           if (self._parent) enqueue.sendParent({ type: "iteration.assembled", message: context.assistant! });
         }),
+        "selectApprovals",
       ],
-      always: [{ guard: "hasToolCalls", target: "executingTools" }, { target: "answered" }],
+      always: [
+        { guard: "isAwaitingApproval", target: "awaitingApproval" },
+        { guard: "hasToolCalls", target: "executingTools" },
+        { target: "answered" },
+      ],
+    },
+    awaitingApproval: {
+      // No call of the batch runs before every call awaiting approval is decided: the model asked
+      // for them together, and a later call may depend on an earlier one.
+      entry: {
+        type: "announceApprovals",
+        params: ({ context }) => ({
+          requests: context.toolCalls
+            .filter((call) => context.awaitingApproval.includes(call.id))
+            .map((call) => ({ toolCallId: call.id, toolName: call.name, arguments: call.arguments })),
+        }),
+      },
+      on: {
+        "approval.granted": {
+          guard: "isAwaitedDecision",
+          actions: [
+            assign({
+              awaitingApproval: ({ context, event }) =>
+                context.awaitingApproval.filter((id) => id !== event.toolCallId),
+            }),
+            {
+              type: "noteDecision",
+              params: ({ context, event }) => ({
+                toolCallId: event.toolCallId,
+                toolName: context.toolCalls.find((call) => call.id === event.toolCallId)!.name,
+                approved: true,
+              }),
+            },
+          ],
+        },
+        "approval.denied": {
+          guard: "isAwaitedDecision",
+          actions: [
+            assign(({ context, event }) => {
+              const call = context.toolCalls.find((candidate) => candidate.id === event.toolCallId)!;
+              return {
+                awaitingApproval: context.awaitingApproval.filter((id) => id !== event.toolCallId),
+                outcomes: { ...context.outcomes, [call.id]: deniedToolResult(call, event.reason) },
+              };
+            }),
+            {
+              type: "noteDecision",
+              params: ({ context, event }) => ({
+                toolCallId: event.toolCallId,
+                toolName: context.outcomes[event.toolCallId]!.toolName,
+                approved: false,
+                ...(event.reason ? { reason: event.reason } : {}),
+              }),
+            },
+            {
+              type: "recordMessages",
+              params: ({ context, event }) => ({ messages: [context.outcomes[event.toolCallId]!.message] }),
+            },
+            enqueueActions(({ context, event, enqueue, self }) => {
+              if (self._parent) {
+                enqueue.sendParent({
+                  type: "iteration.toolSettled",
+                  outcome: context.outcomes[event.toolCallId]!,
+                });
+              }
+            }),
+          ],
+        },
+      },
+      always: { guard: "isEveryApprovalDecided", target: "executingTools" },
     },
     executingTools: {
       entry: enqueueActions(({ context, enqueue }) => {
-        for (const call of context.toolCalls) {
+        // Denied calls already have their result.
+        for (const call of context.toolCalls.filter((candidate) => !context.outcomes[candidate.id])) {
           enqueue.spawnChild("runToolCall", {
             id: `tool:${call.id}`,
             input: { call, iteration: context.iteration },

@@ -6,6 +6,7 @@ import type { Message, ReasoningEffort, TokenUsage } from "../llm/types.js";
 import type { AgentTracingOptions } from "../telemetry/agent-tracing.js";
 import type { SecretRedactor } from "../text/secret-redactor.js";
 import type { ToolSet } from "../tools/tool-set.js";
+import type { ApprovalOutcome, ToolApprovalDecision } from "./tool-approvals.js";
 
 /** SPEC §8. Every field has the spec's default. */
 export interface AgentOptions {
@@ -26,6 +27,8 @@ export interface AgentOptions {
   promptCaching?: boolean;
   /** A stream silent this long once started fails with a timeout (default 120 s, see request-deadline). */
   streamIdleTimeoutMs?: number;
+  /** Names of tools whose every call a person must approve first (besides the tools' own `needsApproval`). */
+  needsApproval?: readonly string[];
   /** Best-effort event callback; its exceptions are swallowed. */
   onLog?: (event: AgentEvent) => void;
   /** Audit callback for every user / assistant / tool message; exceptions swallowed. */
@@ -103,4 +106,15 @@ export interface Agent {
    * `reason`), under a fresh chat id.
    */
   reportCancelledChat?(text: string, reason: string): void;
+  /** Approves or denies a tool call the running (or parked) chat holds for approval. */
+  decideToolCall?(decision: ToolApprovalDecision): Promise<ApprovalOutcome>;
+  /** `stop`: cancels the chat awaiting approval, if any (parked ones included). */
+  cancelPendingApproval?(): Promise<void>;
+  /**
+   * Shutdown: stops a chat awaiting approval, keeping its approval for the next host (and cancels a
+   * resumed one still running). Resolves with whether one was parked, once it has let go.
+   */
+  parkPendingApproval?(): Promise<boolean>;
+  /** A chat of this session waits for a tool approval (so the session is not idle). */
+  readonly hasPendingApproval?: boolean;
 }

@@ -3,6 +3,7 @@ import {
   type Actor,
   type ActorOptions,
   type AnyStateMachine,
+  assign,
   createActor,
   type InputFrom,
   type InspectionEvent,
@@ -18,6 +19,7 @@ import { type ChatOutput, chatMachine } from "../../machines/chat.machine.js";
 import { compactionMachine } from "../../machines/compaction.machine.js";
 import { iterationMachine } from "../../machines/iteration.machine.js";
 import { ContextManager } from "../context/context-manager.js";
+import type { PendingApproval } from "../context/pending-approval.js";
 import type { AgentEvent } from "../events/types.js";
 import type { LlmOptions, Message } from "../llm/types.js";
 import { toWellFormed } from "../llm/well-formed-message.js";
@@ -26,6 +28,7 @@ import { NO_SECRETS } from "../text/secret-redactor.js";
 import type { ToolSet } from "../tools/tool-set.js";
 import type { Agent, AgentOptions, ChatOptions, ChatResult, CreateAgentParams } from "./agent-types.js";
 import { ChatCancelledError, ChatFailedError } from "./chat-errors.js";
+import { ToolApprovals } from "./tool-approvals.js";
 
 export const DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant.";
 export const DEFAULT_MAX_ITERATIONS = 20;
@@ -52,6 +55,16 @@ export const boundMachines = (() => {
         const { recordMessage } = sessionDepsOf(system);
         for (const message of messages) recordMessage(message);
       },
+      selectApprovals: assign({
+        awaitingApproval: ({ context, system }) => {
+          const { needsApproval } = sessionDepsOf(system);
+          return context.toolCalls.filter((call) => needsApproval(call)).map((call) => call.id);
+        },
+      }),
+      announceApprovals: ({ context, system }, { requests }) =>
+        sessionDepsOf(system).announceApprovals(context.iteration, requests),
+      noteDecision: ({ context, system }, decision) =>
+        sessionDepsOf(system).events.emit(context.iteration, { kind: "ToolApprovalResolved", ...decision }),
     },
     actors: { streamModel: createModelStreamActor(), runToolCall: createToolCallActor() },
   });
@@ -76,6 +89,10 @@ export const boundMachines = (() => {
 export function buildSystemPrompt(systemPrompt: string, toolSets: readonly ToolSet[]): string {
   const prompts = toolSets.map((set) => set.prompt().trim()).filter((text) => text !== "");
   return [systemPrompt, ...prompts].join("\n\n");
+}
+
+function describeError(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 function swallow<A extends unknown[]>(callback: ((...args: A) => void) | undefined): (...args: A) => void {
@@ -150,6 +167,15 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     return tools.length > 0 ? { ...options, tools } : options;
   };
 
+  const approvalList = new Set(options.needsApproval ?? []);
+  const approvals = new ToolApprovals({
+    history: params.history,
+    events,
+    redact: (text) => redactor.redact(text),
+    parked: await params.history?.loadPendingApproval?.(),
+    resume: (pending) => resumeChat(pending),
+  });
+
   const deps: SessionDeps = {
     llm: tracing?.llm ?? params.llm,
     events,
@@ -158,11 +184,21 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     limit: pLimit(Math.max(1, options.maxConcurrentToolCalls ?? DEFAULT_MAX_CONCURRENT_TOOL_CALLS)),
     toolContext: () => ({ agent: name, session, depth, ...(params.post ? { post: params.post } : {}) }),
     recordMessage: onMessageRecorded,
+    needsApproval: (call) =>
+      approvalList.has(call.name) || toolSets.some((set) => set.needsApproval?.(call) === true),
+    announceApprovals: (iteration, requests) => approvals.announce(iteration, requests),
     redactor,
     now: Date.now,
   };
-  /** Creates a root actor of this session: its actors find `deps` through the actor system. */
-  const createSessionActor = <M extends AnyStateMachine>(machine: M, input: InputFrom<M>): Actor<M> => {
+  /**
+   * Creates a root actor of this session: its actors find `deps` through the actor system. With a
+   * persisted snapshot it resumes where that one stood (a chat parked awaiting approval).
+   */
+  const createSessionActor = <M extends AnyStateMachine>(
+    machine: M,
+    input: InputFrom<M>,
+    snapshot?: Record<string, unknown>,
+  ): Actor<M> => {
     const reporter = isReportingStates ? stateReporter() : undefined;
     const inspect =
       reporter && params.inspect
@@ -171,7 +207,11 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
             params.inspect?.(inspection);
           }
         : (reporter ?? params.inspect);
-    const actor = createActor(machine, { input, ...(inspect ? { inspect } : {}) } as ActorOptions<M>);
+    const actor = createActor(machine, {
+      input,
+      ...(snapshot ? { snapshot } : {}),
+      ...(inspect ? { inspect } : {}),
+    } as ActorOptions<M>);
     bindSessionDeps(actor.system, deps);
     return actor;
   };
@@ -289,14 +329,26 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
       contextCompactRatio,
       tokenUsed: context.tokenUsed,
     });
-    const cancel = () => actor.send({ type: "cancel" });
+    const cancel = () => {
+      if (actor.getSnapshot().status === "active") actor.send({ type: "cancel" });
+    };
     signal?.addEventListener("abort", cancel, { once: true });
-    let output: ChatOutput;
+    let output: ChatOutput | undefined;
+    let isParked: boolean;
+    approvals.attach(actor);
     try {
       actor.start();
       output = await toPromise(actor);
     } finally {
       signal?.removeEventListener("abort", cancel);
+      isParked = await approvals.detach(actor);
+    }
+    if (isParked || output === undefined) {
+      // Stopped on shutdown while a tool call awaited approval: the chat goes on after a restart.
+      throw new ChatCancelledError(
+        { prompt: 0, completion: 0, total: 0, cached: 0 },
+        "the host stopped while a tool call awaited approval; the approval stays pending",
+      );
     }
     context.messages = output.messages;
     context.tokenUsed = output.tokenUsed;
@@ -312,21 +364,71 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     throw new ChatFailedError(redactor.redactValue(error), output.usage);
   }
 
+  /**
+   * A chat parked awaiting approval comes back from its persisted snapshot, first in the queue.
+   * Nobody waits for its answer (its requester is gone): it ends in the history and the events.
+   */
+  function resumeChat(pending: PendingApproval): Promise<void> {
+    return new Promise<void>((attached, fail) => {
+      void serialise(async () => {
+        let actor: Actor<typeof boundMachines.chat>;
+        try {
+          events.chatId = pending.chatId;
+          actor = createSessionActor(boundMachines.chat, undefined as never, pending.snapshot);
+          approvals.attach(actor, pending);
+          actor.start();
+        } catch (error) {
+          // A snapshot this code cannot restore: the approval is spent.
+          await params.history?.takePendingApproval?.().catch(() => false);
+          fail(new Error(`the pending approval cannot be restored: ${describeError(error)}`));
+          return;
+        }
+        attached();
+        let output: ChatOutput | undefined;
+        try {
+          output = await toPromise(actor);
+        } finally {
+          await approvals.detach(actor);
+        }
+        const context = manager.context;
+        if (output === undefined) return;
+        context.messages = output.messages;
+        context.tokenUsed = output.tokenUsed;
+        if (output.status !== "done" && params.history) {
+          context.messages = await params.history.restore().catch(() => context.messages);
+        }
+      }).catch(() => {});
+    });
+  }
+
   return {
     name,
     session,
-    chat: (text, chatOptions = {}) =>
-      serialise(() => observeChat(chatOptions.onEvent, () => runChat(text, chatOptions))),
-    compact: (topic, compactOptions = {}) =>
-      serialise(() => {
+    chat: (text, chatOptions = {}) => {
+      void approvals.resumeParked().catch(() => {});
+      return serialise(() => observeChat(chatOptions.onEvent, () => runChat(text, chatOptions)));
+    },
+    decideToolCall: (decision) => approvals.decide(decision),
+    cancelPendingApproval: () => approvals.cancel(),
+    parkPendingApproval: () => approvals.park(),
+    get hasPendingApproval() {
+      return approvals.isPending;
+    },
+    compact: (topic, compactOptions = {}) => {
+      void approvals.resumeParked().catch(() => {});
+      return serialise(() => {
         events.chatId = createId();
         return manager.compact(topic, compactOptions.signal);
-      }),
+      });
+    },
+    // `/new` cancels a parked approval first: its chat back-fills, then everything is cleared.
     reset: () =>
-      serialise(async () => {
-        await manager.clear();
-        for (const set of toolSets) set.reset();
-      }),
+      approvals.cancel().then(() =>
+        serialise(async () => {
+          await manager.clear();
+          for (const set of toolSets) set.reset();
+        }),
+      ),
     get tokenUsed() {
       return manager.context.tokenUsed;
     },

@@ -61,15 +61,27 @@ export type ChatRequest = z.infer<typeof ChatRequest>;
 /** What a client may send (defaults not yet applied). */
 export type ChatRequestInput = z.input<typeof ChatRequest>;
 
-export const CONTROL_COMMANDS = ["stop", "new", "compact"] as const;
+export const CONTROL_COMMANDS = ["stop", "new", "compact", "approve", "deny"] as const;
 
 /** Out-of-band commands for one session. */
-export const ControlRequest = z.object({
-  session: SessionName,
-  command: z.enum(CONTROL_COMMANDS),
-  /** Focus of a `compact`. */
-  topic: WellFormedString.max(4096).optional(),
-});
+export const ControlRequest = z
+  .object({
+    session: SessionName,
+    command: z.enum(CONTROL_COMMANDS),
+    /** Focus of a `compact`. */
+    topic: WellFormedString.max(4096).optional(),
+    /** The held tool call an `approve` / `deny` is about (from its ToolApprovalRequested event). */
+    toolCallId: WellFormedString.min(1).max(256).optional(),
+    /** Why a `deny`: the model sees it in the call's result. */
+    reason: WellFormedString.max(4096).optional(),
+    /** The arguments text the approver saw: when given, a call with other arguments is refused. */
+    arguments: z.string().optional(),
+  })
+  .superRefine((request, context) => {
+    if ((request.command === "approve" || request.command === "deny") && request.toolCallId === undefined) {
+      context.addIssue({ code: "custom", path: ["toolCallId"], message: `required by "${request.command}"` });
+    }
+  });
 export type ControlRequest = z.infer<typeof ControlRequest>;
 
 /** Token usage in a reply (the common model's `TokenUsage`). */

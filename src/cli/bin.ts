@@ -20,6 +20,7 @@ process.on("SIGTERM", onSignal);
 main(process.argv.slice(2), {
   stdout: process.stdout,
   stderr: process.stderr,
+  stdin: process.stdin,
   env: process.env,
   signal: controller.signal,
   urgentSignal: urgent.signal,

@@ -33,6 +33,8 @@ export interface CliContext {
   env: NodeJS.ProcessEnv;
   stdout: NodeJS.WritableStream & { isTTY?: boolean };
   stderr: NodeJS.WritableStream & { isTTY?: boolean };
+  /** Where answers to prompts come from (remote `chat`'s tool approvals). Absent: nothing is asked. */
+  stdin?: NodeJS.ReadableStream & { isTTY?: boolean };
   /** Aborted on SIGINT / SIGTERM: long-running commands drain and resolve. */
   signal: AbortSignal;
   /**

@@ -96,6 +96,12 @@ function describeKnownEvent(event: AgentEvent, palette: Palette): string {
       return `${palette.cyan(event.toolName)} → ${oneLine(event.result, 120)} ${palette.dim(`${event.durationMs} ms`)}`;
     case "ToolCallFailed":
       return palette.red(`${event.toolName} failed: ${oneLine(event.error.message, 120)}`);
+    case "ToolApprovalRequested":
+      return palette.yellow(
+        `approve ${event.toolName}(${oneLine(event.arguments, 120)})? ${palette.dim(event.toolCallId)}`,
+      );
+    case "ToolApprovalResolved":
+      return `${event.toolName} ${event.approved ? palette.green("approved") : palette.red("denied")}${event.reason ? `: ${oneLine(event.reason, 120)}` : ""} ${palette.dim(event.toolCallId)}`;
     case "ContextCompaction":
       return `compaction ${event.phase}${event.topic ? ` (${event.topic})` : ""}${event.error ? `: ${event.error.message}` : ""}`;
     case "ChatCompleted":

@@ -129,7 +129,7 @@ Provider and shared options (flags win over the environment):
 /** Runs the CLI and resolves with the exit code. Never throws: errors become one line on stderr. */
 export async function main(
   argv: readonly string[],
-  io: Pick<CliContext, "stdout" | "stderr" | "env" | "signal" | "urgentSignal">,
+  io: Pick<CliContext, "stdout" | "stderr" | "stdin" | "env" | "signal" | "urgentSignal">,
 ): Promise<number> {
   let redactor = NO_SECRETS;
   try {

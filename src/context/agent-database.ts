@@ -26,6 +26,13 @@ const MIGRATIONS: readonly string[] = [
      seq     INTEGER NOT NULL, -- the highest event seq the session may have used
      PRIMARY KEY (agent, session)
    ) WITHOUT ROWID`,
+  // 2 → 3: a chat waiting for a tool approval, so it survives passivation and a restart.
+  `CREATE TABLE IF NOT EXISTS pending_approvals (
+     agent   TEXT NOT NULL,
+     session TEXT NOT NULL,
+     pending TEXT NOT NULL, -- one PendingApproval as JSON
+     PRIMARY KEY (agent, session)
+   ) WITHOUT ROWID`,
 ];
 
 /** The schema version this code reads and writes. */

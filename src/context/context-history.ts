@@ -1,4 +1,5 @@
 import type { Message } from "../llm/types.js";
+import type { PendingApproval } from "./pending-approval.js";
 
 /**
  * Where a session's conversation is persisted. The system prompt is never stored: it is rebuilt
@@ -18,4 +19,10 @@ export interface ContextHistory {
   loadSeq?(): Promise<number>;
   /** Stores an event seq mark; a lower mark than the stored one changes nothing. `clear` keeps it. */
   saveSeq?(seq: number): Promise<void>;
+  /** The chat waiting for a tool approval, if any (see {@link PendingApproval}). Optional, like the next two. */
+  loadPendingApproval?(): Promise<PendingApproval | undefined>;
+  /** Stores (replaces) the session's pending approval. */
+  savePendingApproval?(pending: PendingApproval): Promise<void>;
+  /** Deletes the pending approval; true when there was one (so only one taker wins). */
+  takePendingApproval?(): Promise<boolean>;
 }

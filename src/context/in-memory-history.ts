@@ -1,6 +1,7 @@
 import type { Message } from "../llm/types.js";
 import { wellFormedMessage } from "../llm/well-formed-message.js";
 import type { ContextHistory } from "./context-history.js";
+import type { PendingApproval } from "./pending-approval.js";
 
 /**
  * A {@link ContextHistory} in process memory, for tests and history-less agents that still want
@@ -10,6 +11,7 @@ import type { ContextHistory } from "./context-history.js";
 export class InMemoryContextHistory implements ContextHistory {
   #messages: Message[];
   #seq = 0;
+  #pendingApproval: PendingApproval | undefined;
 
   constructor(messages: readonly Message[] = []) {
     this.#messages = storable(messages);
@@ -29,6 +31,7 @@ export class InMemoryContextHistory implements ContextHistory {
 
   async clear(): Promise<void> {
     this.#messages = [];
+    this.#pendingApproval = undefined;
   }
 
   async loadSeq(): Promise<number> {
@@ -37,6 +40,20 @@ export class InMemoryContextHistory implements ContextHistory {
 
   async saveSeq(seq: number): Promise<void> {
     this.#seq = Math.max(this.#seq, seq);
+  }
+
+  async loadPendingApproval(): Promise<PendingApproval | undefined> {
+    return structuredClone(this.#pendingApproval);
+  }
+
+  async savePendingApproval(pending: PendingApproval): Promise<void> {
+    this.#pendingApproval = structuredClone(pending);
+  }
+
+  async takePendingApproval(): Promise<boolean> {
+    const had = this.#pendingApproval !== undefined;
+    this.#pendingApproval = undefined;
+    return had;
   }
 }
 

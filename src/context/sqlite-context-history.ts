@@ -6,6 +6,7 @@ import { type AgentDatabase, migrateAgentDatabase, openAgentDatabase } from "./a
 import type { ContextHistory } from "./context-history.js";
 import { CorruptHistoryError } from "./history-errors.js";
 import { MessageSchema } from "./message-schema.js";
+import { PendingApproval } from "./pending-approval.js";
 
 export type SqliteContextHistoryParams = {
   agent: string;
@@ -40,6 +41,9 @@ export class SqliteContextHistory implements ContextHistory {
   readonly #delete: Statement;
   readonly #selectSeq: Statement;
   readonly #upsertSeq: Statement;
+  readonly #selectPending: Statement;
+  readonly #upsertPending: Statement;
+  readonly #deletePending: Statement;
   readonly #appendRows: (messages: readonly Message[]) => void;
   readonly #replaceRows: (messages: readonly Message[]) => void;
 
@@ -74,6 +78,15 @@ export class SqliteContextHistory implements ContextHistory {
       `INSERT INTO event_seqs (agent, session, seq) VALUES (?, ?, ?)
        ON CONFLICT (agent, session) DO UPDATE SET seq = MAX(seq, excluded.seq)`,
     );
+
+    this.#selectPending = database
+      .prepare("SELECT pending FROM pending_approvals WHERE agent = ? AND session = ?")
+      .pluck();
+    this.#upsertPending = database.prepare(
+      `INSERT INTO pending_approvals (agent, session, pending) VALUES (?, ?, ?)
+       ON CONFLICT (agent, session) DO UPDATE SET pending = excluded.pending`,
+    );
+    this.#deletePending = database.prepare("DELETE FROM pending_approvals WHERE agent = ? AND session = ?");
 
     const insertFrom = (start: number, messages: readonly Message[]) => {
       messages.forEach((message, index) => {
@@ -112,6 +125,7 @@ export class SqliteContextHistory implements ContextHistory {
   /** `/new` clears the conversation, not the seq mark: seq stays monotonic across resets. */
   async clear(): Promise<void> {
     this.#delete.run(this.agent, this.session);
+    this.#deletePending.run(this.agent, this.session);
   }
 
   async loadSeq(): Promise<number> {
@@ -129,6 +143,35 @@ export class SqliteContextHistory implements ContextHistory {
 
   async saveSeq(seq: number): Promise<void> {
     this.#upsertSeq.run(this.agent, this.session, seq);
+  }
+
+  async loadPendingApproval(): Promise<PendingApproval | undefined> {
+    const stored = this.#selectPending.get(this.agent, this.session);
+    if (stored === undefined) return undefined;
+    let json: unknown;
+    try {
+      json = JSON.parse(String(stored));
+    } catch (error) {
+      throw new CorruptHistoryError(this.#where(-1), "the pending approval is not valid JSON", error);
+    }
+    const pending = PendingApproval.safeParse(json);
+    if (!pending.success) {
+      throw new CorruptHistoryError(
+        this.#where(-1),
+        `not a valid pending approval: ${z.prettifyError(pending.error)}`,
+        pending.error,
+      );
+    }
+    return pending.data;
+  }
+
+  async savePendingApproval(pending: PendingApproval): Promise<void> {
+    this.#upsertPending.run(this.agent, this.session, JSON.stringify(pending));
+  }
+
+  /** One DELETE: of two takers (two processes) only one sees a row go. */
+  async takePendingApproval(): Promise<boolean> {
+    return this.#deletePending.run(this.agent, this.session).changes > 0;
   }
 
   /** Closes the database when this history opened it (`path`); a shared handle stays open. */

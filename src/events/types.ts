@@ -17,6 +17,8 @@ export const EVENT_KINDS = [
   "ToolCallStarted",
   "ToolCallCompleted",
   "ToolCallFailed",
+  "ToolApprovalRequested",
+  "ToolApprovalResolved",
   "ContextCompaction",
   "ChatCompleted",
   "ChatFailed",
@@ -85,6 +87,21 @@ export type EventBody =
       error: ErrorInfo;
       result: string;
       durationMs: number;
+    }
+  | {
+      /** A call waits for a person: answer `approve` / `deny` with this toolCallId on the control subject. */
+      kind: "ToolApprovalRequested";
+      toolName: string;
+      toolCallId: string;
+      /** The exact arguments the approval is about (JSON text, as the model sent them). */
+      arguments: string;
+    }
+  | {
+      kind: "ToolApprovalResolved";
+      toolName: string;
+      toolCallId: string;
+      approved: boolean;
+      reason?: string;
     }
   | {
       kind: "ContextCompaction";

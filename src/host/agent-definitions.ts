@@ -34,6 +34,10 @@ export const AgentDefinition = z
     promptCaching: z.boolean().optional(),
     /** MCP servers whose tools the agent gets as `<server>__<tool>` (see src/mcp/mcp-server-config.ts). */
     mcpServers: McpServers.optional(),
+    /** Names of tools (not tool sets) whose every call a person must approve first. */
+    needsApproval: z
+      .array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: "must be a tool name" }))
+      .optional(),
   })
   .strict();
 export type AgentDefinition = z.infer<typeof AgentDefinition>;
@@ -84,6 +88,8 @@ export interface ResolvedAgentDefinition {
   shellEnv?: string[];
   /** Anthropic prompt caching: the file's switch, else on for anthropic (other providers ignore it). */
   promptCaching?: boolean;
+  /** Tools whose calls wait for a person's approval (the control subject's `approve` / `deny`). */
+  needsApproval?: string[];
   /** From the CLI (`--stream-idle-timeout`); undefined: the backends' default. */
   streamIdleTimeoutMs?: number;
   /** ToolSets built in code (a config file, `startHost`), after the built-ins named in `tools`. */
@@ -221,6 +227,7 @@ export function resolveAgentDefinitions(
       ...(reasoningEffort === undefined ? {} : { reasoningEffort }),
       ...(agent.shellEnv === undefined ? {} : { shellEnv: agent.shellEnv }),
       ...(agent.mcpServers === undefined ? {} : { mcpServers: agent.mcpServers }),
+      ...(agent.needsApproval === undefined ? {} : { needsApproval: agent.needsApproval }),
       ...(streamIdleTimeoutMs === undefined ? {} : { streamIdleTimeoutMs }),
     };
   });

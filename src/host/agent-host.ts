@@ -283,6 +283,16 @@ export class AgentHost {
       return this.sessions.find(agent, request.session)?.stop() ?? { ok: true };
     }
     if (request.command === "new") return this.sessions.use(agent, request.session, (actor) => actor.reset());
+    if (request.command === "approve" || request.command === "deny") {
+      // The session may have to be built: its approval may be parked in the history (a restart).
+      const decision = {
+        toolCallId: request.toolCallId ?? "",
+        approved: request.command === "approve",
+        ...(request.reason !== undefined ? { reason: request.reason } : {}),
+        ...(request.arguments !== undefined ? { arguments: request.arguments } : {}),
+      };
+      return this.sessions.use(agent, request.session, (actor) => actor.decideToolCall(decision));
+    }
     return this.sessions.use(agent, request.session, (actor) => actor.compact(request.topic));
   }
 

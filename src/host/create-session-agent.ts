@@ -170,6 +170,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
         ...(definition.maxIterations === undefined ? {} : { maxIterations: definition.maxIterations }),
         ...(definition.reasoningEffort === undefined ? {} : { reasoningEffort: definition.reasoningEffort }),
         ...(definition.promptCaching ? { promptCaching: true } : {}),
+        ...(definition.needsApproval === undefined ? {} : { needsApproval: definition.needsApproval }),
         ...(definition.streamIdleTimeoutMs === undefined
           ? {}
           : { streamIdleTimeoutMs: definition.streamIdleTimeoutMs }),

@@ -9,6 +9,7 @@ import {
   sessionMachine,
 } from "../../machines/session.machine.js";
 import type { Agent } from "../agent/agent-types.js";
+import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
 import type { AgentEvent } from "../events/types.js";
 import type { TokenUsage } from "../llm/types.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
@@ -251,12 +252,42 @@ export class SessionActor {
     );
   }
 
-  /** Out of band: cancels the running chat or compaction and answers every queued message `cancelled`. */
+  /**
+   * Out of band: cancels the running chat or compaction and answers every queued message
+   * `cancelled`; a chat awaiting a tool approval is cancelled too (parked ones included).
+   */
   stop(): CommandOutcome {
     this.#lastActivityAt = this.#now();
     this.#cancelReason = "cancelled by stop";
     this.#actor.send({ type: "stop" });
+    void this.agent.cancelPendingApproval?.().catch(() => {});
     return { ok: true };
+  }
+
+  /** A chat of this session waits for a tool approval: the session is not passivated. */
+  get hasPendingApproval(): boolean {
+    return this.agent.hasPendingApproval === true;
+  }
+
+  /** Out of band: approves or denies a tool call the session's chat holds (`approve` / `deny`). */
+  async decideToolCall(decision: ToolApprovalDecision): Promise<CommandOutcome> {
+    this.#lastActivityAt = this.#now();
+    if (this.agent.decideToolCall === undefined) {
+      return { ok: false, error: { code: "bad_request", message: "this agent takes no tool approvals" } };
+    }
+    const outcome = await this.agent.decideToolCall(decision);
+    this.#lastActivityAt = this.#now();
+    return outcome.ok
+      ? { ok: true }
+      : { ok: false, error: { code: "bad_request", message: outcome.message } };
+  }
+
+  /**
+   * Shutdown's first step: a chat awaiting a tool approval is stopped where it stands, its
+   * approval kept in the history for the session's next life (its caller is answered `cancelled`).
+   */
+  parkPendingApproval(): Promise<unknown> {
+    return this.agent.parkPendingApproval?.().catch(() => false) ?? Promise.resolve();
   }
 
   /** Resolves once nothing is running or queued (or the session has stopped). */
@@ -270,12 +301,14 @@ export class SessionActor {
    * agent's last operation has settled, so nothing is left half-written.
    */
   async shutdown(reason = "the session was shut down"): Promise<void> {
+    const parking = this.parkPendingApproval();
     if (!this.isStopped) {
       this.#cancelReason = reason;
       this.#actor.send({ type: "shutdown" });
     }
     this.#actor.stop();
     await this.#work;
+    await parking;
   }
 
   #enqueue(

@@ -198,6 +198,9 @@ export class SessionManager {
     this.#sweepHandle = undefined;
     await Promise.allSettled([...this.#creating.values()]);
     const actors = [...this.#live.values()];
+    // A chat awaiting a tool approval would hold the grace period for nothing: it is parked (its
+    // approval stays in the history) and the next host takes it up.
+    for (const actor of actors) actor.parkPendingApproval();
     const graceMs = options.graceMs ?? 0;
     const { hurry } = options;
     if (graceMs > 0 && hurry?.aborted !== true) {
@@ -242,7 +245,8 @@ export class SessionManager {
     let victim: [string, SessionActor] | undefined;
     for (const [key, actor] of this.#live) {
       // A session nobody has used yet is on its way to its first caller: not a candidate.
-      if (!actor.isIdle || !actor.hasHadMessages || this.#passivating.has(key)) continue;
+      if (!actor.isIdle || !actor.hasHadMessages || actor.hasPendingApproval || this.#passivating.has(key))
+        continue;
       if (victim === undefined || actor.lastActivityAt < victim[1].lastActivityAt) victim = [key, actor];
     }
     return victim;
@@ -258,7 +262,10 @@ export class SessionManager {
   }
 
   #isPassivatable(actor: SessionActor): boolean {
-    return actor.isIdle && this.#now() - actor.lastActivityAt >= this.#idleTimeoutMs;
+    // A chat parked awaiting a tool approval keeps its session: the approval must find it as it was.
+    return (
+      actor.isIdle && !actor.hasPendingApproval && this.#now() - actor.lastActivityAt >= this.#idleTimeoutMs
+    );
   }
 
   /**

@@ -56,6 +56,10 @@ class ComposedToolSet<State> implements StatefulToolSet<State> {
     return tool.invoke(call.arguments, context);
   }
 
+  needsApproval(call: ToolCall): boolean {
+    return this.#tools.get(call.name)?.needsApproval(call.arguments) ?? false;
+  }
+
   prompt(): string {
     return this.params.prompt ?? "";
   }

@@ -14,6 +14,11 @@ export interface Tool {
    * Throws {@link ToolArgumentsError} for bad arguments; whatever `execute` throws passes through.
    */
   invoke(argumentsJson: string, context: ToolContext): Promise<string>;
+  /**
+   * Whether a call with these raw JSON arguments must be approved before it runs. Arguments that
+   * do not parse or validate need no approval: the call fails without running anyway.
+   */
+  needsApproval(argumentsJson: string): boolean;
 }
 
 /** What {@link defineTool} takes. */
@@ -25,6 +30,11 @@ export interface DefineToolParams<Schema extends z.ZodType> {
   parameters: Schema;
   /** Runs with validated arguments. A string result is returned as is, anything else as JSON. */
   execute(args: z.output<Schema>, context: ToolContext): unknown;
+  /**
+   * A person must approve each call before it runs (`true`), or the calls whose parsed arguments
+   * the function picks. Default: never. The approval is asked on the session's control subject.
+   */
+  needsApproval?: boolean | ((args: z.output<Schema>) => boolean);
 }
 
 /**
@@ -33,7 +43,7 @@ export interface DefineToolParams<Schema extends z.ZodType> {
  * developer's mistakes, not the model's.
  */
 export function defineTool<Schema extends z.ZodType>(params: DefineToolParams<Schema>): Tool {
-  const { name, description, parameters, execute } = params;
+  const { name, description, parameters, execute, needsApproval = false } = params;
   if (!TOOL_NAME.test(name)) {
     throw new TypeError(`invalid tool name ${JSON.stringify(name)}: use 1-64 letters, digits, "_" or "-"`);
   }
@@ -57,6 +67,22 @@ export function defineTool<Schema extends z.ZodType>(params: DefineToolParams<Sc
         });
       }
       return stringifyResult(name, await execute(parsed.data, context));
+    },
+    needsApproval(argumentsJson) {
+      if (typeof needsApproval === "boolean") return needsApproval;
+      let raw: unknown;
+      try {
+        raw = parseArgumentsJson(name, argumentsJson);
+      } catch {
+        return false;
+      }
+      try {
+        const parsed = parameters.safeParse(raw);
+        return parsed.success && needsApproval(parsed.data) === true;
+      } catch {
+        // An async schema, or a predicate that throws: ask rather than run unchecked.
+        return true;
+      }
     },
   };
 }

@@ -23,6 +23,8 @@ export interface ToolSet {
   tools(): ToolDefinition[];
   /** Runs one call; resolves with the result text. Throws for a tool error (the model sees it). */
   invoke(call: ToolCall, context: ToolContext): Promise<string>;
+  /** Whether this call must be approved before it runs. Optional: without it no call needs approval. */
+  needsApproval?(call: ToolCall): boolean;
   /** Static text appended to the system prompt once, when the agent is built. */
   prompt(): string;
   /** Dynamic text prepended to each user message (e.g. a live todo-list snapshot). */

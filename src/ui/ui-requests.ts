@@ -14,12 +14,15 @@ export const UiChatRequest = z.object({
 });
 export type UiChatRequest = z.infer<typeof UiChatRequest>;
 
-/** `POST /api/control`: stop / new / compact [topic] for one session. */
+/** `POST /api/control`: stop / new / compact [topic] / approve / deny (a held tool call) for one session. */
 export const UiControlRequest = z.object({
   agent: Name,
   session: Name,
   command: z.enum(CONTROL_COMMANDS),
   topic: z.string().max(4096).optional(),
+  toolCallId: z.string().min(1).max(256).optional(),
+  reason: z.string().max(4096).optional(),
+  arguments: z.string().optional(),
 });
 export type UiControlRequest = z.infer<typeof UiControlRequest>;
 

@@ -112,6 +112,14 @@ describe("parseControlRequest", () => {
       '{"session":"s","command":"compact","topic":"the plan"}',
       { session: "s", command: "compact", topic: "the plan" },
     ],
+    [
+      '{"session":"s","command":"approve","toolCallId":"c1","arguments":"{}"}',
+      { session: "s", command: "approve", toolCallId: "c1", arguments: "{}" },
+    ],
+    [
+      '{"session":"s","command":"deny","toolCallId":"c1","reason":"no"}',
+      { session: "s", command: "deny", toolCallId: "c1", reason: "no" },
+    ],
   ])("accepts %s", (payload, value) => {
     expect(parseControlRequest(payload)).toEqual({ ok: true, value });
   });
@@ -125,6 +133,8 @@ describe("parseControlRequest", () => {
     ['{"session":"s.t","command":"stop"}', /field "session": must match/],
     ['{"session":"s","command":"compact","topic":3}', /field "topic"/],
     ['{"session":"s","command":"compact","topic":"\\ud800"}', /field "topic": must be well-formed Unicode/],
+    ['{"session":"s","command":"approve"}', /missing field "toolCallId"/],
+    ['{"session":"s","command":"deny","toolCallId":""}', /field "toolCallId"/],
   ])("refuses %j as bad_request (%s)", (payload, reason) => {
     const result = parseControlRequest(payload);
     expect(result.ok).toBe(false);

@@ -193,7 +193,7 @@ describe("SqliteContextHistory", () => {
     expect(await upgraded.loadSeq()).toBe(0);
     const database = track(new Database(path, { readonly: true }));
     expect(database.pragma("user_version", { simple: true })).toBe(HISTORY_SCHEMA_VERSION);
-    expect(HISTORY_SCHEMA_VERSION).toBe(2);
+    expect(HISTORY_SCHEMA_VERSION).toBe(3);
   });
 
   it("keeps a session's event seq mark: never lowered, kept by clear, seen after reopening (issue 9)", async () => {
@@ -208,6 +208,26 @@ describe("SqliteContextHistory", () => {
     writer.close();
     const reopened = new SqliteContextHistory({ path, agent: "bot", session: "s1" });
     expect(await reopened.loadSeq()).toBe(1_000);
+    reopened.close();
+  });
+
+  it("keeps a pending tool approval across reopening, per session, taken once (issue 12)", async () => {
+    const pending = {
+      chatId: "chat-1",
+      iteration: 1,
+      calls: [{ toolCallId: "c1", toolName: "deploy", arguments: '{"env":"prod"}' }],
+      snapshot: { value: { iterating: "toolTurn" }, context: { messages: conversation } },
+    };
+    const writer = history();
+    expect(await writer.loadPendingApproval()).toBeUndefined();
+    await writer.savePendingApproval(pending);
+    expect(await history("bot", "s2").loadPendingApproval()).toBeUndefined();
+    writer.close();
+    const reopened = new SqliteContextHistory({ path, agent: "bot", session: "s1" });
+    expect(await reopened.loadPendingApproval()).toEqual(pending);
+    expect(await reopened.takePendingApproval()).toBe(true);
+    expect(await reopened.takePendingApproval()).toBe(false);
+    expect(await reopened.loadPendingApproval()).toBeUndefined();
     reopened.close();
   });
 

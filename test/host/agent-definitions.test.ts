@@ -152,6 +152,15 @@ describe("agent definitions", () => {
     expect(refusal({ agents: [{ name: "a", shellEnv: "PATH" }] })).toMatch(/agents\[0\]\.shellEnv: /);
   });
 
+  it("reads needsApproval, the tools whose calls wait for a person, and refuses what is not a tool name", () => {
+    const [agent] = parse({ agents: [{ name: "ops", tools: ["shell"], needsApproval: ["shell"] }] });
+    expect(agent?.needsApproval).toEqual(["shell"]);
+    expect(parse({ agents: [{ name: "plain" }] })[0]).not.toHaveProperty("needsApproval");
+    expect(refusal({ agents: [{ name: "a", needsApproval: ["rm -rf"] }] })).toBe(
+      "agents file agents.json: agents[0].needsApproval[0]: must be a tool name",
+    );
+  });
+
   it("turns Anthropic prompt caching on by default; the file's promptCaching switches it", () => {
     const agents = parseAgentDefinitions(
       JSON.stringify({

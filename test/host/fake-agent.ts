@@ -36,6 +36,8 @@ export class FakeAgent implements Agent {
   /** Called at the start of each compaction (e.g. to hold it open). */
   onCompact: (() => Promise<void>) | undefined;
   isManual: boolean;
+  /** What `hasPendingApproval` says (a chat parked awaiting a tool approval). */
+  hasPendingApproval = false;
   /** False: an aborted chat keeps running until the test rejects it (a slow wind-down). */
   cancelsAtOnce: boolean;
   #busy = 0;

@@ -130,6 +130,19 @@ describe("SessionManager", () => {
     expect(actor.isStopped).toBe(false);
   });
 
+  it("neither passivates nor evicts for room an idle session whose chat awaits a tool approval (issue 12)", async () => {
+    const { manager, agents, advance } = setup({ maxSessions: 1 });
+    const actor = await manager.get("bot", "s1");
+    await actor.chatAndWait("hello");
+    agents[0]!.hasPendingApproval = true;
+    advance(10_000);
+    expect(await manager.sweep()).toBe(0);
+    await expect(manager.get("bot", "s2")).rejects.toBeInstanceOf(SessionManagerOverloadedError);
+    expect(actor.isStopped).toBe(false);
+    agents[0]!.hasPendingApproval = false;
+    expect(await manager.sweep()).toBe(1);
+  });
+
   it("passivates on its own timer with a short idle timeout", async () => {
     const manager = new SessionManager({
       createSession: async (agent, session) =>

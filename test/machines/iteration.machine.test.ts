@@ -1,6 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { createActor, fromCallback, fromPromise, type InspectionEvent, type SnapshotFrom } from "xstate";
 import {
+  assign,
+  createActor,
+  fromCallback,
+  fromPromise,
+  type InspectionEvent,
+  type SnapshotFrom,
+} from "xstate";
+import {
+  type ApprovalEvent,
+  type ApprovalRequest,
+  deniedToolResult,
   type IterationInput,
   type IterationOutput,
   iterationMachine,
@@ -28,7 +38,7 @@ import { settle } from "../support/agent-harness.js";
 
 type Snapshot = SnapshotFrom<typeof iterationMachine>;
 type ToolDone = { type: `xstate.done.actor.tool:${string}`; output: ToolCallSettlement };
-type ModelEvent = StreamEvent | ToolDone;
+type ModelEvent = StreamEvent | ToolDone | ApprovalEvent;
 
 const usage = createUsage(100, 20);
 const calls: ToolCall[] = [
@@ -44,6 +54,23 @@ const textResponse: GenerateResponse = {
 };
 const emptyResponse: GenerateResponse = { content: "", toolCalls: [], usage };
 const toolResponse: GenerateResponse = { content: "let me look", toolCalls: calls, usage };
+/** A batch where two calls need approval ("deploy") and one does not. */
+const approvalCalls: ToolCall[] = [
+  { id: "c1", name: "lookup", arguments: '{"q":"a"}' },
+  { id: "d1", name: "deploy", arguments: '{"env":"staging"}' },
+  { id: "d2", name: "deploy", arguments: '{"env":"prod"}' },
+];
+const approvalResponse: GenerateResponse = { content: "deploying", toolCalls: approvalCalls, usage };
+
+/** The machine as the tests bind it: calls to "deploy" need approval. */
+const machine = iterationMachine.provide({
+  actions: {
+    selectApprovals: assign({
+      awaitingApproval: ({ context }) =>
+        context.toolCalls.filter((call) => call.name === "deploy").map((call) => call.id),
+    }),
+  },
+});
 
 const input: IterationInput = {
   messages: [
@@ -72,11 +99,18 @@ function eventsFor(snapshot: Snapshot): ModelEvent[] {
       { type: "stream.completed", response: textResponse },
       { type: "stream.completed", response: emptyResponse },
       { type: "stream.completed", response: toolResponse },
+      { type: "stream.completed", response: approvalResponse },
       { type: "stream.failed", error: { name: "ServerError", message: "overloaded" } },
     ];
     // One reset is enough to show it advances the attempt; more would make the graph infinite.
     if (snapshot.context.attempt === 1) events.unshift({ type: "stream.reset", reason: "network" });
     return events;
+  }
+  if (snapshot.value === "awaitingApproval") {
+    return snapshot.context.awaitingApproval.flatMap((toolCallId): ApprovalEvent[] => [
+      { type: "approval.granted", toolCallId },
+      { type: "approval.denied", toolCallId, reason: `no ${toolCallId}` },
+    ]);
   }
   if (snapshot.value === "executingTools") {
     return snapshot.context.toolCalls
@@ -96,12 +130,17 @@ function serializeState(snapshot: Snapshot): string {
     response?.content ?? null,
     toolCalls.map((call) => call.id),
     Object.keys(outcomes).sort(),
+    snapshot.context.awaitingApproval,
     error?.name ?? null,
   ]);
 }
 
 function serializeEvent(event: ModelEvent): string {
-  return event.type === "stream.completed" ? `${event.type}:${event.response.content}` : event.type;
+  if (event.type === "stream.completed") return `${event.type}:${event.response.content}`;
+  if (event.type === "approval.granted" || event.type === "approval.denied") {
+    return `${event.type}:${event.toolCallId}`;
+  }
+  return event.type;
 }
 
 const traversal: Traversal<Snapshot, ModelEvent> = {
@@ -120,8 +159,14 @@ function startScripted(inspect: (inspection: InspectionEvent) => void) {
   };
   const tools = new Map<string, { resolve(output: ToolCallSettlement): void; signal: AbortSignal }>();
   const recorded: Message[] = [];
-  const machine = iterationMachine.provide({
-    actions: { recordMessages: (_, { messages }) => recorded.push(...messages) },
+  const announced: ApprovalRequest[][] = [];
+  const decisions: { toolCallId: string; approved: boolean }[] = [];
+  const scripted = machine.provide({
+    actions: {
+      recordMessages: (_, { messages }) => recorded.push(...messages),
+      announceApprovals: (_, { requests }) => announced.push(requests),
+      noteDecision: (_, { toolCallId, approved }) => decisions.push({ toolCallId, approved }),
+    },
     actors: {
       streamModel: fromCallback<StreamEvent, IterationInput>(({ sendBack, input: streamInput }) => {
         expect(streamInput.messages).toEqual(input.messages);
@@ -140,21 +185,30 @@ function startScripted(inspect: (inspection: InspectionEvent) => void) {
       ),
     },
   });
-  const actor = createActor(machine, { input, inspect });
+  const actor = createActor(scripted, { input, inspect });
   actor.start();
-  return { actor, stream, tools, recorded };
+  return { actor, stream, tools, recorded, announced, decisions };
 }
 
 async function replay(
   path: PlannedPath<Snapshot, ModelEvent>,
   coverage: ReturnType<typeof createMachineCoverage>,
 ) {
-  const { actor, stream, tools, recorded } = startScripted(coverage.inspect);
+  const { actor, stream, tools, recorded, announced, decisions } = startScripted(coverage.inspect);
   coverage.recordSnapshot(actor.getSnapshot());
   const settledOrder: string[] = [];
+  const denied = new Map<string, string | undefined>();
   for (const step of path) {
     const { event } = step;
-    if (event.type.startsWith("stream.")) {
+    if (event.type === "approval.granted" || event.type === "approval.denied") {
+      // Nothing runs while a decision is missing.
+      expect(tools.size).toBe(0);
+      if (event.type === "approval.denied") {
+        denied.set(event.toolCallId, event.reason);
+        settledOrder.push(event.toolCallId);
+      }
+      actor.send(event);
+    } else if (event.type.startsWith("stream.")) {
       if (!stream.sendBack) throw new Error("the stream actor was not started");
       stream.sendBack(event as StreamEvent);
     } else {
@@ -195,18 +249,23 @@ async function replay(
     expect(recorded).toHaveLength(1);
     return;
   }
-  // toolsDone: results in the order the model made the calls, whatever order they settled in.
+  // toolsDone: results in the order the model made the calls, whatever order they settled in; a
+  // denied call's result says so (with the reason) and the call never ran.
   expect(snapshot.value).toBe("toolsDone");
-  expect(new Set(settledOrder)).toEqual(new Set(["c1", "c2"]));
+  const batch = response!.toolCalls;
+  expect(new Set(settledOrder)).toEqual(new Set(batch.map((call) => call.id)));
+  for (const id of denied.keys()) expect(tools.has(id)).toBe(false);
+  const resultOf = (call: ToolCall) =>
+    denied.has(call.id) ? deniedToolResult(call, denied.get(call.id)) : settlement(call);
+  const appended = batch.flatMap((call) => resultOf(call).appended);
   expect(output).toEqual({
     status: "toolsDone",
     usage,
     content: null,
     messages: [
-      { role: "assistant", content: "let me look", toolCalls: calls },
-      settlement(calls[0]!).message,
-      settlement(calls[1]!).message,
-      ...settlement(calls[0]!).appended,
+      { role: "assistant", content: response!.content, toolCalls: batch },
+      ...batch.map((call) => resultOf(call).message),
+      ...appended,
     ],
   });
   // onMessageRecorded sees the assistant message, then each result as it settles, then what the
@@ -214,13 +273,21 @@ async function replay(
   expect(recorded.slice(1, 1 + settledOrder.length).map((message) => message.toolCallId)).toEqual(
     settledOrder,
   );
-  expect(recorded.slice(1 + settledOrder.length)).toEqual([...settlement(calls[0]!).appended]);
+  expect(recorded.slice(1 + settledOrder.length)).toEqual(appended);
   for (const tool of tools.values()) expect(tool.signal.aborted).toBe(false);
+  // The calls needing approval were announced once, with their exact arguments, and decided once.
+  const held = batch.filter((call) => call.name === "deploy");
+  expect(announced).toEqual(
+    held.length === 0
+      ? []
+      : [held.map((call) => ({ toolCallId: call.id, toolName: call.name, arguments: call.arguments }))],
+  );
+  expect(decisions.map((decision) => decision.toolCallId).sort()).toEqual(held.map((call) => call.id).sort());
 }
 
 describe("iteration machine (model-based)", () => {
-  const edgePaths = planEdgePaths(iterationMachine, traversal);
-  const simplePaths = planSimplePaths(iterationMachine, traversal);
+  const edgePaths = planEdgePaths(machine, traversal);
+  const simplePaths = planSimplePaths(machine, traversal);
 
   it("plans a non-trivial graph: every edge and every simple path", () => {
     expect(edgePaths.length).toBeGreaterThan(10);
@@ -232,8 +299,11 @@ describe("iteration machine (model-based)", () => {
       )
       .filter((types) => types.length === 2)
       .map((types) => types.join(","));
-    expect(new Set(orders)).toEqual(
-      new Set([
+    // …and so are both orders of two approved calls (the third call's result still to come).
+    expect([...new Set(orders)]).toEqual(
+      expect.arrayContaining([
+        "xstate.done.actor.tool:d1,xstate.done.actor.tool:d2",
+        "xstate.done.actor.tool:d2,xstate.done.actor.tool:d1",
         "xstate.done.actor.tool:c1,xstate.done.actor.tool:c2",
         "xstate.done.actor.tool:c2,xstate.done.actor.tool:c1",
       ]),
@@ -255,7 +325,7 @@ describe("iteration machine (model-based)", () => {
 describe("iteration machine (behaviour)", () => {
   it("a hand-written scenario (reset, two calls finishing in reverse order) ends in toolsDone", async () => {
     const path = planPathFromEvents<Snapshot, ModelEvent>(
-      iterationMachine,
+      machine,
       [
         { type: "stream.reset", reason: "network" },
         { type: "stream.completed", response: toolResponse },
@@ -273,6 +343,46 @@ describe("iteration machine (behaviour)", () => {
     expect(path[0]?.state.context.attempt).toBe(2);
     // The replay checks the results come back in call order.
     await replay(path, createMachineCoverage(iterationMachine));
+  });
+
+  it("holds the batch in awaitingApproval until each call needing approval is decided", async () => {
+    const path = planPathFromEvents<Snapshot, ModelEvent>(
+      machine,
+      [
+        { type: "stream.completed", response: approvalResponse },
+        { type: "approval.denied", toolCallId: "d2", reason: "not on a Friday" },
+        { type: "approval.granted", toolCallId: "d1" },
+        { type: "xstate.done.actor.tool:d1", output: settlement(approvalCalls[1]!) },
+        { type: "xstate.done.actor.tool:c1", output: settlement(approvalCalls[0]!) },
+      ],
+      traversal,
+    );
+    expect(path.map((step) => step.state.value)).toEqual([
+      "awaitingApproval",
+      "awaitingApproval",
+      "executingTools",
+      "executingTools",
+      "toolsDone",
+    ]);
+    await replay(path, createMachineCoverage(iterationMachine));
+  });
+
+  it("refuses a decision about an unknown call, a decided call, or other arguments", () => {
+    const { actor, stream, tools, decisions } = startScripted(() => {});
+    stream.sendBack!({ type: "stream.completed", response: approvalResponse });
+    const held = () => actor.getSnapshot().context.awaitingApproval;
+    expect(held()).toEqual(["d1", "d2"]);
+    actor.send({ type: "approval.granted", toolCallId: "c1" });
+    actor.send({ type: "approval.granted", toolCallId: "nope" });
+    actor.send({ type: "approval.granted", toolCallId: "d1", arguments: '{"env":"prod"}' });
+    expect(held()).toEqual(["d1", "d2"]);
+    actor.send({ type: "approval.granted", toolCallId: "d1", arguments: '{"env":"staging"}' });
+    actor.send({ type: "approval.denied", toolCallId: "d1", reason: "too late" });
+    expect(held()).toEqual(["d2"]);
+    expect(decisions).toEqual([{ toolCallId: "d1", approved: true }]);
+    expect(actor.getSnapshot().value).toBe("awaitingApproval");
+    expect(tools.size).toBe(0);
+    actor.stop();
   });
 
   it("spawns one child per tool call, named tool:<callId>", async () => {

@@ -22,7 +22,7 @@ async function connect(name: string): Promise<NatsBus> {
   return bus;
 }
 
-async function host(bus: NatsBus, options: Parameters<typeof startHost>[0]): Promise<RunningHost> {
+async function host(options: Parameters<typeof startHost>[0]): Promise<RunningHost> {
   const started = await startHost(options);
   closers.push(() => started.close());
   return started;
@@ -35,7 +35,7 @@ describe("two agentloop hosts on one NATS system", () => {
       const question = request.messages.at(-1);
       return { text: `The answer to "${String(question?.content)}" is 42.` };
     });
-    await host(expertBus, {
+    await host({
       bus: expertBus,
       prefix: "protoexpert",
       agents: [{ name: "expert-x", systemPrompt: "You know answers.", tools: [], backend: expertModel }],
@@ -55,7 +55,7 @@ describe("two agentloop hosts on one NATS system", () => {
       };
     });
     const events: AgentEvent[] = [];
-    await host(askerBus, {
+    await host({
       bus: askerBus,
       prefix: "protoasker",
       agents: [{ name: "asker", systemPrompt: "You ask.", tools: ["ask_agent"], backend: askerModel }],

@@ -85,13 +85,15 @@ export interface RunningBinary {
  */
 export function startBinary(
   argv: readonly string[],
-  options: { env?: Record<string, string>; timeoutMs?: number } = {},
+  options: { env?: Record<string, string>; timeoutMs?: number; input?: string } = {},
 ): RunningBinary {
   if (!existsSync(BIN_PATH)) throw new Error(`${BIN_PATH} is missing: run \`npm run build\` first`);
   const child = spawn(process.execPath, [BIN_PATH, ...argv], {
     env: cleanEnv(options.env),
-    stdio: ["ignore", "pipe", "pipe"],
+    // `input`: piped to stdin, then end of input (otherwise stdin is empty).
+    stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
   });
+  if (options.input !== undefined) child.stdin?.end(options.input);
   const result = new Promise<CliRun>((resolve, reject) => {
     let stdout = "";
     let stderr = "";
@@ -120,7 +122,7 @@ export function startBinary(
 /** Runs the built binary to its exit (see {@link startBinary}). */
 export function runBinary(
   argv: readonly string[],
-  options: { env?: Record<string, string>; timeoutMs?: number } = {},
+  options: { env?: Record<string, string>; timeoutMs?: number; input?: string } = {},
 ): Promise<CliRun> {
   return startBinary(argv, options).result;
 }

@@ -123,6 +123,31 @@ describe("defineTool", () => {
     expect(error.issues[0]).toBe("Invalid input: expected object, received array");
   });
 
+  it("needsApproval: never by default, always with true, or as the predicate decides on the parsed arguments", () => {
+    const base = { description: "Searches.", parameters: searchParameters, execute: () => "" };
+    expect(defineTool({ name: "plain", ...base }).needsApproval('{"query":"x"}')).toBe(false);
+    expect(defineTool({ name: "always", ...base, needsApproval: true }).needsApproval("")).toBe(true);
+    const picky = defineTool({
+      name: "picky",
+      ...base,
+      // Sees the defaulted arguments.
+      needsApproval: (args) => args.limit > 50,
+    });
+    expect(picky.needsApproval('{"query":"x"}')).toBe(false);
+    expect(picky.needsApproval('{"query":"x","limit":100}')).toBe(true);
+    // Arguments that will fail anyway need no approval; a throwing predicate asks rather than runs.
+    expect(picky.needsApproval("not json")).toBe(false);
+    expect(picky.needsApproval('{"query":""}')).toBe(false);
+    const throwing = defineTool({
+      name: "throwing",
+      ...base,
+      needsApproval: () => {
+        throw new Error("oops");
+      },
+    });
+    expect(throwing.needsApproval('{"query":"x"}')).toBe(true);
+  });
+
   it("refuses invalid definitions at once", () => {
     expect(() =>
       defineTool({ name: "has space", description: "", parameters: z.object({}), execute: () => "" }),

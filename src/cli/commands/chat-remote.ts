@@ -8,6 +8,7 @@ import { chatSubject, sessionEventsPattern, sessionHeartbeatSubject } from "../.
 import type { AgentEvent } from "../../events/types.js";
 import { parseAgentEvent } from "../../ui/parse-agent-event.js";
 import type { CliContext } from "../cli-context.js";
+import { createApprovalPrompt } from "./approval-prompt.js";
 import { createEventPrinter } from "./chat.js";
 
 /**
@@ -55,22 +56,33 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
     );
   }
   const printer = createEventPrinter(context, args.events);
+  const approvals = createApprovalPrompt({
+    bus,
+    prefix: config.prefix,
+    agent: args.agent,
+    session: args.session,
+    input: context.stdin,
+    output: context.stderr,
+  });
   let chatId: string | undefined;
   const onEvent = (event: AgentEvent) => {
     if (chatId === undefined) {
       if (event.kind !== "ChatStarted" || event.text !== args.text) return;
       chatId = event.chatId;
     }
-    if (event.chatId === chatId) printer.onEvent(event);
+    if (event.chatId !== chatId) return;
+    printer.onEvent(event);
+    if (event.kind === "ToolApprovalRequested") approvals.onRequest(event);
   };
   try {
-    const subscription =
-      args.events === "none"
-        ? undefined
-        : bus.subscribe(sessionEventsPattern(config.prefix, args.agent, args.session), (message) => {
-            const event = parseAgentEvent(message.data);
-            if (event !== undefined) onEvent(event);
-          });
+    // Subscribed even with `--events none`: a tool approval is asked from its event.
+    const subscription = bus.subscribe(
+      sessionEventsPattern(config.prefix, args.agent, args.session),
+      (message) => {
+        const event = parseAgentEvent(message.data);
+        if (event !== undefined) onEvent(event);
+      },
+    );
     try {
       // The subscription must be in place at the server before the chat can start.
       await bus.flush();
@@ -111,7 +123,8 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
       printer.onResult(parsed.value.result, parsed.value.usage);
       return 0;
     } finally {
-      subscription?.unsubscribe();
+      subscription.unsubscribe();
+      approvals.close();
     }
   } finally {
     await bus.close();

@@ -167,7 +167,7 @@ async function select(key) {
   if (app.view) app.view.dispose();
   if (app.timeline) app.timeline.dispose();
   transcript.replaceChildren();
-  app.view = new TranscriptView(transcript);
+  app.view = new TranscriptView(transcript, { decide: decideToolCall });
   app.timeline = new TimelineView(timelineRoot, timelineSummary);
   app.pending = [];
   updateSelectedState();
@@ -385,6 +385,22 @@ composer.addEventListener("submit", async (event) => {
     setStatus(`request failed: ${error.message}`, "error");
   }
 });
+
+/** Approve / Deny on a tool call held for approval (the transcript's buttons). */
+async function decideToolCall(request, command) {
+  setStatus(`${command} ${request.toolCallId}…`);
+  const body = { ...request, command };
+  if (command === "deny") body.reason = "denied in the web UI";
+  try {
+    const reply = await post("/api/control", body);
+    setStatus(
+      reply.ok ? `${command}: done` : `${command}: ${describeError(reply)}`,
+      reply.ok ? "ok" : "error",
+    );
+  } catch (error) {
+    setStatus(`${command} failed: ${error.message}`, "error");
+  }
+}
 
 composer.elements.text.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {

@@ -1,9 +1,20 @@
 // The transcript of one session, built event by event (SPEC §4: a reset segment's text is discarded).
 import { element, formatUsage, prettyJson } from "./dom.js";
 
+/** Tool calls by chat: a provider may reuse a call id in another chat. */
+function toolKey(event) {
+  return `${event.chatId}/${event.toolCallId}`;
+}
+
 export class TranscriptView {
-  constructor(root) {
+  /**
+   * @param {HTMLElement} root
+   * @param {{ decide?: (request: object, command: "approve" | "deny") => void }} [options]
+   *   `decide` sends the Approve / Deny of a tool call held for approval.
+   */
+  constructor(root, options = {}) {
     this.root = root;
+    this.decide = options.decide;
     this.chats = new Map();
     this.tools = new Map();
     this.stickToBottom = true;
@@ -61,6 +72,12 @@ export class TranscriptView {
       case "ToolCallFailed":
         this.toolSettled(event);
         break;
+      case "ToolApprovalRequested":
+        this.approvalRequested(event);
+        break;
+      case "ToolApprovalResolved":
+        this.approvalResolved(event);
+        break;
       case "ContextCompaction": {
         const chat = this.chat(event);
         const text =
@@ -105,6 +122,7 @@ export class TranscriptView {
           ? "cancelled"
           : `failed: ${event.error ? `${event.error.name}: ${event.error.message}` : "unknown error"}`;
         chat.node.append(element("div", { className: "note note-error", "data-testid": "chat-error" }, text));
+        this.closeApprovals(event.chatId, "cancelled");
         break;
       }
       default:
@@ -235,7 +253,74 @@ export class TranscriptView {
     }
   }
 
+  /** A call held for approval: shown with Approve / Deny until a decision is seen. */
+  approvalRequested(event) {
+    if (this.tools.has(toolKey(event))) return;
+    this.toolStarted(event);
+    const tool = this.tools.get(toolKey(event));
+    tool.node.setAttribute("data-status", "awaiting-approval");
+    tool.status.textContent = "awaiting approval";
+    tool.chatId = event.chatId;
+    const request = {
+      agent: event.agent,
+      session: event.session,
+      toolCallId: event.toolCallId,
+      arguments: event.arguments,
+    };
+    const button = (command, label) => {
+      const node = element(
+        "button",
+        { type: "button", className: `approval-${command}`, "data-testid": `${command}-tool` },
+        label,
+      );
+      node.addEventListener("click", () => {
+        for (const other of tool.approval.querySelectorAll("button")) other.disabled = true;
+        this.decide?.(request, command);
+      });
+      return node;
+    };
+    tool.approval = element(
+      "div",
+      { className: "tool-approval", "data-testid": "tool-approval" },
+      button("approve", "Approve"),
+      button("deny", "Deny"),
+    );
+    tool.node.append(tool.approval);
+  }
+
+  approvalResolved(event) {
+    const tool = this.tools.get(toolKey(event));
+    if (!tool) return;
+    tool.approval?.remove();
+    tool.approval = null;
+    if (event.approved) {
+      tool.node.setAttribute("data-status", "approved");
+      tool.status.textContent = "approved";
+    } else {
+      tool.node.setAttribute("data-status", "denied");
+      tool.status.textContent = `denied${event.reason ? `: ${event.reason}` : ""}`;
+    }
+  }
+
+  /** The chat ended: no decision can reach its held calls any more. */
+  closeApprovals(chatId, status) {
+    for (const tool of this.tools.values()) {
+      if (tool.chatId !== chatId || !tool.approval) continue;
+      tool.approval.remove();
+      tool.approval = null;
+      tool.node.setAttribute("data-status", status);
+      tool.status.textContent = status;
+    }
+  }
+
   toolStarted(event) {
+    const existing = this.tools.get(toolKey(event));
+    if (existing) {
+      // An approved call starts running where its request was shown.
+      existing.node.setAttribute("data-status", "running");
+      existing.status.textContent = "running…";
+      return;
+    }
     const turn = this.turn(event);
     const status = element("span", { className: "tool-status", "data-testid": "tool-status" }, "running…");
     const node = element(
@@ -256,14 +341,14 @@ export class TranscriptView {
     );
     turn.node.append(node);
     turn.segment = null;
-    this.tools.set(event.toolCallId, { node, status });
+    this.tools.set(toolKey(event), { node, status });
   }
 
   toolSettled(event) {
-    let tool = this.tools.get(event.toolCallId);
+    let tool = this.tools.get(toolKey(event));
     if (!tool) {
       this.toolStarted({ ...event, arguments: "" });
-      tool = this.tools.get(event.toolCallId);
+      tool = this.tools.get(toolKey(event));
     }
     const isFailed = event.kind === "ToolCallFailed";
     tool.node.setAttribute("data-status", isFailed ? "failed" : "completed");

@@ -1,0 +1,275 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { ChatCancelledError } from "../../src/agent/chat-errors.js";
+import { defineTool } from "../../src/tools/define-tool.js";
+import {
+  createControlledTool,
+  createTempHistories,
+  createTestAgent,
+  waitUntil,
+} from "../support/agent-harness.js";
+
+/**
+ * Issue 12: tool calls that need approval wait in the iteration's awaitingApproval state; a
+ * person's decision comes out of band; the pending approval is persisted with the session, so a
+ * new agent on the same history (a restarted host) can take the decision and finish the chat.
+ */
+
+let histories: ReturnType<typeof createTempHistories>;
+beforeEach(() => {
+  histories = createTempHistories();
+});
+afterEach(() => histories.cleanup());
+
+function deployTool() {
+  const runs: string[] = [];
+  const tool = defineTool({
+    name: "deploy",
+    description: "Deploys.",
+    parameters: z.object({ env: z.string() }),
+    needsApproval: ({ env }) => env === "prod",
+    execute: ({ env }) => {
+      runs.push(env);
+      return `deployed to ${env}`;
+    },
+  });
+  return { tool, runs };
+}
+
+const prodCall = { id: "call-prod", name: "deploy", arguments: { env: "prod" } };
+const stagingCall = { id: "call-staging", name: "deploy", arguments: { env: "staging" } };
+
+describe("tool approval", () => {
+  it("holds the calls until approved, announces the exact arguments, then runs them once", async () => {
+    const deploy = deployTool();
+    const { agent, eventsOf, backend } = await createTestAgent({
+      script: [{ toolCalls: [stagingCall, prodCall] }, { text: "both deployed" }],
+      tools: [deploy.tool],
+      history: histories.open("bot", "s1"),
+    });
+    const chat = agent.chat("deploy everywhere");
+    await waitUntil(() => eventsOf("ToolApprovalRequested").length === 1);
+    expect(eventsOf("ToolApprovalRequested")[0]).toMatchObject({
+      toolName: "deploy",
+      toolCallId: "call-prod",
+      arguments: '{"env":"prod"}',
+    });
+    // Nothing of the batch runs before the decision.
+    expect(deploy.runs).toEqual([]);
+    expect(agent.hasPendingApproval).toBe(true);
+    expect(await histories.open("bot", "s1").loadPendingApproval()).toMatchObject({
+      calls: [{ toolCallId: "call-prod", arguments: '{"env":"prod"}' }],
+    });
+
+    expect(await agent.decideToolCall!({ toolCallId: "call-staging", approved: true })).toMatchObject({
+      ok: false,
+    });
+    expect(
+      await agent.decideToolCall!({ toolCallId: "call-prod", approved: true, arguments: '{"env":"dev"}' }),
+    ).toMatchObject({ ok: false });
+    expect(await agent.decideToolCall!({ toolCallId: "call-prod", approved: true })).toEqual({ ok: true });
+    expect(await agent.decideToolCall!({ toolCallId: "call-prod", approved: true })).toMatchObject({
+      ok: false,
+    });
+    expect((await chat).result).toBe("both deployed");
+    expect(deploy.runs.sort()).toEqual(["prod", "staging"]);
+    expect(eventsOf("ToolApprovalResolved")).toMatchObject([{ toolCallId: "call-prod", approved: true }]);
+    expect(agent.hasPendingApproval).toBe(false);
+    expect(await histories.open("bot", "s1").loadPendingApproval()).toBeUndefined();
+    expect(backend.requests).toHaveLength(2);
+  });
+
+  it("a denial reaches the model as the call's result, with the reason; the call never runs", async () => {
+    const deploy = deployTool();
+    const { agent, eventsOf, backend } = await createTestAgent({
+      script: [{ toolCalls: [prodCall] }, { text: "not deployed" }],
+      tools: [deploy.tool],
+    });
+    const chat = agent.chat("deploy to prod");
+    await waitUntil(() => eventsOf("ToolApprovalRequested").length === 1);
+    expect(
+      await agent.decideToolCall!({ toolCallId: "call-prod", approved: false, reason: "frozen" }),
+    ).toEqual({ ok: true });
+    expect((await chat).result).toBe("not deployed");
+    expect(deploy.runs).toEqual([]);
+    expect(backend.requests[1]?.messages.at(-1)).toEqual({
+      role: "tool",
+      toolCallId: "call-prod",
+      toolName: "deploy",
+      content: JSON.stringify({ error: "denied", reason: "frozen" }),
+    });
+  });
+
+  it("the agent's needsApproval list holds every call of the named tools", async () => {
+    const deploy = deployTool();
+    const { agent, eventsOf } = await createTestAgent({
+      script: [{ toolCalls: [stagingCall] }, { text: "ok" }],
+      tools: [deploy.tool],
+      options: { needsApproval: ["deploy"] },
+    });
+    const chat = agent.chat("deploy to staging");
+    await waitUntil(() => eventsOf("ToolApprovalRequested").length === 1);
+    expect(deploy.runs).toEqual([]);
+    await agent.decideToolCall!({ toolCallId: "call-staging", approved: true });
+    expect((await chat).result).toBe("ok");
+    expect(deploy.runs).toEqual(["staging"]);
+  });
+
+  it("stop cancels the pending approval: the call gets a cancelled result and the record goes", async () => {
+    const deploy = deployTool();
+    const { agent, eventsOf } = await createTestAgent({
+      script: [{ toolCalls: [prodCall] }],
+      tools: [deploy.tool],
+      history: histories.open("bot", "s1"),
+    });
+    const controller = new AbortController();
+    const chat = agent.chat("deploy to prod", { signal: controller.signal });
+    await waitUntil(() => eventsOf("ToolApprovalRequested").length === 1);
+    controller.abort();
+    await expect(chat).rejects.toBeInstanceOf(ChatCancelledError);
+    expect(await histories.open("bot", "s1").loadPendingApproval()).toBeUndefined();
+    expect(agent.hasPendingApproval).toBe(false);
+    expect(await histories.open("bot", "s1").restore()).toEqual([
+      { role: "user", content: "deploy to prod" },
+      { role: "assistant", content: "", toolCalls: [{ ...prodCall, arguments: '{"env":"prod"}' }] },
+      { role: "tool", toolCallId: "call-prod", toolName: "deploy", content: '{"error":"cancelled"}' },
+    ]);
+    expect(await agent.decideToolCall!({ toolCallId: "call-prod", approved: true })).toMatchObject({
+      ok: false,
+    });
+    expect(deploy.runs).toEqual([]);
+  });
+
+  it("survives the agent: a new agent on the same history takes the approval and finishes the chat", async () => {
+    const first = deployTool();
+    const before = await createTestAgent({
+      script: [{ toolCalls: [stagingCall, prodCall] }],
+      tools: [first.tool],
+      history: histories.open("bot", "s1"),
+      name: "bot",
+    });
+    const chat = before.agent.chat("deploy everywhere");
+    await waitUntil(() => before.eventsOf("ToolApprovalRequested").length === 1);
+    // The host shuts down: the chat is parked, its requester answered `cancelled`.
+    const parking = before.agent.parkPendingApproval!();
+    await expect(chat).rejects.toThrow(/approval stays pending/);
+    expect(await parking).toBe(true);
+    const chatId = before.eventsOf("ToolApprovalRequested")[0]!.chatId;
+
+    const second = deployTool();
+    const after = await createTestAgent({
+      script: [{ text: "both deployed" }],
+      tools: [second.tool],
+      history: histories.open("bot", "s1"),
+      name: "bot",
+    });
+    expect(after.agent.hasPendingApproval).toBe(true);
+    expect(await after.agent.decideToolCall!({ toolCallId: "call-prod", approved: true })).toEqual({
+      ok: true,
+    });
+    await waitUntil(() => after.eventsOf("ChatCompleted").length === 1);
+    expect(after.eventsOf("ChatCompleted")[0]).toMatchObject({ chatId, result: "both deployed" });
+    expect([...first.runs, ...second.runs].sort()).toEqual(["prod", "staging"]);
+    expect(second.runs.sort()).toEqual(["prod", "staging"]);
+    expect(after.agent.hasPendingApproval).toBe(false);
+    const stored = await histories.open("bot", "s1").restore();
+    expect(stored.map((message) => message.role)).toEqual(["user", "assistant", "tool", "tool", "assistant"]);
+    expect(after.agent.messages).toEqual(stored);
+    expect(await histories.open("bot", "s1").loadPendingApproval()).toBeUndefined();
+    // Used once.
+    expect(await after.agent.decideToolCall!({ toolCallId: "call-prod", approved: true })).toMatchObject({
+      ok: false,
+    });
+  });
+
+  it("after a restart, a new chat waits behind the parked one, which goes first once decided", async () => {
+    const first = deployTool();
+    const before = await createTestAgent({
+      script: [{ toolCalls: [prodCall] }],
+      tools: [first.tool],
+      history: histories.open("bot", "s1"),
+    });
+    const chat = before.agent.chat("deploy to prod");
+    await waitUntil(() => before.eventsOf("ToolApprovalRequested").length === 1);
+    const parking = before.agent.parkPendingApproval!();
+    await expect(chat).rejects.toBeInstanceOf(ChatCancelledError);
+    expect(await parking).toBe(true);
+
+    const second = deployTool();
+    const after = await createTestAgent({
+      script: [{ text: "denied, as you wish" }, { text: "hello again" }],
+      tools: [second.tool],
+      history: histories.open("bot", "s1"),
+    });
+    const next = after.agent.chat("hello");
+    await waitUntil(() => after.agent.hasPendingApproval === true);
+    expect(after.backend.requests).toHaveLength(0);
+    expect(await after.agent.decideToolCall!({ toolCallId: "call-prod", approved: false })).toEqual({
+      ok: true,
+    });
+    expect((await next).result).toBe("hello again");
+    expect(second.runs).toEqual([]);
+    expect((await histories.open("bot", "s1").restore()).map((message) => message.content)).toEqual([
+      "deploy to prod",
+      "",
+      JSON.stringify({ error: "denied" }),
+      "denied, as you wish",
+      "hello",
+      "hello again",
+    ]);
+  });
+
+  it("/new cancels a parked approval before clearing the session", async () => {
+    const deploy = deployTool();
+    const before = await createTestAgent({
+      script: [{ toolCalls: [prodCall] }],
+      tools: [deploy.tool],
+      history: histories.open("bot", "s1"),
+    });
+    const chat = before.agent.chat("deploy to prod");
+    await waitUntil(() => before.eventsOf("ToolApprovalRequested").length === 1);
+    const parking = before.agent.parkPendingApproval!();
+    await expect(chat).rejects.toBeInstanceOf(ChatCancelledError);
+    expect(await parking).toBe(true);
+    const after = await createTestAgent({
+      script: [],
+      tools: [deploy.tool],
+      history: histories.open("bot", "s1"),
+    });
+    await after.agent.reset();
+    expect(after.agent.hasPendingApproval).toBe(false);
+    expect(after.eventsOf("ChatFailed")).toMatchObject([{ cancelled: true }]);
+    expect(await histories.open("bot", "s1").restore()).toEqual([]);
+    expect(await histories.open("bot", "s1").loadPendingApproval()).toBeUndefined();
+  });
+
+  it("a shutdown cancels a resumed chat still running after its decision; it writes its history", async () => {
+    const before = await createTestAgent({
+      script: [{ toolCalls: [prodCall] }],
+      tools: [deployTool().tool],
+      history: histories.open("bot", "s1"),
+    });
+    const chat = before.agent.chat("deploy to prod");
+    await waitUntil(() => before.eventsOf("ToolApprovalRequested").length === 1);
+    const parking = before.agent.parkPendingApproval!();
+    await expect(chat).rejects.toBeInstanceOf(ChatCancelledError);
+    await parking;
+
+    const slow = createControlledTool("deploy", z.object({ env: z.string() }));
+    const after = await createTestAgent({
+      script: [],
+      tools: [slow.tool],
+      history: histories.open("bot", "s1"),
+    });
+    await after.agent.decideToolCall!({ toolCallId: "call-prod", approved: true });
+    await waitUntil(() => slow.calls.length === 1);
+    expect(await after.agent.parkPendingApproval!()).toBe(false);
+    expect(after.eventsOf("ChatFailed")).toMatchObject([{ cancelled: true }]);
+    expect((await histories.open("bot", "s1").restore()).at(-1)).toEqual({
+      role: "tool",
+      toolCallId: "call-prod",
+      toolName: "deploy",
+      content: JSON.stringify({ error: "cancelled" }),
+    });
+  });
+});
