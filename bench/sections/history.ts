@@ -4,6 +4,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { openAgentDatabase } from "../../src/context/agent-database.js";
 import { SqliteContextHistory } from "../../src/context/sqlite-context-history.js";
+import { pinDatabase, statement } from "../../src/context/sqlite-statements.js";
 import type { Message } from "../../src/llm/types.js";
 import { nowMs } from "../support/clock.js";
 import { interleave } from "../support/interleave.js";
@@ -50,13 +51,14 @@ export async function benchHistory(settings: BenchSettings): Promise<SectionResu
       (_, index) => new SqliteContextHistory({ agent: "bench", session: `s${index}`, database }),
     );
 
-    const raw = new Database(join(dir, "raw.db"));
-    raw.pragma("journal_mode = WAL");
-    raw.pragma("synchronous = NORMAL");
+    const raw = pinDatabase(new Database(join(dir, "raw.db")));
+    raw.exec("PRAGMA journal_mode = WAL");
+    raw.exec("PRAGMA synchronous = NORMAL");
     raw.exec(
       "CREATE TABLE messages (agent TEXT NOT NULL, session TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (agent, session, position)) WITHOUT ROWID",
     );
-    const insert = raw.prepare(
+    const insert = statement(
+      raw,
       "INSERT INTO messages (agent, session, position, message) VALUES (?, ?, ?, ?)",
     );
     const positions = new Array<number>(SESSIONS).fill(0);

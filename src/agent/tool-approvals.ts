@@ -115,13 +115,13 @@ export class ToolApprovals {
     }
   }
 
-  /** The iteration entered `awaitingApproval`: publish the requests and persist the chat. */
+  /**
+   * The iteration entered `awaitingApproval`: persist the chat, then publish the requests. In that
+   * order, so whoever sees a ToolApprovalRequested can rely on it surviving a host that dies next.
+   */
   announce(iteration: number, requests: readonly ApprovalRequest[]): void {
     const live = this.#live;
     if (live === undefined) return;
-    for (const request of requests) {
-      this.#events.emit(iteration, { kind: "ToolApprovalRequested", ...request });
-    }
     const pending: PendingApproval = {
       chatId: this.#events.chatId,
       iteration,
@@ -131,8 +131,14 @@ export class ToolApprovals {
     live.pending = pending;
     // After the current macrostep, so the snapshot shows the iteration in awaitingApproval.
     live.saving = Promise.resolve().then(async () => {
-      pending.snapshot = live.actor.getPersistedSnapshot() as Record<string, unknown>;
-      await this.#history?.savePendingApproval?.(pending);
+      try {
+        pending.snapshot = live.actor.getPersistedSnapshot() as Record<string, unknown>;
+        await this.#history?.savePendingApproval?.(pending);
+      } finally {
+        for (const request of requests) {
+          this.#events.emit(iteration, { kind: "ToolApprovalRequested", ...request });
+        }
+      }
     });
     // A failed write leaves the approval in memory only; the decision path reports nothing more.
     live.saving.catch(() => {});

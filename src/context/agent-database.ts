@@ -3,6 +3,7 @@ import { dirname, resolve } from "node:path";
 import Database from "better-sqlite3";
 import { z } from "zod";
 import { HistorySchemaVersionError } from "./history-errors.js";
+import { pinDatabase, statement } from "./sqlite-statements.js";
 
 /** The SQLite handle histories share: one per database file and process. */
 export type AgentDatabase = Database.Database;
@@ -52,12 +53,12 @@ export function openAgentDatabase(path: string, options: OpenAgentDatabaseOption
   const busyTimeoutMs = options.busyTimeoutMs ?? 5_000;
   if (path !== ":memory:" && !path.startsWith("file:"))
     mkdirSync(dirname(resolve(path)), { recursive: true });
-  const database = new Database(path, { timeout: busyTimeoutMs });
+  const database = pinDatabase(new Database(path, { timeout: busyTimeoutMs }));
   try {
-    database.pragma(`busy_timeout = ${Math.max(0, Math.trunc(busyTimeoutMs))}`);
-    if (!database.memory) database.pragma("journal_mode = WAL");
+    database.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.trunc(busyTimeoutMs))}`);
+    if (!database.memory) database.exec("PRAGMA journal_mode = WAL");
     // Safe with WAL (a crash may lose the last commits, never corrupt the file) and much faster.
-    database.pragma("synchronous = NORMAL");
+    database.exec("PRAGMA synchronous = NORMAL");
     migrateAgentDatabase(database);
   } catch (error) {
     database.close();
@@ -79,7 +80,7 @@ export function migrateAgentDatabase(database: AgentDatabase): void {
         throw new HistorySchemaVersionError(found, HISTORY_SCHEMA_VERSION, database.name);
       }
       for (const step of MIGRATIONS.slice(found)) database.exec(step);
-      database.pragma(`user_version = ${HISTORY_SCHEMA_VERSION}`);
+      database.exec(`PRAGMA user_version = ${HISTORY_SCHEMA_VERSION}`);
     })
     .immediate();
 }
@@ -89,11 +90,10 @@ export type SessionSummary = z.infer<typeof SessionRow>;
 
 /** The sessions of `agent` that have stored messages, by name. */
 export function listSessions(database: AgentDatabase, agent: string): SessionSummary[] {
-  const rows = database
-    .prepare(
-      "SELECT session, COUNT(*) AS messageCount FROM messages WHERE agent = ? GROUP BY session ORDER BY session",
-    )
-    .all(agent);
+  const rows = statement(
+    database,
+    "SELECT session, COUNT(*) AS messageCount FROM messages WHERE agent = ? GROUP BY session ORDER BY session",
+  ).all(agent);
   return z.array(SessionRow).parse(rows);
 }
 
@@ -101,5 +101,5 @@ function schemaVersion(database: AgentDatabase): number {
   return z
     .number()
     .int()
-    .parse(database.pragma("user_version", { simple: true }));
+    .parse(statement(database, "PRAGMA user_version", { pluck: true }).get());
 }

@@ -7,6 +7,7 @@ import type { ContextHistory } from "./context-history.js";
 import { CorruptHistoryError } from "./history-errors.js";
 import { MessageSchema } from "./message-schema.js";
 import { PendingApproval } from "./pending-approval.js";
+import { statement } from "./sqlite-statements.js";
 
 export type SqliteContextHistoryParams = {
   agent: string;
@@ -62,31 +63,44 @@ export class SqliteContextHistory implements ContextHistory {
       this.#ownsDatabase = false;
     }
     const database = this.#database;
-    this.#select = database.prepare(
+    this.#select = statement(
+      database,
       "SELECT position, message FROM messages WHERE agent = ? AND session = ? ORDER BY position",
     );
-    this.#nextPosition = database
-      .prepare("SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE agent = ? AND session = ?")
-      .pluck();
-    this.#insert = database.prepare(
+    this.#nextPosition = statement(
+      database,
+      "SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE agent = ? AND session = ?",
+      { pluck: true },
+    );
+    this.#insert = statement(
+      database,
       "INSERT INTO messages (agent, session, position, message) VALUES (?, ?, ?, ?)",
     );
-    this.#delete = database.prepare("DELETE FROM messages WHERE agent = ? AND session = ?");
-    this.#selectSeq = database.prepare("SELECT seq FROM event_seqs WHERE agent = ? AND session = ?").pluck();
+    this.#delete = statement(database, "DELETE FROM messages WHERE agent = ? AND session = ?");
+    this.#selectSeq = statement(database, "SELECT seq FROM event_seqs WHERE agent = ? AND session = ?", {
+      pluck: true,
+    });
     // Never lowers the mark: another writer (process) may have moved it further.
-    this.#upsertSeq = database.prepare(
+    this.#upsertSeq = statement(
+      database,
       `INSERT INTO event_seqs (agent, session, seq) VALUES (?, ?, ?)
        ON CONFLICT (agent, session) DO UPDATE SET seq = MAX(seq, excluded.seq)`,
     );
 
-    this.#selectPending = database
-      .prepare("SELECT pending FROM pending_approvals WHERE agent = ? AND session = ?")
-      .pluck();
-    this.#upsertPending = database.prepare(
+    this.#selectPending = statement(
+      database,
+      "SELECT pending FROM pending_approvals WHERE agent = ? AND session = ?",
+      { pluck: true },
+    );
+    this.#upsertPending = statement(
+      database,
       `INSERT INTO pending_approvals (agent, session, pending) VALUES (?, ?, ?)
        ON CONFLICT (agent, session) DO UPDATE SET pending = excluded.pending`,
     );
-    this.#deletePending = database.prepare("DELETE FROM pending_approvals WHERE agent = ? AND session = ?");
+    this.#deletePending = statement(
+      database,
+      "DELETE FROM pending_approvals WHERE agent = ? AND session = ?",
+    );
 
     const insertFrom = (start: number, messages: readonly Message[]) => {
       messages.forEach((message, index) => {

@@ -1,6 +1,7 @@
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { pinDatabase, statement } from "../../src/context/sqlite-statements.js";
 import type { Message } from "../../src/llm/types.js";
 import { defineTool } from "../../src/tools/define-tool.js";
 import { createTempHistories, createTestAgent } from "../support/agent-harness.js";
@@ -68,10 +69,13 @@ describe("a lone surrogate never reaches the conversation or its history", () =>
     const seeded = histories.open("bot", "old");
     await seeded.append([{ role: "user", content: "hello" }]);
     // Write the poisoned row as an older version did, straight into the file.
-    const database = new Database(histories.path);
-    database
-      .prepare("INSERT INTO messages (agent, session, position, message) VALUES (?, ?, ?, ?)")
-      .run("bot", "old", 1, JSON.stringify({ role: "assistant", content: `old ${HIGH} reply` }));
+    const database = pinDatabase(new Database(histories.path));
+    statement(database, "INSERT INTO messages (agent, session, position, message) VALUES (?, ?, ?, ?)").run(
+      "bot",
+      "old",
+      1,
+      JSON.stringify({ role: "assistant", content: `old ${HIGH} reply` }),
+    );
     database.close();
 
     const { agent, backend } = await createTestAgent({

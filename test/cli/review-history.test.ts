@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
+import { pinDatabase, statement } from "../../src/context/sqlite-statements.js";
 import { type AnthropicEvent, anthropicSse, type FakeResponse, turn } from "../../src/testing/index.js";
 import {
   callableTools,
@@ -44,11 +45,12 @@ function dbPath(): string {
 
 /** The stored messages of one session, in order (read straight from the file). */
 function storedMessages(path: string, session: string, agent = "assistant"): Array<Record<string, unknown>> {
-  const database = new Database(path, { readonly: true });
+  const database = pinDatabase(new Database(path, { readonly: true }));
   try {
-    const rows = database
-      .prepare("SELECT message FROM messages WHERE agent = ? AND session = ? ORDER BY position")
-      .all(agent, session) as Array<{ message: string }>;
+    const rows = statement(
+      database,
+      "SELECT message FROM messages WHERE agent = ? AND session = ? ORDER BY position",
+    ).all(agent, session) as Array<{ message: string }>;
     return rows.map((row) => JSON.parse(row.message) as Record<string, unknown>);
   } finally {
     database.close();

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
+import { pinDatabase, statement } from "../../src/context/sqlite-statements.js";
 import {
   conversationText,
   type FakeProvider,
@@ -32,10 +33,10 @@ afterEach(async () => {
 });
 
 function storedRows(path: string): string[] {
-  const database = new Database(path, { readonly: true });
+  const database = pinDatabase(new Database(path, { readonly: true }));
   try {
     return (
-      database.prepare("SELECT message FROM messages ORDER BY position").all() as { message: string }[]
+      statement(database, "SELECT message FROM messages ORDER BY position").all() as { message: string }[]
     ).map((row) => row.message);
   } finally {
     database.close();

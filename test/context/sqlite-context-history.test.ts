@@ -11,6 +11,7 @@ import {
 } from "../../src/context/agent-database.js";
 import { CorruptHistoryError, HistorySchemaVersionError } from "../../src/context/history-errors.js";
 import { SqliteContextHistory } from "../../src/context/sqlite-context-history.js";
+import { pinDatabase, statement } from "../../src/context/sqlite-statements.js";
 import type { Message } from "../../src/llm/types.js";
 import { conversation } from "./history-fixtures.js";
 
@@ -53,9 +54,9 @@ describe("SqliteContextHistory", () => {
 
   it("opens the file in WAL mode with the current schema version", () => {
     history();
-    const database = track(new Database(path, { readonly: true }));
-    expect(database.pragma("journal_mode", { simple: true })).toBe("wal");
-    expect(database.pragma("user_version", { simple: true })).toBe(HISTORY_SCHEMA_VERSION);
+    const database = track(pinDatabase(new Database(path, { readonly: true })));
+    expect(statement(database, "PRAGMA journal_mode", { pluck: true }).get()).toBe("wal");
+    expect(statement(database, "PRAGMA user_version", { pluck: true }).get()).toBe(HISTORY_SCHEMA_VERSION);
   });
 
   it("never stores system messages", async () => {
@@ -66,9 +67,8 @@ describe("SqliteContextHistory", () => {
       { role: "user", content: "Summary." },
     ]);
     expect(await writer.restore()).toEqual([{ role: "user", content: "Summary." }]);
-    const database = track(new Database(path, { readonly: true }));
-    const roles = database
-      .prepare("SELECT message FROM messages")
+    const database = track(pinDatabase(new Database(path, { readonly: true })));
+    const roles = statement(database, "SELECT message FROM messages")
       .pluck()
       .all()
       .map((json) => (JSON.parse(json as string) as Message).role);
@@ -140,8 +140,8 @@ describe("SqliteContextHistory", () => {
   it("fails with a clear error on a row that is not JSON", async () => {
     const writer = history();
     await writer.append(conversation.slice(0, 2));
-    const database = track(new Database(path));
-    database.prepare("UPDATE messages SET message = '{not json' WHERE position = 1").run();
+    const database = track(pinDatabase(new Database(path)));
+    statement(database, "UPDATE messages SET message = '{not json' WHERE position = 1").run();
     const error = await writer.restore().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CorruptHistoryError);
     expect((error as CorruptHistoryError).position).toBe(1);
@@ -153,10 +153,11 @@ describe("SqliteContextHistory", () => {
   it("fails with a clear error on a row that is not a message, rather than dropping it", async () => {
     const writer = history();
     await writer.append(conversation.slice(0, 1));
-    const database = track(new Database(path));
-    database
-      .prepare("INSERT INTO messages (agent, session, position, message) VALUES ('bot', 's1', 1, ?)")
-      .run(JSON.stringify({ role: "robot", content: 42 }));
+    const database = track(pinDatabase(new Database(path)));
+    statement(
+      database,
+      "INSERT INTO messages (agent, session, position, message) VALUES ('bot', 's1', 1, ?)",
+    ).run(JSON.stringify({ role: "robot", content: 42 }));
     const error = await writer.restore().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CorruptHistoryError);
     expect((error as Error).message).toMatch(
@@ -166,8 +167,8 @@ describe("SqliteContextHistory", () => {
 
   it("refuses a database written with a newer schema", () => {
     history().close();
-    const database = new Database(path);
-    database.pragma(`user_version = ${HISTORY_SCHEMA_VERSION + 1}`);
+    const database = pinDatabase(new Database(path));
+    database.exec(`PRAGMA user_version = ${HISTORY_SCHEMA_VERSION + 1}`);
     database.close();
     expect(() => new SqliteContextHistory({ path, agent: "bot", session: "s1" })).toThrow(
       HistorySchemaVersionError,
@@ -177,22 +178,22 @@ describe("SqliteContextHistory", () => {
   it("upgrades a version-1 file in place: every stored message kept, the seq mark table added (issue 9)", async () => {
     // A file as the version-1 code wrote it.
     mkdirSync(dirname(path), { recursive: true });
-    const old = new Database(path);
+    const old = pinDatabase(new Database(path));
     old.exec(
       "CREATE TABLE messages (agent TEXT NOT NULL, session TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (agent, session, position)) WITHOUT ROWID",
     );
-    const insert = old.prepare("INSERT INTO messages VALUES (?, ?, ?, ?)");
+    const insert = statement(old, "INSERT INTO messages VALUES (?, ?, ?, ?)");
     for (const [position, message] of conversation.entries()) {
       insert.run("bot", "s1", position, JSON.stringify(message));
     }
-    old.pragma("user_version = 1");
+    old.exec("PRAGMA user_version = 1");
     old.close();
 
     const upgraded = history();
     expect(await upgraded.restore()).toEqual(conversation);
     expect(await upgraded.loadSeq()).toBe(0);
-    const database = track(new Database(path, { readonly: true }));
-    expect(database.pragma("user_version", { simple: true })).toBe(HISTORY_SCHEMA_VERSION);
+    const database = track(pinDatabase(new Database(path, { readonly: true })));
+    expect(statement(database, "PRAGMA user_version", { pluck: true }).get()).toBe(HISTORY_SCHEMA_VERSION);
     expect(HISTORY_SCHEMA_VERSION).toBe(3);
   });
 
@@ -232,7 +233,7 @@ describe("SqliteContextHistory", () => {
   });
 
   it("creates the schema on a database handle it did not open", async () => {
-    const database = track(new Database(":memory:"));
+    const database = track(pinDatabase(new Database(":memory:")));
     const memory = new SqliteContextHistory({ database, agent: "bot", session: "s1" });
     await memory.append(conversation);
     expect(await memory.restore()).toEqual(conversation);

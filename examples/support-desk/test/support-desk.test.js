@@ -82,4 +82,41 @@ describe("the support desk", () => {
     expect(policy).toContain("Refunds over 200 EUR need a team lead's approval.");
     expect(outside).toMatch(/error/i);
   });
+
+  it("a refund waits for a person: approve pays it once, deny tells the model why", async () => {
+    const refunds = callsThenSummarises([
+      {
+        id: "refund-1",
+        name: "issue_refund",
+        arguments: { orderId: "A-1001", amount: 249, reason: "arrived broken" },
+      },
+    ]);
+    const desk = await startDesk({ refunds });
+    const requested = () => desk.events.filter((event) => event.kind === "ToolApprovalRequested");
+
+    const paid = desk.chat("refunds", "r2", "my espresso machine arrived broken, order A-1001");
+    await expect.poll(() => requested().length).toBe(1);
+    expect(requested()[0]).toMatchObject({ toolName: "issue_refund", toolCallId: "refund-1" });
+    expect(refundsIssued).toEqual([]); // nothing is paid before the decision
+    expect(
+      await desk.control("refunds", { session: "r2", command: "approve", toolCallId: "refund-1" }),
+    ).toEqual({ ok: true });
+    expect(JSON.parse((await paid).result)).toEqual({ refunded: 249, orderId: "A-1001" });
+    expect(refundsIssued).toEqual([{ orderId: "A-1001", amount: 249, reason: "arrived broken" }]);
+    // Used once: approving the same call again is refused.
+    expect(
+      await desk.control("refunds", { session: "r2", command: "approve", toolCallId: "refund-1" }),
+    ).toMatchObject({ ok: false });
+
+    const denied = desk.chat("refunds", "r3", "refund A-1001 again please");
+    await expect.poll(() => requested().length).toBe(2);
+    await desk.control("refunds", {
+      session: "r3",
+      command: "deny",
+      toolCallId: "refund-1",
+      reason: "already refunded",
+    });
+    expect(JSON.parse((await denied).result)).toMatchObject({ error: "denied", reason: "already refunded" });
+    expect(refundsIssued).toHaveLength(1);
+  });
 });
