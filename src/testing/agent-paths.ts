@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { Agent } from "../agent/agent-types.js";
 import { ChatCancelledError, ChatFailedError } from "../agent/chat-errors.js";
+import type { EventOf } from "../events/types.js";
 import { ContextLengthExceededError } from "../llm/errors.js";
 import { createToolSet } from "../tools/create-tool-set.js";
 import { defineTool } from "../tools/define-tool.js";
@@ -18,6 +19,10 @@ import type { AgentPath, AgentPathRun } from "./explore-agent-paths.js";
  * - `streamRetry`: the stream is cut mid-answer and retried.
  * - `modelError`: the provider keeps failing; the chat fails.
  * - `contextOverflow`: the prompt is over the model's window; the chat compacts and goes on.
+ * - `approval`: a tool that needs approval is called; on its ToolApprovalRequested the path
+ *   approves it (`agent.decideToolCall`), the tool runs and the model answers.
+ * - `approvalDenied`: the same call is denied with a reason; the tool never runs and the model
+ *   sees `{"error":"denied","reason":...}` as its result, then answers.
  */
 export function builtinAgentPaths(): Record<string, AgentPath> {
   const paths: AgentPath[] = [
@@ -125,12 +130,74 @@ export function builtinAgentPaths(): Record<string, AgentPath> {
         await expectResult(agent, "second");
       },
     })),
+    path("approval", () => approvalRun("approval", { approved: true })),
+    path("approvalDenied", () => approvalRun("approvalDenied", { approved: false, reason: "not today" })),
   ];
   return Object.fromEntries(paths.map((entry) => [entry.name, entry]));
 }
 
 function path(name: string, prepare: () => AgentPathRun): AgentPath {
   return { name, prepare };
+}
+
+/**
+ * A call of `deploy` (which needs approval) that the path decides as soon as the chat announces
+ * it; the chat's own event listener sees the announcement, so any agent built from the setup works.
+ */
+function approvalRun(name: string, decision: { approved: boolean; reason?: string }): AgentPathRun {
+  const runs: string[] = [];
+  const deploy = defineTool({
+    name: "deploy",
+    description: "Deploys to an environment.",
+    parameters: z.object({ env: z.string() }),
+    needsApproval: true,
+    execute: ({ env }) => {
+      runs.push(env);
+      return `deployed to ${env}`;
+    },
+  });
+  const answer = decision.approved ? "deployed" : "not deployed";
+  return {
+    script: [{ toolCalls: [{ name: "deploy", arguments: { env: "prod" } }] }, { text: answer }],
+    toolSets: [createToolSet({ name: "explore-approval", tools: [deploy] })],
+    drive: async (agent, model) => {
+      if (agent.decideToolCall === undefined) throw new Error(`${name}: the agent cannot decide tool calls`);
+      let requested!: (event: EventOf<"ToolApprovalRequested">) => void;
+      const isRequested = new Promise<EventOf<"ToolApprovalRequested">>((resolve) => {
+        requested = resolve;
+      });
+      const chat = agent.chat("deploy to prod", {
+        onEvent: (event) => {
+          if (event.kind === "ToolApprovalRequested") requested(event);
+        },
+      });
+      const request = await Promise.race([
+        isRequested,
+        chat.then(() => {
+          throw new Error(`${name}: the chat ended without asking for approval`);
+        }),
+      ]);
+      if (runs.length > 0) throw new Error(`${name}: the tool ran before it was decided`);
+      const outcome = await agent.decideToolCall({
+        toolCallId: request.toolCallId,
+        arguments: request.arguments,
+        ...decision,
+      });
+      if (!outcome.ok) throw new Error(`${name}: the decision was refused: ${outcome.message}`);
+      const { result } = await chat;
+      if (result !== answer) throw new Error(`${name}: expected the answer "${answer}", got "${result}"`);
+      if (decision.approved) {
+        if (runs.join() !== "prod") throw new Error(`${name}: the approved tool did not run once`);
+        return;
+      }
+      if (runs.length > 0) throw new Error(`${name}: the denied tool ran`);
+      const seen = model.requests.at(-1)?.messages.at(-1);
+      const denial = JSON.stringify({ error: "denied", reason: decision.reason });
+      if (seen?.role !== "tool" || seen.content !== denial) {
+        throw new Error(`${name}: the model did not see the denial ${denial}`);
+      }
+    },
+  };
 }
 
 /** `echo` returns its text; `fail` always throws. */

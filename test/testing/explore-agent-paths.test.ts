@@ -38,12 +38,15 @@ describe("exploreAgentPaths", () => {
       "chat.failed",
       "iteration.executingTools",
       "iteration.backfilling",
+      "iteration.awaitingApproval",
       "compaction.compacted",
       "compaction.failed",
     ]) {
       expect(report.missing).not.toContain(`state ${state}`);
     }
     expect(report.missing).not.toContain("transition iteration.streaming --stream.reset--> #0");
+    expect(report.missing).not.toContain("transition iteration.awaitingApproval --approval.granted--> #0");
+    expect(report.missing).not.toContain("transition iteration.awaitingApproval --approval.denied--> #0");
     expect(report.states.covered).toBe(
       report.states.total - report.missing.filter((m) => m.startsWith("state ")).length,
     );
@@ -88,9 +91,21 @@ describe("exploreAgentPaths", () => {
     expect((await histories[0]!.restore()).length).toBeGreaterThan(0);
   });
 
+  it("walks the approval paths by name: held for approval, then granted or denied", async () => {
+    const report = await exploreAgentPaths({ paths: ["approval", "approvalDenied"] });
+
+    expect(report.paths).toEqual([
+      { name: "approval", ok: true },
+      { name: "approvalDenied", ok: true },
+    ]);
+    expect(report.machines.iteration?.states.missing).not.toContain("iteration.awaitingApproval");
+    expect(report.missing).not.toContain("transition iteration.awaitingApproval --approval.granted--> #0");
+    expect(report.missing).not.toContain("transition iteration.awaitingApproval --approval.denied--> #0");
+  });
+
   it("rejects a path name it does not know, naming the ones it does", async () => {
-    await expect(exploreAgentPaths({ paths: ["approval"] })).rejects.toThrow(
-      /unknown path "approval" \(built in: toolTurn, finalTurn, .*pass an AgentPath/,
+    await expect(exploreAgentPaths({ paths: ["approve"] })).rejects.toThrow(
+      /unknown path "approve" \(built in: toolTurn, finalTurn, .*approval, approvalDenied; pass an AgentPath/,
     );
   });
 });
