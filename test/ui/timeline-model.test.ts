@@ -295,6 +295,121 @@ describe("the timeline model", () => {
   });
 });
 
+describe("approval waits", () => {
+  function approvalChat(chatId: string) {
+    const at = chatEvents(chatId);
+    const request = (ms: number, toolName: string, toolCallId: string) =>
+      at(ms, { kind: "ToolApprovalRequested", toolName, toolCallId, arguments: "{}" }, 1);
+    const resolve = (ms: number, toolName: string, toolCallId: string, approved: boolean, reason?: string) =>
+      at(
+        ms,
+        { kind: "ToolApprovalResolved", toolName, toolCallId, approved, ...(reason ? { reason } : {}) },
+        1,
+      );
+    const start = [
+      at(0, { kind: "ChatStarted", text: "go" }),
+      at(10, { kind: "ModelRequest", final: false, messageCount: 1 }, 1),
+      at(100, { kind: "ModelResponse", content: "", toolCalls: 1, usage: usage1, purpose: "chat" }, 1),
+    ];
+    return { at, request, resolve, start };
+  }
+
+  it("draws a wait from the request until its approval", () => {
+    const { at, request, resolve, start } = approvalChat("chat-a");
+    const chat = build([
+      ...start,
+      request(200, "write_file", "w1"),
+      resolve(1200, "write_file", "w1", true),
+      at(1250, { kind: "ToolCallStarted", toolName: "write_file", toolCallId: "w1", arguments: "{}" }, 1),
+      at(
+        1300,
+        { kind: "ToolCallCompleted", toolName: "write_file", toolCallId: "w1", result: "ok", durationMs: 50 },
+        1,
+      ),
+      at(1400, { kind: "ChatCompleted", result: "done", usage: usage1, tokenUsed: 1050 }),
+    ]).get("chat-a")!;
+    const layout = layoutTimeline(chat);
+    expect(layout.waits).toMatchObject([
+      {
+        kind: "approval",
+        toolName: "write_file",
+        toolCallId: "w1",
+        status: "completed",
+        approved: true,
+        reason: null,
+        lane: 0,
+        startMs: T0 + 200,
+        endMs: T0 + 1200,
+        durationMs: 1000,
+      },
+    ]);
+    expect(layout.waitLanes).toBe(1);
+  });
+
+  it("keeps a denial and its reason", () => {
+    const { at, request, resolve, start } = approvalChat("chat-d");
+    const chat = build([
+      ...start,
+      request(200, "delete_file", "d1"),
+      resolve(700, "delete_file", "d1", false, "not this one"),
+      at(900, { kind: "ChatCompleted", result: "ok", usage: usage1, tokenUsed: 1050 }),
+    ]).get("chat-d")!;
+    expect(layoutTimeline(chat).waits).toMatchObject([
+      {
+        kind: "approval",
+        toolName: "delete_file",
+        toolCallId: "d1",
+        status: "completed",
+        approved: false,
+        reason: "not this one",
+        durationMs: 500,
+      },
+    ]);
+  });
+
+  it("puts two approvals pending at once in two lanes, each ended by its own resolution", () => {
+    const { at, request, resolve, start } = approvalChat("chat-p");
+    const chat = build([
+      ...start,
+      request(200, "write_file", "p1"),
+      request(200, "run_shell", "p2"),
+      // Resolved in the other order: matched by toolCallId, not by the latest open wait.
+      resolve(600, "run_shell", "p2", false, "no shell"),
+      resolve(900, "write_file", "p1", true),
+      request(1000, "write_file", "p3"),
+      resolve(1100, "write_file", "p3", true),
+      at(1200, { kind: "ChatCompleted", result: "ok", usage: usage1, tokenUsed: 1050 }),
+    ]).get("chat-p")!;
+    const layout = layoutTimeline(chat);
+    expect(layout.waits).toMatchObject([
+      { kind: "approval", toolCallId: "p1", lane: 0, durationMs: 700, approved: true },
+      { kind: "approval", toolCallId: "p2", lane: 1, durationMs: 400, approved: false, reason: "no shell" },
+      { kind: "approval", toolCallId: "p3", lane: 0, durationMs: 100, approved: true },
+    ]);
+    expect(layout.waitLanes).toBe(2);
+  });
+
+  it("ends an approval never resolved at the chat's failure", () => {
+    const { at, request, start } = approvalChat("chat-f");
+    const chat = build([
+      ...start,
+      request(200, "write_file", "f1"),
+      at(2200, { kind: "ChatFailed", error: { name: "Error", message: "host stopped" }, cancelled: false }),
+    ]).get("chat-f")!;
+    expect(chat.status).toBe("failed");
+    expect(layoutTimeline(chat, T0 + 9000).waits).toMatchObject([
+      {
+        kind: "approval",
+        toolCallId: "f1",
+        status: "cancelled",
+        approved: null,
+        endMs: T0 + 2200,
+        durationMs: 2000,
+      },
+    ]);
+  });
+});
+
 describe("time axis", () => {
   it("places round ticks and formats durations", () => {
     expect(timeTicks(3600).map((tick) => tick.label)).toEqual([

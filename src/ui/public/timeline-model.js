@@ -10,8 +10,9 @@
 // - time to first token: ModelRequest → the attempt's ModelStreamSegmentStart (published with the
 //   first delta); a ModelStreamSegmentReset ends an attempt and starts the next one;
 // - a tool call: ToolCallStarted → ToolCallCompleted / ToolCallFailed, in parallel lanes;
-// - a wait: ContextCompaction started → completed / failed. Waits are generic (`kind`) so that
-//   other waits (tool approval) become one more kind, in their own lanes.
+// - a wait, in its own lanes: ContextCompaction started → completed / failed (kind "compaction");
+//   ToolApprovalRequested → the ToolApprovalResolved with the same toolCallId, or the chat's end
+//   when it was never resolved (kind "approval").
 
 /** Where the context is compacted when the events do not say (SPEC §2: contextCompactRatio). */
 export const DEFAULT_COMPACT_RATIO = 0.7;
@@ -90,6 +91,12 @@ export class TimelineModel {
       case "ToolCallCompleted":
       case "ToolCallFailed":
         settleTool(chat, event, iteration, ms);
+        break;
+      case "ToolApprovalRequested":
+        approvalRequested(chat, event, ms);
+        break;
+      case "ToolApprovalResolved":
+        approvalResolved(chat, event, ms);
         break;
       case "ContextCompaction":
         compaction(chat, event, ms);
@@ -297,7 +304,7 @@ function settleTool(chat, event, iteration, ms) {
   tool.error = event.kind === "ToolCallFailed" ? (event.error ?? null) : null;
 }
 
-/** Starts a wait of `kind` (compaction; later tool approval) in the first free wait lane. */
+/** Starts a wait of `kind` (compaction, approval) in the first free wait lane. */
 export function startWait(chat, kind, ms, details = {}) {
   const wait = { kind, startMs: ms, endMs: null, status: "running", lane: 0, usage: null, ...details };
   wait.lane = allocateLane(chat.waitLanes, wait);
@@ -332,6 +339,41 @@ function compaction(chat, event, ms) {
   if (chat.text === null && chat.requests.length === 0) {
     endChat(chat, ms, wait.status, wait.error ?? null);
   }
+}
+
+/** The running approval wait of `toolCallId`, if any. */
+function openApproval(chat, toolCallId) {
+  return chat.waits.find(
+    (wait) => wait.kind === "approval" && wait.endMs === null && wait.toolCallId === toolCallId,
+  );
+}
+
+function approvalRequested(chat, event, ms) {
+  const toolCallId = String(event.toolCallId ?? "");
+  if (openApproval(chat, toolCallId)) return; // the same request seen twice (a replay overlap)
+  startWait(chat, "approval", ms, {
+    toolName: String(event.toolName ?? "tool"),
+    toolCallId,
+    approved: null,
+    reason: null,
+  });
+}
+
+function approvalResolved(chat, event, ms) {
+  const toolCallId = String(event.toolCallId ?? "");
+  // Its request was not seen (a replay that begins mid-wait): the decision still shows, at `ms`.
+  const wait =
+    openApproval(chat, toolCallId) ??
+    startWait(chat, "approval", ms, {
+      toolName: String(event.toolName ?? "tool"),
+      toolCallId,
+      approved: null,
+      reason: null,
+    });
+  wait.endMs = ms;
+  wait.status = "completed";
+  wait.approved = event.approved === true;
+  wait.reason = typeof event.reason === "string" && event.reason !== "" ? event.reason : null;
 }
 
 function endChat(chat, ms, status, error) {

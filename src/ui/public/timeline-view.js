@@ -1,7 +1,7 @@
 // The chat timeline (waterfall) of the selected session: iteration bands, model requests (time to
-// first token, streaming, resets), tool calls in parallel lanes, waits (compaction), tokens per
-// request and the context gauge. Built by timeline-model.js; drawn here as positioned divs (widths
-// in %, so the pane can be resized), at most once per frame however fast events come.
+// first token, streaming, resets), tool calls in parallel lanes, waits (compaction, tool approval),
+// tokens per request and the context gauge. Built by timeline-model.js; drawn here as positioned
+// divs (widths in %, so the pane can be resized), at most once per frame however fast events come.
 
 import { element } from "./dom.js";
 import { formatDuration, layoutTimeline } from "./timeline-layout.js";
@@ -128,7 +128,11 @@ export class TimelineView {
 
 function label(chat) {
   if (chat.text === null)
-    return chat.requests.length === 0 && chat.waits.length > 0 ? "compaction" : "(earlier)";
+    return chat.requests.length === 0 &&
+      chat.waits.length > 0 &&
+      chat.waits.every((wait) => wait.kind === "compaction")
+      ? "compaction"
+      : "(earlier)";
   const oneLine = chat.text.replace(/\s+/g, " ").trim();
   return oneLine.length > 48 ? `${oneLine.slice(0, 47)}…` : oneLine || "(empty message)";
 }
@@ -364,13 +368,18 @@ function toolBar(tool) {
 }
 
 function waitBar(wait) {
+  const approval = wait.kind === "approval";
+  const decision = !approval || wait.approved === null ? "" : wait.approved ? "approved" : "denied";
   const node = element("div", {
     className: `tl-bar tl-wait tl-wait-${wait.kind}`,
     "data-testid": "timeline-wait",
     "data-kind": wait.kind,
     "data-status": wait.status,
+    "data-decision": decision || undefined,
     title: [
       `${wait.kind}${wait.topic ? ` (topic: ${wait.topic})` : ""} · ${wait.status} · ${formatDuration(wait.durationMs)}`,
+      approval ? `${wait.toolName} (${wait.toolCallId})` : "",
+      decision ? `${decision}${wait.reason ? `: ${wait.reason}` : ""}` : "",
       wait.usage ? `summary request: ${usageText(wait.usage)}` : "",
       typeof wait.tokenUsed === "number" ? `context after: ${formatTokens(wait.tokenUsed)} tokens` : "",
       wait.error ? `${wait.error.name}: ${wait.error.message}` : "",
@@ -379,11 +388,12 @@ function waitBar(wait) {
       .join("\n"),
   });
   place(node, wait.x0, wait.x1);
+  const name = approval ? `approval ${wait.toolName}${decision === "denied" ? " ✕" : ""}` : wait.kind;
   return {
     node,
     x0: wait.x0,
     x1: wait.x1,
-    texts: [`${wait.kind} · ${formatDuration(wait.durationMs)}`, wait.kind],
+    texts: [`${name} · ${formatDuration(wait.durationMs)}`, name, ...(approval ? [wait.kind] : [])],
   };
 }
 
@@ -404,5 +414,6 @@ function legend() {
     item("tl-tool", "tool"),
     item("tl-tool-failed", "failed"),
     item("tl-wait-compaction", "compaction"),
+    item("tl-wait-approval", "approval"),
   );
 }
