@@ -60,7 +60,7 @@ export interface ToolItem {
 
 /** Time the chat spent waiting on something other than the model or a tool. */
 export interface WaitItem {
-  /** `compaction` today; tool approval will be another kind. */
+  /** `compaction` or `approval` (a tool call held for a person's decision). */
   kind: string;
   startMs: number;
   endMs: number | null;
@@ -71,6 +71,12 @@ export interface WaitItem {
   topic?: string | null;
   tokenUsed?: number | null;
   error?: ErrorInfo | null;
+  /** Approval waits: the held call. */
+  toolName?: string;
+  toolCallId?: string;
+  /** Approval waits: the decision (null while pending or when the chat ended first). */
+  approved?: boolean | null;
+  reason?: string | null;
 }
 
 export interface ChatTimeline {
