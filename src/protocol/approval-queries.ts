@@ -94,7 +94,12 @@ export class ApprovalQueries {
   }
 
   async #answer(request: ApprovalRequest, message: Msg): Promise<void> {
-    if (!this.#open.has(request.toolCallId)) return;
+    if (!this.#open.has(request.toolCallId)) {
+      // A second answer that came before the inbox closed.
+      const reason = `tool call "${request.toolCallId}" was already answered or decided`;
+      this.#respond(message, { ok: false, error: { code: "bad_request", message: reason } });
+      return;
+    }
     const parsed = parsePromptPayload(message.string());
     if (!parsed.ok) {
       // Not an answer: the question stays open.
