@@ -4,9 +4,10 @@ import { MAX_PAYLOAD_BYTES } from "../bus/contract.js";
 import { addCountedEndpoint, type EndpointOutcome, servicesOn } from "../bus/counted-endpoint.js";
 import { isValidName, NAME_PATTERN } from "../bus/subjects.js";
 import { type AgentHost, sessionStartError } from "../host/agent-host.js";
-import type { ChatOutcome } from "../host/session-actor.js";
+import type { ChatOutcome, SessionActor } from "../host/session-actor.js";
 import { VERSION } from "../version.js";
 import { AnswerGate } from "./answer-gate.js";
+import { ApprovalQueries } from "./approval-queries.js";
 import { parsePromptPayload } from "./prompt-envelope.js";
 import { PromptStream } from "./prompt-stream.js";
 import {
@@ -62,7 +63,8 @@ export interface AgentProtocolHostOptions {
  *   (A message to `….default` matches both subscriptions; being in one queue group, one answers.)
  *
  * A prompt is one chat through the session's mailbox, as a non-stackable `user` message on our
- * own contract (same queue limit, same order). Heartbeats go out for each default instance.
+ * own contract (same queue limit, same order). A tool call of that chat awaiting approval is asked
+ * as a mid-stream `query` (see {@link ApprovalQueries}). Heartbeats go out for each default instance.
  */
 export class AgentProtocolHost {
   readonly owner: string;
@@ -229,20 +231,39 @@ export class AgentProtocolHost {
       ...(this.#coalesceBytes === undefined ? {} : { maxBytes: this.#coalesceBytes }),
     });
     const gate = new AnswerGate();
+    let sessionActor: SessionActor | undefined;
+    const queries = new ApprovalQueries({
+      connection: this.#connection,
+      send: (chunk) => {
+        coalescer.flush();
+        stream.send(chunk);
+      },
+      decide: async (decision) =>
+        sessionActor?.decideToolCall(decision) ?? {
+          ok: false,
+          error: { code: "bad_request", message: "the chat has ended" },
+        },
+    });
     let outcome: ChatOutcome;
     try {
-      outcome = await this.#host.sessions.use(agent, session, (actor) =>
-        actor.chat({
+      outcome = await this.#host.sessions.use(agent, session, (actor) => {
+        sessionActor = actor;
+        return actor.chat({
           text: parsed.value.prompt,
           signal: stream.signal,
           onEvent: (event) => {
+            // A held tool call is asked mid-stream (§7); a decision from anywhere ends the question.
+            if (event.kind === "ToolApprovalRequested") queries.ask(event);
+            else if (event.kind === "ToolApprovalResolved") queries.settled(event.toolCallId);
             const released = gate.push(event);
             if (released !== "") coalescer.push(released);
           },
-        }),
-      );
+        });
+      });
     } catch (error) {
       outcome = { ok: false, error: sessionStartError(error) };
+    } finally {
+      queries.close();
     }
     if (outcome.ok) coalescer.push(gate.remainder(outcome.result));
     coalescer.flush();

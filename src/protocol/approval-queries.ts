@@ -1,0 +1,133 @@
+import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
+import type { EventOf } from "../events/types.js";
+import { describeFailure } from "../host/describe-failure.js";
+import type { CommandOutcome } from "../host/session-actor.js";
+import { truncateText } from "../text/truncate-text.js";
+import { parsePromptPayload } from "./prompt-envelope.js";
+
+/** The arguments a question shows at most (a chunk stays far below any server's max payload). */
+const MAX_SHOWN_ARGUMENTS = 8_000;
+
+type ApprovalRequest = Pick<EventOf<"ToolApprovalRequested">, "toolName" | "toolCallId" | "arguments">;
+
+export interface ApprovalQueriesOptions {
+  connection: NatsConnection;
+  /** Publishes one chunk on the prompt's reply stream. */
+  send(chunk: string): void;
+  /** Takes a decision, as `approve` / `deny` on the control subject would. */
+  decide(decision: ToolApprovalDecision): Promise<CommandOutcome>;
+}
+
+/** What a caller's answer means: `yes` / `y` / `approve` approves; anything else denies. */
+export function readApprovalAnswer(answer: string): { approved: boolean; reason?: string } {
+  const text = answer.trim();
+  if (/^(yes|y|approve)$/i.test(text)) return { approved: true };
+  // "no, not now" → "not now": the leading refusal is not part of the reason.
+  const reason = text.replace(/^(no|n|deny)\b[\s,;:.!-]*/i, "").trim();
+  return reason === "" ? { approved: false } : { approved: false, reason };
+}
+
+/** The question a `query` chunk asks about one held tool call. */
+export function approvalQuestion(request: ApprovalRequest): string {
+  const call = `${request.toolName}(${truncateText(request.arguments, MAX_SHOWN_ARGUMENTS)})`;
+  return `Approve ${call}? Answer yes or no (optionally: no, <reason>).`;
+}
+
+/**
+ * Tool approval over the Agent Protocol (§7, issue 13): each tool call of a prompt's chat that waits
+ * for approval is asked as a `query` chunk (`id`: the toolCallId; `reply_subject`: a fresh inbox
+ * this host listens on). The caller's first answer (text, or an envelope's `prompt`) decides the
+ * call. An answer sent as a request is told the outcome (`{"ok":true}` or `{"ok":false,"error"}`).
+ * A call decided elsewhere (the control subject) or a stream that ends closes its inbox; a caller
+ * that never answers leaves the approval pending like any other.
+ */
+export class ApprovalQueries {
+  readonly #connection: NatsConnection;
+  readonly #send: (chunk: string) => void;
+  readonly #decide: (decision: ToolApprovalDecision) => Promise<CommandOutcome>;
+  readonly #open = new Map<string, Subscription>();
+  #isClosed = false;
+
+  constructor(options: ApprovalQueriesOptions) {
+    this.#connection = options.connection;
+    this.#send = options.send;
+    this.#decide = options.decide;
+  }
+
+  /** Asks the caller about one held call. */
+  ask(request: ApprovalRequest): void {
+    if (this.#isClosed || this.#open.has(request.toolCallId)) return;
+    const replySubject = createInbox();
+    let subscription: Subscription;
+    try {
+      subscription = this.#connection.subscribe(replySubject, {
+        callback: (error, message) => {
+          if (error === null) void this.#answer(request, message);
+        },
+      });
+    } catch {
+      // The connection is closing: the approval stays pending (the control subject decides it).
+      return;
+    }
+    this.#open.set(request.toolCallId, subscription);
+    this.#send(
+      JSON.stringify({
+        type: "query",
+        data: { id: request.toolCallId, reply_subject: replySubject, prompt: approvalQuestion(request) },
+      }),
+    );
+  }
+
+  /** The call was decided (here or elsewhere): its question is over. */
+  settled(toolCallId: string): void {
+    const subscription = this.#open.get(toolCallId);
+    if (subscription === undefined) return;
+    this.#open.delete(toolCallId);
+    subscription.unsubscribe();
+  }
+
+  /** The stream ended: no more answers are taken. */
+  close(): void {
+    this.#isClosed = true;
+    for (const toolCallId of [...this.#open.keys()]) this.settled(toolCallId);
+  }
+
+  async #answer(request: ApprovalRequest, message: Msg): Promise<void> {
+    if (!this.#open.has(request.toolCallId)) {
+      // A second answer that came before the inbox closed.
+      const reason = `tool call "${request.toolCallId}" was already answered or decided`;
+      this.#respond(message, { ok: false, error: { code: "bad_request", message: reason } });
+      return;
+    }
+    const parsed = parsePromptPayload(message.string());
+    if (!parsed.ok) {
+      // Not an answer: the question stays open.
+      this.#respond(message, { ok: false, error: { code: "bad_request", message: parsed.reason } });
+      return;
+    }
+    this.settled(request.toolCallId);
+    const answer = readApprovalAnswer(parsed.value.prompt);
+    let outcome: CommandOutcome;
+    try {
+      outcome = await this.#decide({
+        toolCallId: request.toolCallId,
+        arguments: request.arguments,
+        approved: answer.approved,
+        ...(answer.reason === undefined ? {} : { reason: answer.reason }),
+      });
+    } catch (error) {
+      outcome = { ok: false, error: describeFailure(error) };
+    }
+    this.#respond(message, outcome);
+  }
+
+  #respond(message: Msg, outcome: CommandOutcome): void {
+    if (message.reply === undefined || message.reply === "") return;
+    try {
+      message.respond(JSON.stringify(outcome));
+    } catch {
+      // The connection is closing.
+    }
+  }
+}
