@@ -91,6 +91,9 @@ export function buildSystemPrompt(systemPrompt: string, toolSets: readonly ToolS
   return [systemPrompt, ...prompts].join("\n\n");
 }
 
+/** The approval list of an agent that has none (shared: one empty set per process, not per session). */
+const NO_TOOL_NAMES: ReadonlySet<string> = new Set();
+
 function describeError(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
@@ -167,14 +170,25 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     return tools.length > 0 ? { ...options, tools } : options;
   };
 
-  const approvalList = new Set(options.needsApproval ?? []);
-  const approvals = new ToolApprovals({
-    history: params.history,
-    events,
-    redact: (text) => redactor.redact(text),
-    parked: await params.history?.loadPendingApproval?.(),
-    resume: (pending) => resumeChat(pending),
-  });
+  const approvalList: ReadonlySet<string> =
+    options.needsApproval !== undefined && options.needsApproval.length > 0
+      ? new Set(options.needsApproval)
+      : NO_TOOL_NAMES;
+  const parked = await params.history?.loadPendingApproval?.();
+  // Built at the session's first chat or decision (at once when a parked approval waits), so an
+  // idle session pays nothing for approvals (heap per idle session is a benchmarked figure).
+  let approvalsOfSession: ToolApprovals | undefined;
+  const approvals = (): ToolApprovals => {
+    approvalsOfSession ??= new ToolApprovals({
+      history: params.history,
+      events,
+      redact: (text) => redactor.redact(text),
+      parked,
+      resume: (pending) => resumeChat(pending),
+    });
+    return approvalsOfSession;
+  };
+  if (parked !== undefined) approvals();
 
   const deps: SessionDeps = {
     llm: tracing?.llm ?? params.llm,
@@ -186,7 +200,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     recordMessage: onMessageRecorded,
     needsApproval: (call) =>
       approvalList.has(call.name) || toolSets.some((set) => set.needsApproval?.(call) === true),
-    announceApprovals: (iteration, requests) => approvals.announce(iteration, requests),
+    announceApprovals: (iteration, requests) => approvals().announce(iteration, requests),
     redactor,
     now: Date.now,
   };
@@ -335,13 +349,13 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     signal?.addEventListener("abort", cancel, { once: true });
     let output: ChatOutput | undefined;
     let isParked: boolean;
-    approvals.attach(actor);
+    approvals().attach(actor);
     try {
       actor.start();
       output = await toPromise(actor);
     } finally {
       signal?.removeEventListener("abort", cancel);
-      isParked = await approvals.detach(actor);
+      isParked = await approvals().detach(actor);
     }
     if (isParked || output === undefined) {
       // Stopped on shutdown while a tool call awaited approval: the chat goes on after a restart.
@@ -375,7 +389,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
         try {
           events.chatId = pending.chatId;
           actor = createSessionActor(boundMachines.chat, undefined as never, pending.snapshot);
-          approvals.attach(actor, pending);
+          approvals().attach(actor, pending);
           actor.start();
         } catch (error) {
           // A snapshot this code cannot restore: the approval is spent.
@@ -388,7 +402,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
         try {
           output = await toPromise(actor);
         } finally {
-          await approvals.detach(actor);
+          await approvals().detach(actor);
         }
         const context = manager.context;
         if (output === undefined) return;
@@ -405,17 +419,17 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     name,
     session,
     chat: (text, chatOptions = {}) => {
-      void approvals.resumeParked().catch(() => {});
+      void approvalsOfSession?.resumeParked().catch(() => {});
       return serialise(() => observeChat(chatOptions.onEvent, () => runChat(text, chatOptions)));
     },
-    decideToolCall: (decision) => approvals.decide(decision),
-    cancelPendingApproval: () => approvals.cancel(),
-    parkPendingApproval: () => approvals.park(),
+    decideToolCall: (decision) => approvals().decide(decision),
+    cancelPendingApproval: () => approvalsOfSession?.cancel() ?? Promise.resolve(),
+    parkPendingApproval: () => approvalsOfSession?.park() ?? Promise.resolve(false),
     get hasPendingApproval() {
-      return approvals.isPending;
+      return approvalsOfSession?.isPending ?? false;
     },
     compact: (topic, compactOptions = {}) => {
-      void approvals.resumeParked().catch(() => {});
+      void approvalsOfSession?.resumeParked().catch(() => {});
       return serialise(() => {
         events.chatId = createId();
         return manager.compact(topic, compactOptions.signal);
@@ -423,7 +437,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     },
     // `/new` cancels a parked approval first: its chat back-fills, then everything is cleared.
     reset: () =>
-      approvals.cancel().then(() =>
+      (approvalsOfSession?.cancel() ?? Promise.resolve()).then(() =>
         serialise(async () => {
           await manager.clear();
           for (const set of toolSets) set.reset();
