@@ -1,15 +1,17 @@
 import { fromCallback } from "xstate";
 import type { StreamEvent } from "../machines/iteration.machine.js";
+import { requireDeps, type SessionDeps } from "../src/agent/session-deps.js";
 import { toErrorInfo } from "../src/events/types.js";
 import type { LlmOptions, Message, StreamSink } from "../src/llm/types.js";
 import { wellFormedResponse } from "../src/llm/well-formed-message.js";
-import { type SessionDeps, sessionDepsOf } from "./session-deps.js";
 
 export interface ModelStreamInput {
   messages: Message[];
   options: LlmOptions;
   iteration: number;
   isFinal: boolean;
+  /** The session's model client and event emitter (passed down from the chat machine's context). */
+  deps?: SessionDeps;
 }
 
 /**
@@ -17,77 +19,75 @@ export interface ModelStreamInput {
  * emitter, never through the machine (a machine event costs ~20 µs); the machine hears only about
  * resets and the end. Stopping the actor aborts the request.
  */
-export function createModelStreamActor(resolve: (system: object) => SessionDeps = sessionDepsOf) {
-  return fromCallback<StreamEvent, ModelStreamInput>(({ input, sendBack, system }) => {
-    const { llm: client, events } = resolve(system);
-    events.emit(input.iteration, {
-      kind: "ModelRequest",
-      final: input.isFinal,
-      messageCount: input.messages.length,
-    });
-    const controller = new AbortController();
-    let isStopped = false;
-    let isPending = true;
-    let attempt = 1;
-    let isSegmentOpen = false;
-    const openSegment = () => {
-      if (isSegmentOpen) return;
-      isSegmentOpen = true;
-      events.emit(input.iteration, { kind: "ModelStreamSegmentStart", attempt });
-    };
-    const sink: StreamSink = {
-      onTextDelta(delta) {
-        if (isStopped) return;
-        openSegment();
-        events.emit(input.iteration, { kind: "ModelTextDelta", delta });
-      },
-      onReasoningDelta(delta) {
-        if (isStopped) return;
-        openSegment();
-        events.emit(input.iteration, { kind: "ModelReasoningDelta", delta });
-      },
-      onReset(reason, cause) {
-        if (isStopped) return;
-        events.emit(input.iteration, {
-          kind: "ModelStreamSegmentReset",
-          attempt,
-          reason,
-          error: toErrorInfo(cause),
-        });
-        attempt += 1;
-        isSegmentOpen = false;
-        sendBack({ type: "stream.reset", reason });
-      },
-      onCompleted() {},
-    };
-    client
-      .generateStream({ messages: input.messages, options: input.options, signal: controller.signal }, sink)
-      .then(
-        (response) => {
-          isPending = false;
-          if (isStopped) return;
-          // The response enters the conversation, replayed on every later request: a lone
-          // surrogate from the model (a JSON `\ud83d`) must not poison it.
-          const wellFormed = wellFormedResponse(response);
-          // Marks the request's end with its own usage (the chat's events only carry the sum).
-          events.emit(input.iteration, {
-            kind: "ModelResponse",
-            content: wellFormed.content,
-            toolCalls: wellFormed.toolCalls.length,
-            usage: wellFormed.usage,
-            purpose: "chat",
-          });
-          sendBack({ type: "stream.completed", response: wellFormed });
-        },
-        (error: unknown) => {
-          isPending = false;
-          if (!isStopped) sendBack({ type: "stream.failed", error: toErrorInfo(error) });
-        },
-      );
-    return () => {
-      isStopped = true;
-      // Aborting builds a DOMException: only worth it while the request is still running.
-      if (isPending) controller.abort();
-    };
+export const modelStreamActor = fromCallback<StreamEvent, ModelStreamInput>(({ input, sendBack }) => {
+  const { llm: client, events } = requireDeps(input.deps, "iteration");
+  events.emit(input.iteration, {
+    kind: "ModelRequest",
+    final: input.isFinal,
+    messageCount: input.messages.length,
   });
-}
+  const controller = new AbortController();
+  let isStopped = false;
+  let isPending = true;
+  let attempt = 1;
+  let isSegmentOpen = false;
+  const openSegment = () => {
+    if (isSegmentOpen) return;
+    isSegmentOpen = true;
+    events.emit(input.iteration, { kind: "ModelStreamSegmentStart", attempt });
+  };
+  const sink: StreamSink = {
+    onTextDelta(delta) {
+      if (isStopped) return;
+      openSegment();
+      events.emit(input.iteration, { kind: "ModelTextDelta", delta });
+    },
+    onReasoningDelta(delta) {
+      if (isStopped) return;
+      openSegment();
+      events.emit(input.iteration, { kind: "ModelReasoningDelta", delta });
+    },
+    onReset(reason, cause) {
+      if (isStopped) return;
+      events.emit(input.iteration, {
+        kind: "ModelStreamSegmentReset",
+        attempt,
+        reason,
+        error: toErrorInfo(cause),
+      });
+      attempt += 1;
+      isSegmentOpen = false;
+      sendBack({ type: "stream.reset", reason });
+    },
+    onCompleted() {},
+  };
+  client
+    .generateStream({ messages: input.messages, options: input.options, signal: controller.signal }, sink)
+    .then(
+      (response) => {
+        isPending = false;
+        if (isStopped) return;
+        // The response enters the conversation, replayed on every later request: a lone
+        // surrogate from the model (a JSON `\ud83d`) must not poison it.
+        const wellFormed = wellFormedResponse(response);
+        // Marks the request's end with its own usage (the chat's events only carry the sum).
+        events.emit(input.iteration, {
+          kind: "ModelResponse",
+          content: wellFormed.content,
+          toolCalls: wellFormed.toolCalls.length,
+          usage: wellFormed.usage,
+          purpose: "chat",
+        });
+        sendBack({ type: "stream.completed", response: wellFormed });
+      },
+      (error: unknown) => {
+        isPending = false;
+        if (!isStopped) sendBack({ type: "stream.failed", error: toErrorInfo(error) });
+      },
+    );
+  return () => {
+    isStopped = true;
+    // Aborting builds a DOMException: only worth it while the request is still running.
+    if (isPending) controller.abort();
+  };
+});

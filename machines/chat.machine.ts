@@ -1,4 +1,5 @@
 import { assign, type PromiseActorLogic, setup } from "xstate";
+import type { SessionDeps } from "../src/agent/session-deps.js";
 import type { ErrorInfo, EventBody } from "../src/events/types.js";
 import { toErrorInfo } from "../src/events/types.js";
 import type { LlmOptions, Message, TokenUsage, ToolDefinition } from "../src/llm/types.js";
@@ -40,6 +41,11 @@ export interface ChatInput {
   contextCompactRatio: number;
   /** tokenUsed before this chat. */
   tokenUsed: number;
+  /**
+   * The session's dependencies, opaque to the machine: kept in the context and handed to every
+   * actor it invokes (the bound actors use them; scripted ones in tests need none).
+   */
+  deps?: SessionDeps;
 }
 
 export type ChatStatus = "done" | "failed" | "cancelled";
@@ -90,6 +96,8 @@ export interface ChatContext {
   status: ChatStatus | null;
   /** The history was compacted once after the provider said the context is too long. */
   hasRecoveredContext: boolean;
+  /** See {@link ChatInput.deps}; left out of a JSON snapshot and handed back on restore. */
+  deps: SessionDeps | undefined;
 }
 
 export type ChatEvent = { type: "cancel" } | IterationProgressEvent;
@@ -190,7 +198,7 @@ export const chatMachine = setup({
     runIteration: iterationMachine,
     /** The compaction machine. */
     compactContext: compactionMachine,
-    appendHistory: {} as PromiseActorLogic<void, { messages: Message[] }>,
+    appendHistory: {} as PromiseActorLogic<void, { messages: Message[]; deps?: SessionDeps }>,
   },
   guards: {
     isFinalIteration: ({ context }) => context.iteration >= context.maxIterations,
@@ -236,6 +244,7 @@ export const chatMachine = setup({
     error: null,
     status: null,
     hasRecoveredContext: false,
+    deps: input.deps,
   }),
   initial: "preparing",
   states: {
@@ -259,7 +268,7 @@ export const chatMachine = setup({
       on: { cancel: { actions: assign({ isCancelRequested: true }) } },
       invoke: {
         src: "appendHistory",
-        input: ({ context }) => ({ messages: context.messages.slice(context.persisted) }),
+        input: ({ context }) => ({ messages: context.messages.slice(context.persisted), deps: context.deps }),
         onDone: [
           { guard: "isCancelRequested", target: "cancelling", actions: "markPersisted" },
           { target: "iterating", actions: "markPersisted" },
@@ -296,6 +305,7 @@ export const chatMachine = setup({
               options: context.options,
               iteration: context.iteration,
               isFinal: false,
+              deps: context.deps,
             }),
             onDone: [
               { guard: "isContextOverflow", target: "#chat.recoveringContext", actions: "recordFailure" },
@@ -314,6 +324,7 @@ export const chatMachine = setup({
               options: withoutTools(context.options, context.messages),
               iteration: context.iteration,
               isFinal: true,
+              deps: context.deps,
             }),
             onDone: [
               { guard: "isContextOverflow", target: "#chat.recoveringContext", actions: "recordFailure" },
@@ -338,6 +349,7 @@ export const chatMachine = setup({
           options: context.options,
           // What this chat has persisted stays in the history, after the summary (one write).
           keptTail: context.messages.slice(context.chatStart, context.persisted),
+          deps: context.deps,
         }),
         onDone: [
           {
@@ -384,6 +396,7 @@ export const chatMachine = setup({
           messages: context.messages,
           systemPrompt: context.systemPrompt,
           options: context.options,
+          deps: context.deps,
         }),
         onDone: [
           {
@@ -413,7 +426,7 @@ export const chatMachine = setup({
     appending: {
       invoke: {
         src: "appendHistory",
-        input: ({ context }) => ({ messages: context.messages.slice(context.persisted) }),
+        input: ({ context }) => ({ messages: context.messages.slice(context.persisted), deps: context.deps }),
         onDone: { target: "done", actions: "markPersisted" },
         onError: { target: "failed", actions: "recordError" },
       },
@@ -428,7 +441,7 @@ export const chatMachine = setup({
       ],
       invoke: {
         src: "appendHistory",
-        input: ({ context }) => ({ messages: context.messages.slice(context.persisted) }),
+        input: ({ context }) => ({ messages: context.messages.slice(context.persisted), deps: context.deps }),
         onDone: { target: "failed", actions: "markPersisted" },
         onError: "failed",
       },
@@ -446,7 +459,7 @@ export const chatMachine = setup({
       ],
       invoke: {
         src: "appendHistory",
-        input: ({ context }) => ({ messages: context.messages.slice(context.persisted) }),
+        input: ({ context }) => ({ messages: context.messages.slice(context.persisted), deps: context.deps }),
         onDone: { target: "cancelled", actions: "markPersisted" },
         onError: "cancelled",
       },

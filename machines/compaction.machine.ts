@@ -1,4 +1,5 @@
 import { assign, type PromiseActorLogic, setup } from "xstate";
+import type { SessionDeps } from "../src/agent/session-deps.js";
 import type { ErrorInfo, EventBody } from "../src/events/types.js";
 import { toErrorInfo } from "../src/events/types.js";
 import type { GenerateResponse, LlmOptions, Message, TokenUsage } from "../src/llm/types.js";
@@ -23,6 +24,8 @@ export interface CompactionInput {
    * crash never finds it without them. Not part of the output.
    */
   keptTail?: Message[];
+  /** The session's dependencies, opaque to the machine: handed to the actors it invokes. */
+  deps?: SessionDeps;
 }
 
 export type CompactionOutput =
@@ -39,6 +42,8 @@ export interface CompactionContext {
   tokenUsed: number;
   usage: TokenUsage;
   error: ErrorInfo | null;
+  /** See {@link CompactionInput.deps}. */
+  deps: SessionDeps | undefined;
 }
 
 /** The instruction appended to the fork. */
@@ -70,9 +75,12 @@ export const compactionMachine = setup({
   },
   actors: {
     /** One non-streaming request; resolves with the response. */
-    requestSummary: {} as PromiseActorLogic<GenerateResponse, { messages: Message[]; options: LlmOptions }>,
+    requestSummary: {} as PromiseActorLogic<
+      GenerateResponse,
+      { messages: Message[]; options: LlmOptions; deps?: SessionDeps }
+    >,
     /** Replaces the persisted history with the given messages. */
-    replaceHistory: {} as PromiseActorLogic<void, { messages: Message[] }>,
+    replaceHistory: {} as PromiseActorLogic<void, { messages: Message[]; deps?: SessionDeps }>,
   },
   guards: {
     isSummaryEmpty: ({ event }) => {
@@ -92,6 +100,7 @@ export const compactionMachine = setup({
     tokenUsed: 0,
     usage: emptyUsage(),
     error: null,
+    deps: input.deps,
   }),
   initial: "forking",
   states: {
@@ -120,6 +129,7 @@ export const compactionMachine = setup({
         input: ({ context }) => ({
           messages: [{ role: "system" as const, content: context.systemPrompt }, ...context.messages],
           options: withoutTools(context.options, context.messages),
+          deps: context.deps,
         }),
         onDone: [
           {
@@ -148,7 +158,7 @@ export const compactionMachine = setup({
     replacingHistory: {
       invoke: {
         src: "replaceHistory",
-        input: ({ context }) => ({ messages: [context.summary!, ...context.keptTail] }),
+        input: ({ context }) => ({ messages: [context.summary!, ...context.keptTail], deps: context.deps }),
         onDone: "compacted",
         onError: {
           target: "failed",

@@ -1,4 +1,5 @@
 import { assign, type CallbackActorLogic, enqueueActions, type PromiseActorLogic, setup } from "xstate";
+import type { SessionDeps } from "../src/agent/session-deps.js";
 import type { ErrorInfo } from "../src/events/types.js";
 import type { GenerateResponse, LlmOptions, Message, TokenUsage, ToolCall } from "../src/llm/types.js";
 import { emptyUsage } from "../src/llm/types.js";
@@ -27,6 +28,8 @@ export interface IterationInput {
   iteration: number;
   /** The last iteration: sent without tools (SPEC §2.2). */
   isFinal: boolean;
+  /** The session's dependencies, opaque to the machine: handed to the stream and tool actors. */
+  deps?: SessionDeps;
 }
 
 /** What a tool-call child resolves with. */
@@ -110,6 +113,8 @@ export interface IterationContext {
   /** Tool messages in call order, then appended messages (set while back-filling). */
   results: Message[];
   error: ErrorInfo | null;
+  /** See {@link IterationInput.deps}. */
+  deps: SessionDeps | undefined;
 }
 
 type ToolDoneEvent = { type: `xstate.done.actor.${string}`; output: ToolCallSettlement };
@@ -155,10 +160,19 @@ export const iterationMachine = setup({
     /** Streams one response (fromCallback): sends `stream.reset`, then `stream.completed` or `stream.failed`. */
     streamModel: {} as CallbackActorLogic<
       StreamEvent,
-      { messages: Message[]; options: LlmOptions; iteration: number; isFinal: boolean }
+      {
+        messages: Message[];
+        options: LlmOptions;
+        iteration: number;
+        isFinal: boolean;
+        deps?: SessionDeps;
+      }
     >,
     /** Runs one tool call under the concurrency cap; never rejects (tool errors are outcomes). */
-    runToolCall: {} as PromiseActorLogic<ToolCallSettlement, { call: ToolCall; iteration: number }>,
+    runToolCall: {} as PromiseActorLogic<
+      ToolCallSettlement,
+      { call: ToolCall; iteration: number; deps?: SessionDeps }
+    >,
   },
   guards: {
     hasToolCalls: ({ context }) => context.toolCalls.length > 0,
@@ -183,6 +197,7 @@ export const iterationMachine = setup({
     awaitingApproval: [],
     results: [],
     error: null,
+    deps: input.deps,
   }),
   initial: "streaming",
   states: {
@@ -194,6 +209,7 @@ export const iterationMachine = setup({
           options: context.options,
           iteration: context.iteration,
           isFinal: context.isFinal,
+          deps: context.deps,
         }),
       },
       on: {
@@ -300,7 +316,7 @@ export const iterationMachine = setup({
         for (const call of context.toolCalls.filter((candidate) => !context.outcomes[candidate.id])) {
           enqueue.spawnChild("runToolCall", {
             id: `tool:${call.id}`,
-            input: { call, iteration: context.iteration },
+            input: { call, iteration: context.iteration, deps: context.deps },
           });
         }
       }),

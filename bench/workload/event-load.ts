@@ -1,4 +1,4 @@
-import { createEventEmitter } from "../../actors/event-publisher.js";
+import { createEventEmitter } from "../../src/events/event-emitter.js";
 import type { Bus } from "../../src/bus/bus.js";
 import { eventSubject } from "../../src/bus/subjects.js";
 import { createBusEventPublisher } from "../../src/events/publisher.js";

@@ -1,8 +1,8 @@
 import type { AnyActorRef } from "xstate";
-import type { EventEmitter } from "../../actors/event-publisher.js";
 import type { ApprovalEvent, ApprovalRequest } from "../../machines/iteration.machine.js";
 import type { ContextHistory } from "../context/context-history.js";
 import type { PendingApproval } from "../context/pending-approval.js";
+import type { EventEmitter } from "../events/event-emitter.js";
 
 /** A person's answer about one held tool call (the control subject's `approve` / `deny`). */
 export interface ToolApprovalDecision {

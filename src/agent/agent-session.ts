@@ -1,0 +1,409 @@
+import pLimit, { type LimitFunction } from "p-limit";
+import {
+  type Actor,
+  type ActorOptions,
+  type AnyStateMachine,
+  createActor,
+  type InputFrom,
+  type InspectionEvent,
+  toPromise,
+} from "xstate";
+import type { ChatOutput } from "../../machines/chat.machine.js";
+import type { ContextHistory } from "../context/context-history.js";
+import { type Compactor, ContextManager } from "../context/context-manager.js";
+import type { PendingApproval } from "../context/pending-approval.js";
+import type { EventEmitter } from "../events/event-emitter.js";
+import type { AgentEvent, EventBody } from "../events/types.js";
+import { toErrorInfo } from "../events/types.js";
+import type { LlmClient } from "../llm/llm-client.js";
+import type { LlmOptions, Message, ToolCall } from "../llm/types.js";
+import { toWellFormed } from "../llm/well-formed-message.js";
+import type { SecretRedactor } from "../text/secret-redactor.js";
+import type { ToolSet } from "../tools/tool-set.js";
+import type { Agent, ChatOptions, ChatResult } from "./agent-types.js";
+import { boundMachines } from "./bound-machines.js";
+import { ChatCancelledError, ChatFailedError } from "./chat-errors.js";
+import { createSessionDeps, type SessionDeps, withSessionDeps } from "./session-deps.js";
+import { createStateReporter } from "./state-reporter.js";
+import { type ApprovalOutcome, type ToolApprovalDecision, ToolApprovals } from "./tool-approvals.js";
+
+/** What one chat is built from, resolved once from the agent's options (see createAgent). */
+export interface ChatSettings {
+  systemPrompt: string;
+  /** Model, maxTokens, reasoningEffort … (tools are added per request). */
+  baseOptions: LlmOptions;
+  maxIterations: number;
+  contextCompactRatio: number;
+  tokenLimit: number;
+  maxConcurrentToolCalls: number;
+  /** Tool names whose every call needs approval (besides the ToolSets' own `needsApproval`). */
+  approvalList: ReadonlySet<string>;
+}
+
+/** What {@link AgentSession.create} takes: the parts createAgent resolved. */
+export interface AgentSessionParams {
+  name: string;
+  session: string;
+  settings: ChatSettings;
+  llm: LlmClient;
+  events: EventEmitter;
+  /** The listeners `events` calls; a chat's own listener is added while it runs. */
+  listeners: Array<(event: AgentEvent) => void>;
+  history: ContextHistory | undefined;
+  /** The session's own copies of the ToolSets. */
+  toolSets: readonly ToolSet[];
+  redactor: SecretRedactor;
+  recordMessage(message: Message): void;
+  post: ((text: string, options?: { type?: string; stackable?: boolean }) => void) | undefined;
+  /** Publish StateChanged for every machine (only when someone reads the events). */
+  isReportingStates: boolean;
+  inspect: ((inspection: InspectionEvent) => void) | undefined;
+  /** A chat the history holds awaiting a tool approval (stopped by the previous host). */
+  parked: PendingApproval | undefined;
+  createId(): string;
+}
+
+function describeError(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * One agent session: owns its context and runs one operation on it at a time. Chats, compactions,
+ * resets and a resumed parked chat take their turn in one queue ({@link AgentSession.#serialise}),
+ * because a cancelled chat still writes its back-filled messages after it was told to stop, and
+ * library callers may call `chat` concurrently. (A host's session mailbox decides the order of its
+ * messages in front of this.)
+ *
+ * Each operation starts a root actor of a bound machine ({@link boundMachines}) with this session's
+ * {@link SessionDeps} as `input.deps`.
+ */
+export class AgentSession implements Agent {
+  readonly name: string;
+  readonly session: string;
+  readonly #settings: ChatSettings;
+  readonly #params: AgentSessionParams;
+  readonly #deps: SessionDeps;
+  #manager!: ContextManager;
+  /** Depth of the running chat's agent-to-agent nesting (its tools see it). */
+  #depth = 0;
+  #queue: Promise<unknown> | undefined;
+  /** Built at the session's first tool call (an idle session pays nothing for it). */
+  #toolCallLimit: LimitFunction | undefined;
+  /** Built at the session's first chat or decision (at once when a parked approval waits). */
+  #approvals: ToolApprovals | undefined;
+
+  private constructor(params: AgentSessionParams) {
+    this.name = params.name;
+    this.session = params.session;
+    this.#settings = params.settings;
+    this.#params = params;
+    const { toolSets, settings } = params;
+    this.#deps = createSessionDeps({
+      llm: params.llm,
+      events: params.events,
+      history: params.history,
+      toolSets,
+      limitToolCall: (task) => {
+        this.#toolCallLimit ??= pLimit(settings.maxConcurrentToolCalls);
+        return this.#toolCallLimit(task);
+      },
+      toolContext: () => ({
+        agent: this.name,
+        session: this.session,
+        depth: this.#depth,
+        ...(params.post ? { post: params.post } : {}),
+      }),
+      recordMessage: params.recordMessage,
+      needsApproval: (call: ToolCall) =>
+        settings.approvalList.has(call.name) || toolSets.some((set) => set.needsApproval?.(call) === true),
+      announceApprovals: (iteration, requests) => this.#toolApprovals().announce(iteration, requests),
+      redactor: params.redactor,
+      now: Date.now,
+    });
+  }
+
+  /** Builds the session and restores its context from the history. */
+  static async create(params: AgentSessionParams): Promise<AgentSession> {
+    const agent = new AgentSession(params);
+    agent.#manager = await ContextManager.create({
+      ...(params.history ? { history: params.history } : {}),
+      tokenLimit: params.settings.tokenLimit,
+      compactor: (fork, topic, signal) => agent.#compactFork(fork, topic, signal),
+    });
+    if (params.parked !== undefined) agent.#toolApprovals();
+    return agent;
+  }
+
+  chat(text: string, options: ChatOptions = {}): Promise<ChatResult> {
+    void this.#approvals?.resumeParked().catch(() => {});
+    return this.#serialise(() => this.#observeChat(options.onEvent, () => this.#runChat(text, options)));
+  }
+
+  compact(topic?: string, options: { signal?: AbortSignal } = {}): Promise<boolean> {
+    void this.#approvals?.resumeParked().catch(() => {});
+    return this.#serialise(async () => {
+      // Stopped while it waited its turn: nothing to do.
+      if (options.signal?.aborted) return false;
+      this.#params.events.chatId = this.#params.createId();
+      return this.#manager.compact(topic, options.signal);
+    });
+  }
+
+  /** `/new` cancels a parked approval first: its chat back-fills, then everything is cleared. */
+  async reset(): Promise<void> {
+    await (this.#approvals?.cancel() ?? Promise.resolve());
+    return this.#serialise(async () => {
+      await this.#manager.clear();
+      for (const set of this.#params.toolSets) set.reset();
+    });
+  }
+
+  decideToolCall(decision: ToolApprovalDecision): Promise<ApprovalOutcome> {
+    return this.#toolApprovals().decide(decision);
+  }
+
+  cancelPendingApproval(): Promise<void> {
+    return this.#approvals?.cancel() ?? Promise.resolve();
+  }
+
+  parkPendingApproval(): Promise<boolean> {
+    return this.#approvals?.park() ?? Promise.resolve(false);
+  }
+
+  get hasPendingApproval(): boolean {
+    return this.#approvals?.isPending ?? false;
+  }
+
+  get tokenUsed(): number {
+    return this.#manager.context.tokenUsed;
+  }
+
+  get contextRatio(): number {
+    return this.#manager.contextRatio;
+  }
+
+  get messages(): readonly Message[] {
+    return this.#manager.context.messages;
+  }
+
+  report(body: EventBody): void {
+    this.#params.events.emit(0, body, "");
+  }
+
+  reportCancelledChat(text: string, reason: string): void {
+    const { events, createId } = this.#params;
+    const chatId = createId();
+    events.emit(0, { kind: "ChatStarted", text }, chatId);
+    const error = { name: "ChatCancelledError", message: reason };
+    events.emit(0, { kind: "ChatFailed", error, cancelled: true }, chatId);
+  }
+
+  /** One operation on the context at a time: later calls wait their turn. */
+  #serialise<T>(task: () => Promise<T>): Promise<T> {
+    const run = (this.#queue ?? Promise.resolve()).then(task, task);
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  #toolApprovals(): ToolApprovals {
+    const { history, events, redactor, parked } = this.#params;
+    this.#approvals ??= new ToolApprovals({
+      history,
+      events,
+      redact: (text) => redactor.redact(text),
+      parked,
+      resume: (pending) => this.#resumeChat(pending),
+    });
+    return this.#approvals;
+  }
+
+  /**
+   * Creates a root actor of a bound machine for this session, with its deps in the input (or handed
+   * back to a persisted snapshot: a chat parked awaiting approval resumes where it stood).
+   */
+  #startActor<M extends AnyStateMachine>(
+    machine: M,
+    input: Omit<InputFrom<M>, "deps">,
+    snapshot?: Record<string, unknown>,
+  ): Actor<M> {
+    const { isReportingStates, inspect: inspector, events } = this.#params;
+    const reporter = isReportingStates ? createStateReporter(events) : undefined;
+    const inspect =
+      reporter && inspector
+        ? (inspection: InspectionEvent) => {
+            reporter(inspection);
+            inspector(inspection);
+          }
+        : (reporter ?? inspector);
+    return createActor(machine, {
+      input: { ...input, deps: this.#deps },
+      ...(snapshot ? { snapshot: withSessionDeps(snapshot, this.#deps) } : {}),
+      ...(inspect ? { inspect } : {}),
+    } as ActorOptions<M>);
+  }
+
+  /** The tools the model may call, added to `options` (the summary request keeps them defined). */
+  #withTools(options: LlmOptions): LlmOptions {
+    const tools = this.#params.toolSets.flatMap((set) => set.tools());
+    return tools.length > 0 ? { ...options, tools } : options;
+  }
+
+  /**
+   * The context manager's compactor: the compaction machine on a fork. Its own failures (an empty
+   * summary, a failed request) are ContextCompaction events it publishes; anything else that stops
+   * it is published here as a failed compaction, never dropped.
+   */
+  async #compactFork(...[fork, topic, signal]: Parameters<Compactor>): ReturnType<Compactor> {
+    const actor = this.#startActor(boundMachines.compaction, {
+      messages: fork.messages,
+      systemPrompt: this.#settings.systemPrompt,
+      // The tools stay defined (with tool_choice none) when the history holds tool calls.
+      options: this.#withTools(this.#settings.baseOptions),
+      ...(topic ? { topic } : {}),
+    });
+    const abort = () => actor.stop();
+    signal?.addEventListener("abort", abort, { once: true });
+    try {
+      actor.start();
+      const output = await toPromise(actor);
+      if (output === undefined) return undefined; // stopped by the signal
+      return output.ok ? { messages: output.messages, tokenUsed: output.tokenUsed } : undefined;
+    } catch (error) {
+      if (!signal?.aborted) {
+        this.#params.events.emit(0, {
+          kind: "ContextCompaction",
+          phase: "failed",
+          error: toErrorInfo(error),
+        });
+      }
+      return undefined;
+    } finally {
+      signal?.removeEventListener("abort", abort);
+    }
+  }
+
+  /** Adds a chat's own listener for as long as it runs (chats are serialised: no other chat's events). */
+  async #observeChat<T>(
+    onEvent: ((event: AgentEvent) => void) | undefined,
+    run: () => Promise<T>,
+  ): Promise<T> {
+    if (onEvent === undefined) return run();
+    const { listeners } = this.#params;
+    listeners.push(onEvent);
+    try {
+      return await run();
+    } finally {
+      listeners.splice(listeners.indexOf(onEvent), 1);
+    }
+  }
+
+  async #runChat(userText: string, options: ChatOptions): Promise<ChatResult> {
+    const { signal } = options;
+    const { events, createId, toolSets } = this.#params;
+    const settings = this.#settings;
+    // Stored and replayed on every later request: half an emoji must not poison the session.
+    const text = toWellFormed(userText);
+    if (signal?.aborted) {
+      this.reportCancelledChat(text, "the chat was cancelled before it started");
+      throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
+    }
+    events.chatId = createId();
+    this.#depth = options.depth ?? 0;
+    const manager = this.#manager;
+    const context = manager.context;
+    events.emit(0, {
+      kind: "ChatStarted",
+      text,
+      tokenUsed: context.tokenUsed,
+      tokenLimit: manager.tokenLimit,
+      contextCompactRatio: settings.contextCompactRatio,
+    });
+    // `preparing` is left within the start's macrostep, so no inspection event shows it.
+    events.emit(0, { kind: "StateChanged", machine: "chat", state: "preparing" });
+    const actor = this.#startActor(boundMachines.chat, {
+      userText: text,
+      injections: toolSets.map((set) => set.iterationPromptInjection()).filter((s) => s.trim() !== ""),
+      systemPrompt: settings.systemPrompt,
+      history: context.messages,
+      options: settings.baseOptions,
+      tools: toolSets.flatMap((set) => set.tools()),
+      maxIterations: settings.maxIterations,
+      tokenLimit: manager.tokenLimit,
+      contextCompactRatio: settings.contextCompactRatio,
+      tokenUsed: context.tokenUsed,
+    });
+    const cancel = () => {
+      if (actor.getSnapshot().status === "active") actor.send({ type: "cancel" });
+    };
+    signal?.addEventListener("abort", cancel, { once: true });
+    let output: ChatOutput | undefined;
+    let isParked: boolean;
+    const approvals = this.#toolApprovals();
+    approvals.attach(actor);
+    try {
+      actor.start();
+      output = await toPromise(actor);
+    } finally {
+      signal?.removeEventListener("abort", cancel);
+      isParked = await approvals.detach(actor);
+    }
+    if (isParked || output === undefined) {
+      // Stopped on shutdown while a tool call awaited approval: the chat goes on after a restart.
+      throw new ChatCancelledError(
+        { prompt: 0, completion: 0, total: 0, cached: 0 },
+        "the host stopped while a tool call awaited approval; the approval stays pending",
+      );
+    }
+    await this.#adopt(output);
+    if (output.status === "done")
+      return { result: output.result, usage: output.usage, chatId: events.chatId };
+    if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
+    const error = output.error ?? { name: "Error", message: "the chat failed" };
+    // A provider's error may quote the key it was sent; this message reaches replies and logs.
+    throw new ChatFailedError(this.#params.redactor.redactValue(error), output.usage);
+  }
+
+  /** The context becomes what the chat ended with. */
+  async #adopt(output: ChatOutput): Promise<void> {
+    const context = this.#manager.context;
+    const { history } = this.#params;
+    context.messages = output.messages;
+    context.tokenUsed = output.tokenUsed;
+    if (output.status !== "done" && history) {
+      // A chat that did not end well may not have been persisted: the history is the truth.
+      context.messages = await history.restore().catch(() => context.messages);
+    }
+  }
+
+  /**
+   * A chat parked awaiting approval comes back from its persisted snapshot, first in the queue.
+   * Nobody waits for its answer (its requester is gone): it ends in the history and the events.
+   */
+  #resumeChat(pending: PendingApproval): Promise<void> {
+    const approvals = this.#toolApprovals();
+    return new Promise<void>((attached, fail) => {
+      void this.#serialise(async () => {
+        let actor: Actor<typeof boundMachines.chat>;
+        try {
+          this.#params.events.chatId = pending.chatId;
+          actor = this.#startActor(boundMachines.chat, undefined as never, pending.snapshot);
+          approvals.attach(actor, pending);
+          actor.start();
+        } catch (error) {
+          // A snapshot this code cannot restore: the approval is spent.
+          await this.#params.history?.takePendingApproval?.().catch(() => false);
+          fail(new Error(`the pending approval cannot be restored: ${describeError(error)}`));
+          return;
+        }
+        attached();
+        let output: ChatOutput | undefined;
+        try {
+          output = await toPromise(actor);
+        } finally {
+          await approvals.detach(actor);
+        }
+        if (output !== undefined) await this.#adopt(output);
+      }).catch(() => {});
+    });
+  }
+}

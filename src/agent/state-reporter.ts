@@ -1,0 +1,32 @@
+import type { InspectionEvent } from "xstate";
+import type { EventEmitter } from "../events/event-emitter.js";
+
+/**
+ * An XState inspector that publishes a StateChanged event for every machine of one root actor's
+ * system (chat, iteration, compaction) each time its state value changes. One per root actor.
+ */
+export function createStateReporter(events: EventEmitter): (inspection: InspectionEvent) => void {
+  const lastValues = new WeakMap<object, string>();
+  return (inspection) => {
+    // Microsteps arrive in the order the machines move (a child's final snapshot event would
+    // arrive after its parent already moved on); the init event gives a new child's initial state.
+    let snapshot: { value?: unknown };
+    if (inspection.type === "@xstate.event" && inspection.event.type === "xstate.init") {
+      snapshot = inspection.actorRef.getSnapshot() as { value?: unknown };
+    } else if (inspection.type === "@xstate.microstep" || inspection.type === "@xstate.snapshot") {
+      snapshot = inspection.snapshot as { value?: unknown };
+    } else return;
+    if (snapshot.value === undefined) return;
+    const machine = (inspection.actorRef as { logic?: { id?: string } }).logic?.id ?? "unknown";
+    const value = snapshot.value;
+    const key = typeof value === "string" ? value : JSON.stringify(value);
+    if (lastValues.get(inspection.actorRef) === key) return;
+    lastValues.set(inspection.actorRef, key);
+    const context = (snapshot as { context?: { iteration?: number } }).context;
+    events.emit(machine === "chat" ? 0 : (context?.iteration ?? 0), {
+      kind: "StateChanged",
+      machine,
+      state: snapshot.value,
+    });
+  };
+}
