@@ -1,5 +1,5 @@
-import type { AgentEvent, EventBody } from "./types.js";
 import { NO_SECRETS, type SecretRedactor } from "../text/secret-redactor.js";
+import type { AgentEvent, EventBody } from "./types.js";
 
 /**
  * Stamps an event body with the session's identity, a per-session seq and a timestamp. The seq is

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { SEQ_RESERVATION_BLOCK } from "../../src/events/event-emitter.js";
 import type { ContextHistory } from "../../src/context/context-history.js";
 import { InMemoryContextHistory } from "../../src/context/in-memory-history.js";
+import { SEQ_RESERVATION_BLOCK } from "../../src/events/event-emitter.js";
 import { createTempHistories, createTestAgent } from "../support/agent-harness.js";
 
 /**
