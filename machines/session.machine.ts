@@ -1,9 +1,11 @@
 import { assign, emit, fromPromise, setup } from "xstate";
-import type { TokenUsage } from "../src/llm/types.js";
+import type { ChatResult } from "../src/agent/agent-types.js";
 
 /**
  * A session's mailbox as a statechart (SPEC §10): messages are processed one at a time, in order,
- * by invoked actors (`runChat`, `runCompact`, `runReset`) that the host binds with `.provide()`.
+ * by invoked actors (`runChat`, `runCompact`, `runReset`) that the host binds with `.provide()`
+ * once per process. What they run the messages on (the host's session) is `input.deps`, kept in the
+ * context and handed to each invoked actor with its message.
  *
  * The queue lives in the context as plain data, and the callers waiting for an answer do not: the
  * machine only emits `message.completed` / `message.failed` / `message.dropped` with message ids,
@@ -15,7 +17,7 @@ import type { TokenUsage } from "../src/llm/types.js";
 export const MAILBOX_LIMIT = 200;
 
 /** A message for the chat loop. `type` is what stackable messages coalesce on (`user`, `task_result`). */
-export interface ChatMailboxMessage {
+export interface ChatMessage {
   kind: "chat";
   id: string;
   text: string;
@@ -27,50 +29,50 @@ export interface ChatMailboxMessage {
 }
 
 /** `/compact [topic]`. */
-export interface CompactMailboxMessage {
+export interface CompactMessage {
   kind: "compact";
   id: string;
   topic?: string;
 }
 
 /** `/new`: clear context, history and ToolSet state. */
-export interface NewMailboxMessage {
+export interface NewMessage {
   kind: "new";
   id: string;
 }
 
-export type MailboxMessage = ChatMailboxMessage | CompactMailboxMessage | NewMailboxMessage;
+/** A message in the mailbox (a queued message), tagged by `kind`. */
+export type MailboxMessage = ChatMessage | CompactMessage | NewMessage;
 
-/** What `runChat` resolves with. */
-export interface ChatOutput {
-  result: string;
-  usage: TokenUsage;
-  /** The id the chat's events carry. */
-  chatId?: string;
-}
+/**
+ * What processing a message resolved with, tagged like the message: a chat's result; whether a
+ * compaction succeeded (false when the summary was empty or the request failed); a reset done.
+ */
+export type MessageOutput =
+  | ({ kind: "chat" } & ChatResult)
+  | { kind: "compact"; compacted: boolean }
+  | { kind: "new" };
 
-/** What `runCompact` resolves with: false when the summary was empty or the request failed. */
-export interface CompactOutput {
-  compacted: boolean;
-}
-
-/** What `runReset` resolves with. */
-export interface ResetOutput {
-  reset: true;
-}
-
-export type MessageOutput = ChatOutput | CompactOutput | ResetOutput;
+/** The input of the actor that processes message `M`: the message, and the mailbox's deps. */
+export type Dispatched<M extends MailboxMessage> = M & { deps?: unknown };
 
 export interface SessionMachineContext {
   /** Waiting messages, oldest first. The one being processed is in `current`, not here. */
   queue: MailboxMessage[];
   current: MailboxMessage | null;
   maxQueue: number;
+  /**
+   * What the bound actors process the messages on, opaque to the machine (the host's session).
+   * Not plain data: the host leaves it out when it persists a snapshot.
+   */
+  deps: unknown;
 }
 
 export interface SessionMachineInput {
   /** Default {@link MAILBOX_LIMIT}. */
   maxQueue?: number;
+  /** See {@link SessionMachineContext.deps}. */
+  deps?: unknown;
 }
 
 export type SessionMachineEvent =
@@ -95,13 +97,16 @@ function enqueued(event: SessionMachineEvent): MailboxMessage {
   return event.message;
 }
 
-function isStackableChat(message: MailboxMessage | undefined): message is ChatMailboxMessage {
+function isStackableChat(message: MailboxMessage | undefined): message is ChatMessage {
   return message?.kind === "chat" && message.stackable;
 }
 
 function idsOf(messages: readonly (MailboxMessage | null)[]): string[] {
   return messages.flatMap((message) => (message === null ? [] : [message.id]));
 }
+
+/** The output of processing a message of kind `K`. */
+export type OutputOf<K extends MailboxMessage["kind"]> = Extract<MessageOutput, { kind: K }>;
 
 function notProvided(name: string): never {
   throw new Error(`session machine: the "${name}" actor must be provided with .provide()`);
@@ -115,9 +120,11 @@ export const sessionMachine = setup({
     emitted: {} as SessionMachineEmitted,
   },
   actors: {
-    runChat: fromPromise<ChatOutput, ChatMailboxMessage>(async () => notProvided("runChat")),
-    runCompact: fromPromise<CompactOutput, CompactMailboxMessage>(async () => notProvided("runCompact")),
-    runReset: fromPromise<ResetOutput, NewMailboxMessage>(async () => notProvided("runReset")),
+    runChat: fromPromise<OutputOf<"chat">, Dispatched<ChatMessage>>(async () => notProvided("runChat")),
+    runCompact: fromPromise<OutputOf<"compact">, Dispatched<CompactMessage>>(async () =>
+      notProvided("runCompact"),
+    ),
+    runReset: fromPromise<OutputOf<"new">, Dispatched<NewMessage>>(async () => notProvided("runReset")),
   },
   guards: {
     /** A stackable message whose type equals the tail's (itself stackable) type coalesces. */
@@ -177,7 +184,12 @@ export const sessionMachine = setup({
   },
 }).createMachine({
   id: "session",
-  context: ({ input }) => ({ queue: [], current: null, maxQueue: input?.maxQueue ?? MAILBOX_LIMIT }),
+  context: ({ input }) => ({
+    queue: [],
+    current: null,
+    maxQueue: input?.maxQueue ?? MAILBOX_LIMIT,
+    deps: input?.deps,
+  }),
   initial: "idle",
   on: {
     // While busy: queue, coalescing stackable messages and dropping the oldest past the limit.
@@ -206,7 +218,7 @@ export const sessionMachine = setup({
       invoke: {
         id: "runChat",
         src: "runChat",
-        input: ({ context }) => context.current as ChatMailboxMessage,
+        input: ({ context }) => ({ ...(context.current as ChatMessage), deps: context.deps }),
         onDone: {
           target: "dispatching",
           actions: [
@@ -228,7 +240,7 @@ export const sessionMachine = setup({
       invoke: {
         id: "runCompact",
         src: "runCompact",
-        input: ({ context }) => context.current as CompactMailboxMessage,
+        input: ({ context }) => ({ ...(context.current as CompactMessage), deps: context.deps }),
         onDone: {
           target: "dispatching",
           actions: [
@@ -250,7 +262,7 @@ export const sessionMachine = setup({
       invoke: {
         id: "runReset",
         src: "runReset",
-        input: ({ context }) => context.current as NewMailboxMessage,
+        input: ({ context }) => ({ ...(context.current as NewMessage), deps: context.deps }),
         onDone: {
           target: "dispatching",
           actions: [

@@ -1,20 +1,22 @@
 import { type Actor, createActor, fromPromise } from "xstate";
 import {
-  type ChatOutput,
-  type CompactOutput,
+  type ChatMessage,
+  type CompactMessage,
+  type Dispatched,
   type DropReason,
   type MailboxMessage,
   type MessageOutput,
-  type ResetOutput,
+  type NewMessage,
+  type OutputOf,
   sessionMachine,
 } from "../../machines/session.machine.js";
-import type { Agent } from "../agent/agent-types.js";
+import type { Agent, ChatOptions } from "../agent/agent-types.js";
 import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
-import type { AgentEvent } from "../events/types.js";
+import type { ChatRequest } from "../bus/contract.js";
 import type { TokenUsage } from "../llm/types.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 
-/** The answer to a chat message. */
+/** The answer to a chat message (tagged by `ok`): the chat's result, or why it did not complete. */
 export type ChatOutcome =
   | { ok: true; result: string; usage: TokenUsage; chatId?: string }
   | { ok: false; error: SessionError };
@@ -22,19 +24,15 @@ export type ChatOutcome =
 /** The answer to a command (`new`, `compact`, `stop`). */
 export type CommandOutcome = { ok: true } | { ok: false; error: SessionError };
 
-export interface SessionChatRequest {
-  text: string;
-  /** Default "user". Stackable messages coalesce with a queued one of the same type. */
-  type?: string;
-  /** Default false. A stackable message may be replaced by a later one (answered `cancelled`). */
-  stackable?: boolean;
-  /** Depth of nested agent-to-agent calls (ask_agent). Default 0. */
-  depth?: number;
-  /** Cancels this chat only: skipped if still queued, aborted if running (answered `cancelled`). */
-  signal?: AbortSignal;
-  /** Sees this chat's events only, while it runs (the Agent Protocol streams its text from them). */
-  onEvent?: (event: AgentEvent) => void;
-}
+/**
+ * A chat request handed to the session: the wire request's text and queueing (`type`, default
+ * "user"; `stackable`, default false: a stackable message coalesces with a queued one of the same
+ * type, which is answered `cancelled`), and the agent's per-chat options. Its `signal` cancels this
+ * chat only (skipped if still queued, aborted if running); its `onEvent` sees this chat's events.
+ */
+export type SessionChatRequest = Pick<ChatRequest, "text"> &
+  Partial<Pick<ChatRequest, "type" | "stackable">> &
+  ChatOptions;
 
 export interface SessionActorOptions {
   agent: Agent;
@@ -60,40 +58,42 @@ interface Waiter {
 
 let nextActorNumber = 0;
 
-/** Each session machine's actor system → its SessionActor (the machine is bound once, not per session). */
-const owners = new WeakMap<object, SessionActor>();
-
-function ownerOf(system: object): SessionActor {
-  const owner = owners.get(system);
-  if (!owner) throw new Error("session machine started outside a SessionActor");
-  return owner;
-}
-
-/** The session machine bound to its actors once per process; they reach their session through the system. */
-const boundSessionMachine = sessionMachine.provide({
-  actors: {
-    runChat: fromPromise<ChatOutput, Extract<MailboxMessage, { kind: "chat" }>>(({ input, signal, system }) =>
-      ownerOf(system).runChat(input, signal),
-    ),
-    runCompact: fromPromise<CompactOutput, Extract<MailboxMessage, { kind: "compact" }>>(
-      ({ input, signal, system }) => ownerOf(system).runCompact(input, signal),
-    ),
-    runReset: fromPromise<ResetOutput, Extract<MailboxMessage, { kind: "new" }>>(({ system }) =>
-      ownerOf(system).runReset(),
-    ),
-  },
-});
-
 /**
  * One session as an actor (SPEC §10): the session machine (the mailbox) in front of one agent,
  * plus the callers waiting for answers. The machine holds only serialisable message data; the
  * waiters live here, keyed by message id, and are answered from what the machine emits.
  *
- * The agent is used by one operation at a time, even across `stop`: a cancelled chat may still be
- * writing its last messages to history when the next message starts, so each operation waits for
- * the previous one to settle ("nothing half-written").
+ * The machine is bound to its actors once per process ({@link SessionActor.#machine}); each
+ * session starts it with itself as `input.deps`, and the bound actors hand each message to that
+ * session's private `#runChat` / `#runCompact` / `#runReset`.
+ *
+ * The mailbox decides which message runs next, one at a time. It moves on at `stop` at once,
+ * though, while the stopped chat may still be writing its last messages to history: so each
+ * operation handed to the agent first waits for the previous one to settle ("nothing
+ * half-written", {@link SessionActor.#afterPrevious}).
  */
 export class SessionActor {
+  /** The session machine bound to this class's operations once per process. */
+  static readonly #machine = sessionMachine.provide({
+    actors: {
+      runChat: fromPromise<OutputOf<"chat">, Dispatched<ChatMessage>>(({ input, signal }) =>
+        SessionActor.#of(input.deps).#runChat(input, signal),
+      ),
+      runCompact: fromPromise<OutputOf<"compact">, Dispatched<CompactMessage>>(({ input, signal }) =>
+        SessionActor.#of(input.deps).#runCompact(input, signal),
+      ),
+      runReset: fromPromise<OutputOf<"new">, Dispatched<NewMessage>>(({ input }) =>
+        SessionActor.#of(input.deps).#runReset(),
+      ),
+    },
+  });
+
+  /** The session a dispatched message belongs to; a clear error for a machine started without one. */
+  static #of(deps: unknown): SessionActor {
+    if (deps instanceof SessionActor) return deps;
+    throw new TypeError("the session machine was started without its SessionActor (input.deps)");
+  }
+
   readonly agent: Agent;
   readonly #actor: Actor<typeof sessionMachine>;
   readonly #waiters = new Map<string, Waiter>();
@@ -116,10 +116,9 @@ export class SessionActor {
     this.#createId = options.createId ?? (() => `${prefix}${++counter}`);
     this.#lastActivityAt = this.#now();
 
-    this.#actor = createActor(boundSessionMachine, {
-      input: options.maxQueue === undefined ? {} : { maxQueue: options.maxQueue },
+    this.#actor = createActor(SessionActor.#machine, {
+      input: options.maxQueue === undefined ? { deps: this } : { maxQueue: options.maxQueue, deps: this },
     });
-    owners.set(this.#actor.system, this);
     this.#actor.on("message.completed", (event) =>
       this.#settle(event.id, { ok: true, output: event.output }),
     );
@@ -187,9 +186,13 @@ export class SessionActor {
     return this.#hasHadMessages;
   }
 
-  /** The machine's persisted snapshot (plain JSON: the queue and the running message). */
+  /** The machine's persisted snapshot as plain JSON (the queue and the running message; not the session itself). */
   getPersistedSnapshot(): unknown {
-    return this.#actor.getPersistedSnapshot();
+    return JSON.parse(
+      JSON.stringify(this.#actor.getPersistedSnapshot(), (_key, value: unknown) =>
+        value === this ? undefined : value,
+      ),
+    );
   }
 
   /** Queues a chat message; resolves with its result, or why it was not processed. */
@@ -207,7 +210,9 @@ export class SessionActor {
       { signal: request.signal, onEvent: request.onEvent },
     ).then((settlement) => {
       if (!settlement.ok) return settlement;
-      const { result, usage, chatId } = settlement.output as ChatOutput;
+      if (settlement.output.kind !== "chat")
+        throw new TypeError(`a chat answered as ${settlement.output.kind}`);
+      const { result, usage, chatId } = settlement.output;
       return chatId === undefined ? { ok: true, result, usage } : { ok: true, result, usage, chatId };
     });
   }
@@ -234,7 +239,7 @@ export class SessionActor {
       touches,
     ).then((settlement) => {
       if (!settlement.ok) return settlement;
-      if ((settlement.output as CompactOutput).compacted) return { ok: true };
+      if (settlement.output.kind === "compact" && settlement.output.compacted) return { ok: true };
       return {
         ok: false,
         error: {
@@ -358,45 +363,45 @@ export class SessionActor {
   }
 
   /**
-   * The session machine's `runChat` / `runCompact` / `runReset` (see {@link boundSessionMachine}).
-   * A chat stopped while it waited its turn never reaches the agent's loop, so it is reported as a
-   * cancelled chat here; once it runs, the agent reports it.
+   * The session machine's `runChat`. A chat stopped while it waited its turn never reaches the
+   * agent's loop, so it is reported as a cancelled chat here; once it runs, the agent reports it.
    */
-  runChat(input: Extract<MailboxMessage, { kind: "chat" }>, signal: AbortSignal): Promise<ChatOutput> {
-    this.#dispatched.add(input.id);
-    const own = this.#waiters.get(input.id)?.chatOptions;
+  #runChat(message: ChatMessage, signal: AbortSignal): Promise<OutputOf<"chat">> {
+    this.#dispatched.add(message.id);
+    const own = this.#waiters.get(message.id)?.chatOptions;
     const chatSignal = own?.signal === undefined ? signal : AbortSignal.any([signal, own.signal]);
-    return this.#exclusive(
+    return this.#afterPrevious(
       chatSignal,
-      () =>
-        this.agent.chat(input.text, {
+      async () => ({
+        kind: "chat" as const,
+        ...(await this.agent.chat(message.text, {
           signal: chatSignal,
-          depth: input.depth,
+          depth: message.depth,
           ...(own?.onEvent === undefined ? {} : { onEvent: own.onEvent }),
-        }),
-      () => this.#reportCancelledChat(input.text, "the chat was cancelled before it started"),
-    ).finally(() => this.#dispatched.delete(input.id));
+        })),
+      }),
+      () => this.#reportCancelledChat(message.text, "the chat was cancelled before it started"),
+    ).finally(() => this.#dispatched.delete(message.id));
   }
 
-  runCompact(
-    input: Extract<MailboxMessage, { kind: "compact" }>,
-    signal: AbortSignal,
-  ): Promise<CompactOutput> {
-    return this.#exclusive(signal, async () => ({
-      compacted: await this.agent.compact(input.topic, { signal }),
+  /** The session machine's `runCompact`. */
+  #runCompact(message: CompactMessage, signal: AbortSignal): Promise<OutputOf<"compact">> {
+    return this.#afterPrevious(signal, async () => ({
+      kind: "compact" as const,
+      compacted: await this.agent.compact(message.topic, { signal }),
     }));
   }
 
-  /** Not cancellable on purpose (the machine does not leave `resetting` on stop). */
-  runReset(): Promise<ResetOutput> {
-    return this.#exclusive(undefined, async () => {
+  /** The session machine's `runReset`; not cancellable on purpose (the machine does not leave `resetting` on stop). */
+  #runReset(): Promise<OutputOf<"new">> {
+    return this.#afterPrevious(undefined, async () => {
       await this.agent.reset();
-      return { reset: true as const };
+      return { kind: "new" as const };
     });
   }
 
   /** Runs `operation` after the previous agent operation settled; skips it if already cancelled. */
-  #exclusive<T>(
+  #afterPrevious<T>(
     signal: AbortSignal | undefined,
     operation: () => Promise<T>,
     onCancelledBeforeStart?: () => void,

@@ -1,14 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, type SnapshotFrom } from "xstate";
 import {
-  type ChatMailboxMessage,
-  type ChatOutput,
-  type CompactMailboxMessage,
-  type CompactOutput,
+  type ChatMessage,
+  type CompactMessage,
   type MailboxMessage,
   type MessageOutput,
-  type NewMailboxMessage,
-  type ResetOutput,
+  type NewMessage,
+  type OutputOf,
   type SessionMachineEmitted,
   type SessionMachineEvent,
   sessionMachine,
@@ -59,10 +57,10 @@ const newMessage: MailboxMessage = { kind: "new", id: "m" };
 const INVOKE_OF_STATE: Record<string, { id: InvokeId; output: MessageOutput } | undefined> = {
   processing: {
     id: "runChat",
-    output: { result: "done", usage: { prompt: 1, completion: 1, total: 2, cached: 0 } },
+    output: { kind: "chat", result: "done", usage: { prompt: 1, completion: 1, total: 2, cached: 0 } },
   },
-  compacting: { id: "runCompact", output: { compacted: true } },
-  resetting: { id: "runReset", output: { reset: true } },
+  compacting: { id: "runCompact", output: { kind: "compact", compacted: true } },
+  resetting: { id: "runReset", output: { kind: "new" } },
 };
 
 function eventsFor(snapshot: Snapshot): ModelEvent[] {
@@ -126,9 +124,9 @@ function startScriptedSession(coverage: MachineCoverage) {
     );
   const machine = sessionMachine.provide({
     actors: {
-      runChat: scripted<ChatOutput, ChatMailboxMessage>("runChat"),
-      runCompact: scripted<CompactOutput, CompactMailboxMessage>("runCompact"),
-      runReset: scripted<ResetOutput, NewMailboxMessage>("runReset"),
+      runChat: scripted<OutputOf<"chat">, ChatMessage>("runChat"),
+      runCompact: scripted<OutputOf<"compact">, CompactMessage>("runCompact"),
+      runReset: scripted<OutputOf<"new">, NewMessage>("runReset"),
     },
   });
   const actor = createActor(machine, {
@@ -230,9 +228,9 @@ describe("session machine (behaviour)", () => {
     const actor = createActor(
       sessionMachine.provide({
         actors: {
-          runChat: fromPromise<ChatOutput, ChatMailboxMessage>(() => new Promise(() => {})),
-          runCompact: fromPromise<CompactOutput, CompactMailboxMessage>(() => new Promise(() => {})),
-          runReset: fromPromise<ResetOutput, NewMailboxMessage>(() => new Promise(() => {})),
+          runChat: fromPromise<OutputOf<"chat">, ChatMessage>(() => new Promise(() => {})),
+          runCompact: fromPromise<OutputOf<"compact">, CompactMessage>(() => new Promise(() => {})),
+          runReset: fromPromise<OutputOf<"new">, NewMessage>(() => new Promise(() => {})),
         },
       }),
       { input: {} },
