@@ -23,6 +23,7 @@ export function buildSystemPrompt(systemPrompt: string, toolSets: readonly ToolS
 const NO_TOOL_NAMES: ReadonlySet<string> = new Set();
 
 const IGNORE = (): void => {};
+const randomId = (): string => crypto.randomUUID();
 
 /** A best-effort callback: its exceptions never reach the chat (SPEC §8). */
 function swallow<A extends unknown[]>(callback: ((...args: A) => void) | undefined): (...args: A) => void {
@@ -132,6 +133,6 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     isReportingStates,
     inspect: params.inspect,
     parked: await params.history?.loadPendingApproval?.(),
-    createId: params.createId ?? (() => crypto.randomUUID()),
+    createId: params.createId ?? randomId,
   });
 }

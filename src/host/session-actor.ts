@@ -8,6 +8,7 @@ import {
   type MessageOutput,
   type NewMessage,
   type OutputOf,
+  type SessionMachineEmitted,
   sessionMachine,
 } from "../../machines/session.machine.js";
 import type { Agent, ChatOptions } from "../agent/agent-types.js";
@@ -96,44 +97,34 @@ export class SessionActor {
 
   readonly agent: Agent;
   readonly #actor: Actor<typeof sessionMachine>;
-  readonly #waiters = new Map<string, Waiter>();
-  /** Chats handed to `runChat`: they report their own cancellation (see {@link runChat}). */
-  readonly #dispatched = new Set<string>();
+  // What an idle session does not need is created at its first message (heap per idle session is
+  // a benchmarked figure): the waiters, the dispatched chats, the operation chain, the idle waiters.
+  #waiters: Map<string, Waiter> | undefined;
+  /** Chats handed to `#runChat`: they report their own cancellation (see {@link #runChat}). */
+  #dispatched: Set<string> | undefined;
   readonly #now: () => number;
-  readonly #createId: () => string;
-  #work: Promise<unknown> = Promise.resolve();
+  /** Message ids: the injected generator, else this actor's prefix and a counter. */
+  readonly #createId: (() => string) | undefined;
+  readonly #idPrefix: string;
+  #idCounter = 0;
+  #work: Promise<unknown> | undefined;
   #lastActivityAt: number;
   #hasHadMessages = false;
   #cancelReason = "cancelled by stop";
-  #idleWaiters: (() => void)[] = [];
+  #idleWaiters: (() => void)[] | undefined;
 
   constructor(options: SessionActorOptions) {
     const { agent } = options;
     this.agent = agent;
     this.#now = options.now ?? Date.now;
-    const prefix = `m${nextActorNumber++}-`;
-    let counter = 0;
-    this.#createId = options.createId ?? (() => `${prefix}${++counter}`);
+    this.#idPrefix = `m${nextActorNumber++}-`;
+    this.#createId = options.createId;
     this.#lastActivityAt = this.#now();
 
     this.#actor = createActor(SessionActor.#machine, {
       input: options.maxQueue === undefined ? { deps: this } : { maxQueue: options.maxQueue, deps: this },
     });
-    this.#actor.on("message.completed", (event) =>
-      this.#settle(event.id, { ok: true, output: event.output }),
-    );
-    this.#actor.on("message.failed", (event) =>
-      this.#settle(event.id, { ok: false, error: describeFailure(event.error) }),
-    );
-    this.#actor.on("message.dropped", (event) => {
-      const error = this.#dropError(event.reason);
-      for (const id of event.ids) {
-        // A queued chat that will never run still shows as a chat in the events.
-        const text = this.#waiters.get(id)?.chatText;
-        if (text !== undefined && !this.#dispatched.has(id)) this.#reportCancelledChat(text, error.message);
-        this.#settle(id, { ok: false, error });
-      }
-    });
+    this.#actor.on("*", (event) => this.#answer(event));
     let lastState: unknown;
     this.#actor.subscribe({
       next: (snapshot) => {
@@ -147,6 +138,23 @@ export class SessionActor {
       error: () => this.#releaseIdleWaiters(),
     });
     this.#actor.start();
+  }
+
+  /** Answers the waiters from what the machine emits. */
+  #answer(event: SessionMachineEmitted): void {
+    if (event.type === "message.completed") {
+      this.#settle(event.id, { ok: true, output: event.output });
+    } else if (event.type === "message.failed") {
+      this.#settle(event.id, { ok: false, error: describeFailure(event.error) });
+    } else {
+      const error = this.#dropError(event.reason);
+      for (const id of event.ids) {
+        // A queued chat that will never run still shows as a chat in the events.
+        const text = this.#waiters?.get(id)?.chatText;
+        if (text !== undefined && !this.#dispatched?.has(id)) this.#reportCancelledChat(text, error.message);
+        this.#settle(id, { ok: false, error });
+      }
+    }
   }
 
   get name(): string {
@@ -298,7 +306,10 @@ export class SessionActor {
   /** Resolves once nothing is running or queued (or the session has stopped). */
   whenIdle(): Promise<void> {
     if (this.isIdle || this.isStopped) return Promise.resolve();
-    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+    return new Promise((resolve) => {
+      this.#idleWaiters ??= [];
+      this.#idleWaiters.push(resolve);
+    });
   }
 
   /**
@@ -328,9 +339,10 @@ export class SessionActor {
       this.#lastActivityAt = this.#now();
       this.#hasHadMessages = true;
     }
-    const message = build(this.#createId());
+    const message = build(this.#createId?.() ?? `${this.#idPrefix}${++this.#idCounter}`);
     return new Promise<Settlement>((resolve) => {
       const chatText = message.kind === "chat" ? message.text : undefined;
+      this.#waiters ??= new Map();
       this.#waiters.set(message.id, {
         settle: resolve,
         touches,
@@ -342,9 +354,9 @@ export class SessionActor {
   }
 
   #settle(id: string, settlement: Settlement): void {
-    const waiter = this.#waiters.get(id);
+    const waiter = this.#waiters?.get(id);
     if (waiter === undefined) return;
-    this.#waiters.delete(id);
+    this.#waiters?.delete(id);
     if (waiter.touches) this.#lastActivityAt = this.#now();
     waiter.settle(settlement);
   }
@@ -367,8 +379,9 @@ export class SessionActor {
    * agent's loop, so it is reported as a cancelled chat here; once it runs, the agent reports it.
    */
   #runChat(message: ChatMessage, signal: AbortSignal): Promise<OutputOf<"chat">> {
+    this.#dispatched ??= new Set();
     this.#dispatched.add(message.id);
-    const own = this.#waiters.get(message.id)?.chatOptions;
+    const own = this.#waiters?.get(message.id)?.chatOptions;
     const chatSignal = own?.signal === undefined ? signal : AbortSignal.any([signal, own.signal]);
     return this.#afterPrevious(
       chatSignal,
@@ -381,7 +394,7 @@ export class SessionActor {
         })),
       }),
       () => this.#reportCancelledChat(message.text, "the chat was cancelled before it started"),
-    ).finally(() => this.#dispatched.delete(message.id));
+    ).finally(() => this.#dispatched?.delete(message.id));
   }
 
   /** The session machine's `runCompact`. */
@@ -406,7 +419,7 @@ export class SessionActor {
     operation: () => Promise<T>,
     onCancelledBeforeStart?: () => void,
   ): Promise<T> {
-    const run = this.#work.then(() => {
+    const run = (this.#work ?? Promise.resolve()).then(() => {
       if (signal?.aborted) {
         onCancelledBeforeStart?.();
         // Answered `cancelled` (a chat's own signal lands here when its caller left while it waited).
@@ -430,8 +443,8 @@ export class SessionActor {
   }
 
   #releaseIdleWaiters(): void {
-    const waiters = this.#idleWaiters;
-    this.#idleWaiters = [];
+    const waiters = this.#idleWaiters ?? [];
+    this.#idleWaiters = undefined;
     for (const resolve of waiters) resolve();
   }
 }
