@@ -243,3 +243,23 @@ describe("SessionActor: a chat's own signal and listener (Agent Protocol streams
     expect(seen.map((options) => options.onEvent)).toEqual([onEvent, undefined]);
   });
 });
+
+describe("SessionActor: explicit wiring (issue 10)", () => {
+  it("its persisted snapshot is plain JSON holding the queue, not the session the machine runs on", async () => {
+    const agent = new FakeAgent({ isManual: true });
+    const actor = new SessionActor({ agent });
+    const running = actor.chatAndWait("running");
+    const queued = actor.chatAndWait("queued");
+    await tick();
+    const snapshot = actor.getPersistedSnapshot() as { context: Record<string, unknown> };
+    expect(JSON.parse(JSON.stringify(snapshot))).toEqual(snapshot);
+    expect(snapshot.context).not.toHaveProperty("deps");
+    expect(snapshot.context.queue).toMatchObject([{ kind: "chat", text: "queued" }]);
+    expect(JSON.stringify(snapshot)).not.toContain('"chats"');
+    agent.chats[0]?.resolve();
+    await running;
+    await tick();
+    agent.chats[1]?.resolve();
+    await queued;
+  });
+});
