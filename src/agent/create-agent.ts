@@ -20,6 +20,7 @@ import { compactionMachine } from "../../machines/compaction.machine.js";
 import { iterationMachine } from "../../machines/iteration.machine.js";
 import { ContextManager } from "../context/context-manager.js";
 import type { PendingApproval } from "../context/pending-approval.js";
+import { errorInfo } from "../errors/error-info.js";
 import type { AgentEvent } from "../events/types.js";
 import type { LlmOptions, Message } from "../llm/types.js";
 import { toWellFormed } from "../llm/well-formed-message.js";
@@ -293,7 +294,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   function reportCancelledChat(text: string, reason: string): void {
     const chatId = createId();
     events.emit(0, { kind: "ChatStarted", text }, chatId);
-    const error = { name: "ChatCancelledError", message: reason };
+    const error = errorInfo("cancelled", reason, { name: "ChatCancelledError" });
     events.emit(0, { kind: "ChatFailed", error, cancelled: true }, chatId);
   }
 
@@ -373,7 +374,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     if (output.status === "done")
       return { result: output.result, usage: output.usage, chatId: events.chatId };
     if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
-    const error = output.error ?? { name: "Error", message: "the chat failed" };
+    const error = output.error ?? errorInfo("internal", "the chat failed");
     // A provider's error may quote the key it was sent; this message reaches replies and logs.
     throw new ChatFailedError(redactor.redactValue(error), output.usage);
   }
