@@ -480,7 +480,7 @@ export const chatMachine = setup({
             iteration: 0,
             body: {
               kind: "ChatFailed" as const,
-              error: context.error ?? errorInfo("internal", "the chat failed"),
+              error: context.error ?? errorInfo("internal", "the chat failed", { name: "Error" }),
               cancelled: false,
             },
           }),

@@ -186,7 +186,7 @@ export const compactionMachine = setup({
       ? {
           ok: false,
           usage: context.usage,
-          error: context.error ?? errorInfo("internal", "compaction failed"),
+          error: context.error ?? errorInfo("internal", "compaction failed", { name: "Error" }),
         }
       : { ok: true, messages: [context.summary], tokenUsed: context.tokenUsed, usage: context.usage },
 });

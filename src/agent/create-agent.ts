@@ -374,7 +374,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     if (output.status === "done")
       return { result: output.result, usage: output.usage, chatId: events.chatId };
     if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
-    const error = output.error ?? errorInfo("internal", "the chat failed");
+    const error = output.error ?? errorInfo("internal", "the chat failed", { name: "Error" });
     // A provider's error may quote the key it was sent; this message reaches replies and logs.
     throw new ChatFailedError(redactor.redactValue(error), output.usage);
   }

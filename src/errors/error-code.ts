@@ -18,7 +18,6 @@ export const EXIT_FAILURE = 1;
 const llmFailure = { reply: "llm_error", exitCode: EXIT_FAILURE } as const;
 const userMistake = { reply: "internal", exitCode: EXIT_USER_MISTAKE } as const;
 const failure = { reply: "internal", exitCode: EXIT_FAILURE } as const;
-const cancelled = { reply: "cancelled", exitCode: EXIT_CANCELLED } as const;
 
 /**
  * The one table from an error's `code` to the NATS contract's reply code and the CLI's exit code.
@@ -39,10 +38,10 @@ export const ERROR_CODE_TABLE = {
   context_length_exceeded: llmFailure,
   /** A compaction's summary came back empty. */
   empty_summary: llmFailure,
-  // A chat, a model request or a tool was cancelled; or the host is closing.
-  cancelled,
-  host_closing: cancelled,
-  tool_cancelled: cancelled,
+  /** A chat or a model request was cancelled. */
+  cancelled: { reply: "cancelled", exitCode: EXIT_CANCELLED },
+  /** The host is closing: the caller's message will not run. */
+  host_closing: { reply: "cancelled", exitCode: EXIT_FAILURE },
   /** Every session slot is busy. */
   overloaded: { reply: "overloaded", exitCode: EXIT_FAILURE },
   // The user's configuration or command line.
@@ -64,6 +63,7 @@ export const ERROR_CODE_TABLE = {
   tool: failure,
   tool_not_found: failure,
   tool_arguments: failure,
+  tool_cancelled: failure,
   mcp_server_not_running: failure,
   mcp_tool_call: failure,
   /** Anything not of the hierarchy. */
