@@ -84,3 +84,11 @@ export function isAgentloopErrorCode(value: unknown): value is AgentloopErrorCod
 export function mappingOf(code: string): ErrorCodeMapping {
   return isAgentloopErrorCode(code) ? ERROR_CODE_TABLE[code] : ERROR_CODE_TABLE.internal;
 }
+
+/**
+ * The exit code of a remote `chat` answered with a failed reply: the host already mapped the
+ * error to its reply code, so the CLI reads that (a cancelled chat exits as a local one does).
+ */
+export function exitCodeOfReply(reply: ReplyErrorCode): number {
+  return reply === "cancelled" ? EXIT_CANCELLED : EXIT_FAILURE;
+}

@@ -8,6 +8,7 @@ export {
   EXIT_CANCELLED,
   EXIT_FAILURE,
   EXIT_USER_MISTAKE,
+  exitCodeOfReply,
   isAgentloopErrorCode,
   mappingOf,
 } from "./error-code.js";

@@ -24,6 +24,7 @@ import {
   ConfigurationError,
   ERROR_CODE_TABLE,
   errorInfo,
+  exitCodeOfReply,
   mappingOf,
 } from "../../src/errors/index.js";
 import { AgentDefinitionsError } from "../../src/host/agent-definitions.js";
@@ -309,6 +310,11 @@ describe("the error code table", () => {
     );
     expect(describeFailure(broken).code).toBe("internal");
     expect(exitCodeOf(broken)).toBe(1);
+  });
+
+  it("exits a remote chat 130 on a cancelled reply and 1 on any other", () => {
+    for (const reply of CONTRACT_ERROR_CODES)
+      expect(exitCodeOfReply(reply)).toBe(reply === "cancelled" ? 130 : 1);
   });
 
   it("keeps ConfigurationError one class at its old import path", () => {
