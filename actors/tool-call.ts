@@ -1,6 +1,7 @@
 import { fromPromise } from "xstate";
 import type { ToolCallSettlement } from "../machines/iteration.machine.js";
 import { requireDeps, type SessionDeps } from "../src/agent/session-deps.js";
+import { errorInfo } from "../src/errors/error-info.js";
 import type { Message, ToolCall } from "../src/llm/types.js";
 import { wellFormedMessage } from "../src/llm/well-formed-message.js";
 import { runToolCall, toolResultMessage } from "../src/tools/tool-runner.js";
@@ -60,7 +61,7 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
           kind: "ToolCallFailed",
           toolName: call.name,
           toolCallId: call.id,
-          error: outcome.error ?? { name: "ToolError", message: outcome.result },
+          error: outcome.error ?? errorInfo("tool", outcome.result, { name: "ToolError" }),
           result: outcome.result,
           durationMs,
         });

@@ -1,7 +1,7 @@
 import { assign, type PromiseActorLogic, setup } from "xstate";
 import type { SessionDeps } from "../src/agent/session-deps.js";
-import type { ErrorInfo, EventBody } from "../src/events/types.js";
-import { toErrorInfo } from "../src/events/types.js";
+import { type ErrorInfo, errorInfo, toErrorInfo } from "../src/errors/error-info.js";
+import type { EventBody } from "../src/events/types.js";
 import type { LlmOptions, Message, TokenUsage, ToolDefinition } from "../src/llm/types.js";
 import { addUsage, emptyUsage, withoutTools } from "../src/llm/types.js";
 import { type CompactionOutput, compactionMachine } from "./compaction.machine.js";
@@ -208,7 +208,7 @@ export const chatMachine = setup({
       const output = (event as IterationDone).output;
       return (
         output.status === "failed" &&
-        output.error.name === "ContextLengthExceededError" &&
+        output.error.code === "context_length_exceeded" &&
         !context.hasRecoveredContext &&
         context.chatStart > 0
       );
@@ -454,7 +454,7 @@ export const chatMachine = setup({
         },
         assign({
           messages: ({ context }) => backfillInFlight(context),
-          error: { name: "ChatCancelledError", message: "the chat was cancelled" },
+          error: errorInfo("cancelled", "the chat was cancelled", { name: "ChatCancelledError" }),
         }),
       ],
       invoke: {
@@ -493,7 +493,7 @@ export const chatMachine = setup({
             iteration: 0,
             body: {
               kind: "ChatFailed" as const,
-              error: context.error ?? { name: "Error", message: "the chat failed" },
+              error: context.error ?? errorInfo("internal", "the chat failed", { name: "Error" }),
               cancelled: false,
             },
           }),

@@ -1,7 +1,7 @@
 import { assign, type PromiseActorLogic, setup } from "xstate";
 import type { SessionDeps } from "../src/agent/session-deps.js";
-import type { ErrorInfo, EventBody } from "../src/events/types.js";
-import { toErrorInfo } from "../src/events/types.js";
+import { type ErrorInfo, errorInfo, toErrorInfo } from "../src/errors/error-info.js";
+import type { EventBody } from "../src/events/types.js";
 import type { GenerateResponse, LlmOptions, Message, TokenUsage } from "../src/llm/types.js";
 import { emptyUsage, withoutTools } from "../src/llm/types.js";
 
@@ -137,7 +137,9 @@ export const compactionMachine = setup({
             target: "failed",
             actions: assign({
               usage: ({ event }) => event.output.usage,
-              error: { name: "EmptySummaryError", message: "the model returned an empty summary" },
+              error: errorInfo("empty_summary", "the model returned an empty summary", {
+                name: "EmptySummaryError",
+              }),
             }),
           },
           {
@@ -194,7 +196,7 @@ export const compactionMachine = setup({
       ? {
           ok: false,
           usage: context.usage,
-          error: context.error ?? { name: "Error", message: "compaction failed" },
+          error: context.error ?? errorInfo("internal", "compaction failed", { name: "Error" }),
         }
       : { ok: true, messages: [context.summary], tokenUsed: context.tokenUsed, usage: context.usage },
 });

@@ -1,6 +1,6 @@
 import { assign, type CallbackActorLogic, enqueueActions, type PromiseActorLogic, setup } from "xstate";
 import type { SessionDeps } from "../src/agent/session-deps.js";
-import type { ErrorInfo } from "../src/events/types.js";
+import type { ErrorInfo } from "../src/errors/error-info.js";
 import type { GenerateResponse, LlmOptions, Message, TokenUsage, ToolCall } from "../src/llm/types.js";
 import { emptyUsage } from "../src/llm/types.js";
 

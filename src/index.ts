@@ -49,11 +49,20 @@ export { ConfigFileError } from "./config/config-file-error.js";
 export type { ContextHistory } from "./context/context-history.js";
 export { CorruptHistoryError, HistoryError, HistorySchemaVersionError } from "./context/history-errors.js";
 export { InMemoryContextHistory } from "./context/in-memory-history.js";
+// Errors: one hierarchy, its codes, and errors as data
+export {
+  AgentloopError,
+  type AgentloopErrorCode,
+  ConfigurationError,
+  ERROR_CODE_TABLE,
+  type ErrorInfo,
+  isAgentloopError,
+  toErrorInfo,
+} from "./errors/index.js";
 // Events
 export {
   type AgentEvent,
   type CompactionPhase,
-  type ErrorInfo,
   EVENT_KINDS,
   type EventBase,
   type EventBody,
@@ -64,7 +73,6 @@ export {
 export { AgentDefinition, AgentDefinitionsError, AgentsFile } from "./host/agent-definitions.js";
 export { type RunningHost, type StartHostOptions, startHost } from "./host/start-host.js";
 // Models
-export { ConfigurationError } from "./llm/configuration-error.js";
 export {
   type BackendConfig,
   createBackend,

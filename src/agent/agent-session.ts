@@ -12,9 +12,9 @@ import type { ChatOutput } from "../../machines/chat.machine.js";
 import type { ContextHistory } from "../context/context-history.js";
 import { type Compactor, ContextManager } from "../context/context-manager.js";
 import type { PendingApproval } from "../context/pending-approval.js";
+import { errorInfo, toErrorInfo } from "../errors/error-info.js";
 import type { EventEmitter } from "../events/event-emitter.js";
 import type { AgentEvent, EventBody } from "../events/types.js";
-import { toErrorInfo } from "../events/types.js";
 import type { LlmClient } from "../llm/llm-client.js";
 import type { LlmOptions, Message, ToolCall } from "../llm/types.js";
 import { toWellFormed } from "../llm/well-formed-message.js";
@@ -194,7 +194,7 @@ export class AgentSession implements Agent {
     const { events, createId } = this.#params;
     const chatId = createId();
     events.emit(0, { kind: "ChatStarted", text }, chatId);
-    const error = { name: "ChatCancelledError", message: reason };
+    const error = errorInfo("cancelled", reason, { name: "ChatCancelledError" });
     events.emit(0, { kind: "ChatFailed", error, cancelled: true }, chatId);
   }
 
@@ -358,7 +358,7 @@ export class AgentSession implements Agent {
     if (output.status === "done")
       return { result: output.result, usage: output.usage, chatId: events.chatId };
     if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
-    const error = output.error ?? { name: "Error", message: "the chat failed" };
+    const error = output.error ?? errorInfo("internal", "the chat failed", { name: "Error" });
     // A provider's error may quote the key it was sent; this message reaches replies and logs.
     throw new ChatFailedError(this.#params.redactor.redactValue(error), output.usage);
   }

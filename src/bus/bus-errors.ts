@@ -1,19 +1,31 @@
+import { AgentloopError } from "../errors/agentloop-error.js";
+
 /**
- * The bus's error hierarchy. Both implementations reject with these (NatsBus maps the client's
+ * The bus's part of the error hierarchy. Both implementations reject with these (NatsBus maps the client's
  * errors onto them), so callers handle "nobody is listening" and "nobody answered in time" the
  * same way on either transport.
  */
 
-/** Base of every bus error. `name` is the concrete class name; `cause` keeps the transport's error. */
-export class BusError extends Error {
+/** Base of every bus error; `cause` keeps the transport's error. */
+export class BusError extends AgentloopError {
+  readonly code:
+    | "bus"
+    | "bus_timeout"
+    | "no_responders"
+    | "bus_closed"
+    | "invalid_subject"
+    | "bus_config"
+    | "host_silent" = "bus";
+  readonly retryable: boolean = false;
+
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.name = new.target.name;
+    super(message, options?.cause === undefined ? {} : { cause: options.cause });
   }
 }
 
 /** A request got no reply within its timeout. */
 export class BusTimeoutError extends BusError {
+  override readonly code = "bus_timeout";
   readonly subject: string;
   readonly timeoutMs: number;
 
@@ -26,6 +38,7 @@ export class BusTimeoutError extends BusError {
 
 /** A request was sent to a subject nobody subscribes to (nothing would ever answer). */
 export class NoRespondersError extends BusError {
+  override readonly code = "no_responders";
   readonly subject: string;
 
   constructor(subject: string, options?: { cause?: unknown }) {
@@ -36,6 +49,7 @@ export class NoRespondersError extends BusError {
 
 /** The bus was closed (or is closing) before or while the operation ran. */
 export class BusClosedError extends BusError {
+  override readonly code = "bus_closed";
   constructor(message = "the bus is closed", options?: { cause?: unknown }) {
     super(message, options);
   }
@@ -43,6 +57,7 @@ export class BusClosedError extends BusError {
 
 /** A subject or subscription pattern that NATS would not accept (empty token, whitespace, `>` not last). */
 export class InvalidSubjectError extends BusError {
+  override readonly code = "invalid_subject";
   readonly subject: string;
 
   constructor(subject: string) {
@@ -55,4 +70,6 @@ export class InvalidSubjectError extends BusError {
  * The user's configuration is wrong (a malformed NATS URL, an unreadable credentials file, bad
  * credentials): a different class from transport failures so the CLI can say what to fix.
  */
-export class BusConfigError extends BusError {}
+export class BusConfigError extends BusError {
+  override readonly code = "bus_config";
+}

@@ -4,6 +4,7 @@ import { HEARTBEAT_TIMEOUT_MS, parseSessionHeartbeat } from "./session-heartbeat
 
 /** The host working on a request stopped beating: it died or lost its connection, no reply will come. */
 export class HostSilentError extends BusError {
+  override readonly code = "host_silent";
   readonly subject: string;
   readonly heartbeatSubject: string;
   readonly silentMs: number;

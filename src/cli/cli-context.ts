@@ -1,3 +1,4 @@
+import { AgentloopError } from "../errors/agentloop-error.js";
 import type { ProviderName } from "../llm/create-backend.js";
 import type { ReasoningEffort } from "../llm/types.js";
 
@@ -46,11 +47,9 @@ export interface CliContext {
 }
 
 /** A user's mistake on the command line: printed as one line, exit code 2. */
-export class UsageError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = new.target.name;
-  }
+export class UsageError extends AgentloopError {
+  readonly code = "usage";
+  readonly retryable = false;
 }
 
 export type Command = (context: CliContext) => Promise<number>;

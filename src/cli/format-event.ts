@@ -108,7 +108,7 @@ function describeKnownEvent(event: AgentEvent, palette: Palette): string {
       return `${palette.green("done")} ${oneLine(event.result, 120)} · ${usageText(event.usage)}`;
     case "ChatFailed":
       return palette.red(
-        `${event.cancelled ? "cancelled" : "failed"}: ${event.error.name}: ${oneLine(event.error.message, 120)}`,
+        `${event.cancelled ? "cancelled" : "failed"}: ${event.error.name ?? event.error.code}: ${oneLine(event.error.message, 120)}`,
       );
     case "StateChanged":
       return palette.dim(`${event.machine} → ${stateText(event.state)}`);

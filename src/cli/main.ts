@@ -1,6 +1,6 @@
-import { ChatCancelledError, ChatFailedError } from "../agent/chat-errors.js";
-import { BusConfigError } from "../bus/bus-errors.js";
-import { ConfigurationError } from "../llm/configuration-error.js";
+import { ChatFailedError } from "../agent/chat-errors.js";
+import { EXIT_USER_MISTAKE, mappingOf } from "../errors/error-code.js";
+import { toErrorInfo } from "../errors/error-info.js";
 import { NO_SECRETS } from "../text/secret-redactor.js";
 import { truncateText } from "../text/truncate-text.js";
 import { VERSION } from "../version.js";
@@ -159,15 +159,20 @@ export async function main(
     return await command.run({ ...io, positionals: parsed.positionals, flags: parsed.flags, config });
   } catch (error) {
     io.stderr.write(`agentloop: ${redactor.redact(describeError(error))}\n`);
-    if (isConfigurationMistake(error)) return 2;
-    if (error instanceof ChatCancelledError) return 130;
-    return 1;
+    return exitCodeOf(error);
   }
+}
+
+/** The exit code for what a command failed with, from the code table (src/errors/error-code.ts). */
+export function exitCodeOf(error: unknown): number {
+  return mappingOf(toErrorInfo(error).code).exitCode;
 }
 
 /** One line, no stack trace. */
 export function describeError(error: unknown): string {
-  if (error instanceof ChatFailedError) return `chat failed: ${error.info.name}: ${oneLine(error.message)}`;
+  if (error instanceof ChatFailedError) {
+    return `chat failed: ${error.info.name ?? error.info.code}: ${oneLine(error.message)}`;
+  }
   if (error instanceof Error) {
     const prefix = isConfigurationMistake(error) ? "" : `${error.name}: `;
     return `${prefix}${oneLine(error.message)}`;
@@ -177,9 +182,7 @@ export function describeError(error: unknown): string {
 
 /** The user's to fix (a flag, a file, a URL, credentials): exit 2, and no class name in the line. */
 function isConfigurationMistake(error: unknown): boolean {
-  return (
-    error instanceof UsageError || error instanceof ConfigurationError || error instanceof BusConfigError
-  );
+  return exitCodeOf(error) === EXIT_USER_MISTAKE;
 }
 
 function oneLine(text: string): string {

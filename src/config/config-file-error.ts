@@ -1,4 +1,4 @@
-import { ConfigurationError } from "../llm/configuration-error.js";
+import { ConfigurationError } from "../errors/configuration-error.js";
 
 /** A bad config file (`--config`): the message names the file and the field. Exit code 2 in the CLI. */
 export class ConfigFileError extends ConfigurationError {

@@ -2,12 +2,12 @@ import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { RuntimeConfig } from "../cli/cli-context.js";
+import { ConfigurationError } from "../errors/configuration-error.js";
 import {
   describeIssue,
   type ResolveAgentsOptions,
   type ResolvedAgentDefinition,
 } from "../host/agent-definitions.js";
-import { ConfigurationError } from "../llm/configuration-error.js";
 import { AgentloopConfig } from "./agent-config.js";
 import { ConfigFileError } from "./config-file-error.js";
 import { resolveAgentConfigs } from "./resolve-agent-configs.js";

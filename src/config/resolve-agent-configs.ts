@@ -1,11 +1,11 @@
 import type { RuntimeConfig } from "../cli/cli-context.js";
+import { ConfigurationError } from "../errors/configuration-error.js";
 import {
   type AgentDefinition,
   type ResolveAgentsOptions,
   type ResolvedAgentDefinition,
   resolveAgentDefinitions,
 } from "../host/agent-definitions.js";
-import { ConfigurationError } from "../llm/configuration-error.js";
 import { createToolSet } from "../tools/create-tool-set.js";
 import type { Tool } from "../tools/define-tool.js";
 import type { ToolSet } from "../tools/tool-set.js";

@@ -1,15 +1,16 @@
+import { AgentloopError } from "../errors/agentloop-error.js";
+
 /** Errors of the persisted history. Both mean the data can't be trusted as it is: never retried. */
 
-/** Base of history errors. `name` is the concrete class name. */
-export class HistoryError extends Error {
-  constructor(message: string, options: { cause?: unknown } = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.name = new.target.name;
-  }
+/** Base of history errors. */
+export class HistoryError extends AgentloopError {
+  readonly code: "history" | "corrupt_history" | "history_schema_version" = "history";
+  readonly retryable = false;
 }
 
 /** A stored message is not valid JSON or not a valid message. Restoring stops rather than skip it. */
 export class CorruptHistoryError extends HistoryError {
+  override readonly code = "corrupt_history";
   readonly agent: string;
   readonly session: string;
   readonly position: number;
@@ -27,6 +28,7 @@ export class CorruptHistoryError extends HistoryError {
 
 /** The database was written by a newer agentloop with a schema this one does not know. */
 export class HistorySchemaVersionError extends HistoryError {
+  override readonly code = "history_schema_version";
   readonly found: number;
   readonly supported: number;
 

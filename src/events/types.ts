@@ -28,11 +28,11 @@ export const EVENT_KINDS = [
 /** The `kind` of an event. */
 export type EventKind = (typeof EVENT_KINDS)[number];
 
-/** `{ name, message }` of an error, as it travels in events and replies. */
-export interface ErrorInfo {
-  name: string;
-  message: string;
-}
+import type { ErrorInfo } from "../errors/error-info.js";
+
+/** An error as it travels in events: `{ code, message, retryable, status?, name? }` (src/errors). */
+export type { ErrorInfo } from "../errors/error-info.js";
+export { toErrorInfo } from "../errors/error-info.js";
 
 /** Fields every event carries. */
 export interface EventBase {
@@ -122,8 +122,3 @@ export type EventOf<K extends EventKind> = Extract<AgentEvent, { kind: K }>;
 
 /** Receives events. Best-effort: implementations must not throw into the loop. */
 export type EventListener = (event: AgentEvent) => void;
-
-export function toErrorInfo(error: unknown): ErrorInfo {
-  if (error instanceof Error) return { name: error.name, message: error.message };
-  return { name: "Error", message: String(error) };
-}

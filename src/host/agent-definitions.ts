@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { NAME_PATTERN } from "../bus/subjects.js";
 import type { RuntimeConfig } from "../cli/cli-context.js";
-import { ConfigurationError } from "../llm/configuration-error.js";
+import { ConfigurationError } from "../errors/configuration-error.js";
 import { knownContextWindow, ProviderName } from "../llm/create-backend.js";
 import type { LlmBackend, ReasoningEffort } from "../llm/types.js";
 import { findMcpServerConflicts, McpServers } from "../mcp/mcp-server-config.js";

@@ -338,7 +338,9 @@ function replyTooLarge(
 
 /** Why a session could not take a message: the host is closing, full, or the session failed to start. */
 export function sessionStartError(error: unknown): SessionError {
-  if (error instanceof SessionManagerClosedError) return { code: "cancelled", message: error.message };
-  if (error instanceof SessionManagerOverloadedError) return { code: "overloaded", message: error.message };
+  // The host's own refusals answer with their code from the table; a failed start is `internal`.
+  if (error instanceof SessionManagerClosedError || error instanceof SessionManagerOverloadedError) {
+    return describeFailure(error);
+  }
   return { code: "internal", message: `cannot start the session: ${describeFailure(error).message}` };
 }

@@ -6,9 +6,9 @@ import { type AgentDatabase, openAgentDatabase } from "../context/agent-database
 import type { ContextHistory } from "../context/context-history.js";
 import { InMemoryContextHistory } from "../context/in-memory-history.js";
 import { SqliteContextHistory } from "../context/sqlite-context-history.js";
+import { ConfigurationError } from "../errors/configuration-error.js";
 import { createBusEventPublisher } from "../events/publisher.js";
 import type { AgentEvent } from "../events/types.js";
-import { ConfigurationError } from "../llm/configuration-error.js";
 import { createBackend, type ProviderEnvironment } from "../llm/create-backend.js";
 import type { LlmClient } from "../llm/llm-client.js";
 import { RetryingLlmClient } from "../llm/retrying-client.js";

@@ -14,6 +14,7 @@ import {
 import type { Agent, ChatOptions } from "../agent/agent-types.js";
 import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
 import type { ChatRequest } from "../bus/contract.js";
+import { CancelledError } from "../llm/errors.js";
 import type { TokenUsage } from "../llm/types.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 
@@ -423,9 +424,7 @@ export class SessionActor {
       if (signal?.aborted) {
         onCancelledBeforeStart?.();
         // Answered `cancelled` (a chat's own signal lands here when its caller left while it waited).
-        const cancelled = new Error("cancelled before it started");
-        cancelled.name = "CancelledError";
-        throw cancelled;
+        throw new CancelledError("cancelled before it started");
       }
       return operation();
     });

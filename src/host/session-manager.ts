@@ -1,4 +1,5 @@
 import pLimit from "p-limit";
+import { AgentloopError } from "../errors/agentloop-error.js";
 import type { SessionActor } from "./session-actor.js";
 
 /** Idle sessions are passivated after this long by default (SPEC §10). */
@@ -52,23 +53,27 @@ export interface SessionManagerOptions {
 }
 
 /** Every session slot is taken by a busy session: no new session can start now. */
-export class SessionManagerOverloadedError extends Error {
+export class SessionManagerOverloadedError extends AgentloopError {
+  readonly code = "overloaded";
+  /** Another try, later, may find a free slot. */
+  readonly retryable = true;
   readonly maxSessions: number;
 
   constructor(maxSessions: number) {
     super(
       `the host is at its limit of ${maxSessions} live session${maxSessions === 1 ? "" : "s"} and none is idle; try again later`,
     );
-    this.name = new.target.name;
     this.maxSessions = maxSessions;
   }
 }
 
 /** The host is closing: no session is created any more. */
-export class SessionManagerClosedError extends Error {
+export class SessionManagerClosedError extends AgentloopError {
+  readonly code = "host_closing";
+  readonly retryable = false;
+
   constructor() {
     super("the host is shutting down");
-    this.name = new.target.name;
   }
 }
 

@@ -4,8 +4,8 @@ import { type RuntimeConfig, UsageError } from "../cli/cli-context.js";
 import { DEFAULT_MODELS, resolveRuntimeConfig } from "../cli/runtime-config.js";
 import type { AgentConfig } from "../config/agent-config.js";
 import { parseConfig } from "../config/load-config-file.js";
+import { ConfigurationError } from "../errors/configuration-error.js";
 import type { AgentEvent } from "../events/types.js";
-import { ConfigurationError } from "../llm/configuration-error.js";
 import { createHostToolSetRegistry } from "./create-session-agent.js";
 import { startHostService } from "./host-service.js";
 

@@ -1,7 +1,8 @@
 import { z } from "zod";
+import { ConfigurationError } from "../errors/configuration-error.js";
 import { AnthropicBackend } from "./anthropic/anthropic-backend.js";
-import { ConfigurationError } from "./configuration-error.js";
 import { DemoBackend } from "./demo/demo-backend.js";
+import { missingApiKeyError } from "./missing-api-key.js";
 import { OpenAIChatBackend } from "./openai-chat/openai-chat-backend.js";
 import { OpenAIResponsesBackend } from "./openai-responses/openai-responses-backend.js";
 import type { LlmBackend } from "./types.js";
@@ -38,9 +39,7 @@ export function createBackend(config: BackendConfig, env: ProviderEnvironment = 
   const apiKey = nonEmpty(config.apiKey) ?? nonEmpty(env[KEY_VARIABLE[family]]);
   const baseUrl = nonEmpty(config.baseUrl) ?? nonEmpty(env[BASE_URL_VARIABLE[family]]);
   if (apiKey === undefined && baseUrl === undefined) {
-    throw new ConfigurationError(
-      `provider ${provider} needs an API key: set ${KEY_VARIABLE[family]} (or give a base URL for a keyless server)`,
-    );
+    throw missingApiKeyError(provider, KEY_VARIABLE[family]);
   }
   const options = { apiKey, baseUrl };
   if (provider === "anthropic") return new AnthropicBackend(options);

@@ -1,6 +1,8 @@
+import { AgentloopError } from "../errors/agentloop-error.js";
+
 /**
- * One error hierarchy for the LLM layer. `retryable` says whether the retrying client may try
- * again; HTTP statuses are mapped to classes in one place ({@link errorFromStatus}).
+ * The LLM layer's part of the error hierarchy. `retryable` says whether the retrying client may
+ * try again; HTTP statuses are mapped to classes in one place ({@link errorFromStatus}).
  */
 
 export type LlmErrorCode =
@@ -22,16 +24,17 @@ export interface LlmErrorOptions {
   retryAfterMs?: number;
 }
 
-/** Base of every LLM error. `name` is the concrete class name. */
-export abstract class LlmError extends Error {
-  abstract readonly code: LlmErrorCode;
-  abstract readonly retryable: boolean;
+/** Base of every LLM error. `status` and `statusCode` are the same HTTP status. */
+export abstract class LlmError extends AgentloopError {
+  abstract override readonly code: LlmErrorCode;
   readonly statusCode: number | undefined;
   readonly retryAfterMs: number | undefined;
 
   constructor(message: string, options: LlmErrorOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.name = new.target.name;
+    super(message, {
+      ...(options.cause === undefined ? {} : { cause: options.cause }),
+      ...(options.statusCode === undefined ? {} : { status: options.statusCode }),
+    });
     this.statusCode = options.statusCode;
     this.retryAfterMs = options.retryAfterMs;
   }

@@ -4,8 +4,8 @@
  * internals (converters, wire schemas, the demo model's reply logic) are deliberately not exported here.
  */
 
+export { ConfigurationError } from "../errors/configuration-error.js";
 export { AnthropicBackend, type AnthropicBackendOptions } from "./anthropic/index.js";
-export { ConfigurationError } from "./configuration-error.js";
 export {
   type BackendConfig,
   createBackend,

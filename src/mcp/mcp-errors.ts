@@ -2,6 +2,7 @@ import { ToolError } from "../tools/tool-errors.js";
 
 /** A call reached an MCP server that is down (crashed, not started yet, or the host is stopping). */
 export class McpServerNotRunningError extends ToolError {
+  override readonly code = "mcp_server_not_running";
   readonly server: string;
   readonly reason: string;
 
@@ -14,6 +15,7 @@ export class McpServerNotRunningError extends ToolError {
 
 /** The server answered a call with an error: the tool's own (`isError`) or a protocol error. */
 export class McpToolCallError extends ToolError {
+  override readonly code = "mcp_tool_call";
   readonly server: string;
 
   constructor(server: string, message: string, options: { toolName?: string; cause?: unknown } = {}) {

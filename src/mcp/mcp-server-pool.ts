@@ -1,4 +1,4 @@
-import { ConfigurationError } from "../llm/configuration-error.js";
+import { ConfigurationError } from "../errors/configuration-error.js";
 import type { ToolSet } from "../tools/tool-set.js";
 import { findMcpServerConflicts, type McpServerConfig, type McpServers } from "./mcp-server-config.js";
 import { McpServerConnection, type McpServerConnectionOptions } from "./mcp-server-connection.js";

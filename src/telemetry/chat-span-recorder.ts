@@ -8,7 +8,8 @@ import {
   type Tracer,
   trace,
 } from "@opentelemetry/api";
-import type { AgentEvent, ErrorInfo, EventOf } from "../events/types.js";
+import { type ErrorInfo, errorInfo } from "../errors/error-info.js";
+import type { AgentEvent, EventOf } from "../events/types.js";
 import {
   ATTR_AGENTLOOP_CHAT_ID,
   ATTR_AGENTLOOP_COMPACTION_TOPIC,
@@ -71,10 +72,10 @@ export interface ModelRequestScope {
 }
 
 /** What closes a span whose end event never came (a chat whose actor threw, an aborted compaction). */
-const ABANDONED: ErrorInfo = { name: "_OTHER", message: "ended without a completion event" };
+const ABANDONED: ErrorInfo = errorInfo("internal", "ended without a completion event", { name: "_OTHER" });
 
 function markFailed(span: Span, error: ErrorInfo): void {
-  span.setAttribute(ATTR_ERROR_TYPE, error.name);
+  span.setAttribute(ATTR_ERROR_TYPE, error.name ?? error.code);
   span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
 }
 

@@ -1,3 +1,5 @@
+import { AgentloopError } from "../errors/agentloop-error.js";
+
 /**
  * Errors of the tool layer. A tool error never fails the chat: the runner turns it into an
  * `{"error": …}` result the model sees (SPEC §6.2), so messages are written for the model to read.
@@ -9,19 +11,27 @@ export interface ToolErrorOptions {
   cause?: unknown;
 }
 
-/** Base of every tool error. `name` is the concrete class name. */
-export class ToolError extends Error {
+/** Base of every tool error. */
+export class ToolError extends AgentloopError {
+  readonly code:
+    | "tool"
+    | "tool_not_found"
+    | "tool_arguments"
+    | "tool_cancelled"
+    | "mcp_server_not_running"
+    | "mcp_tool_call" = "tool";
+  readonly retryable = false;
   readonly toolName: string | undefined;
 
   constructor(message: string, options: ToolErrorOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.name = new.target.name;
+    super(message, options.cause === undefined ? {} : { cause: options.cause });
     this.toolName = options.toolName;
   }
 }
 
 /** The model called a tool that no ToolSet offers. */
 export class ToolNotFoundError extends ToolError {
+  override readonly code = "tool_not_found";
   constructor(toolName: string) {
     super(`tool not found: ${toolName}`, { toolName });
   }
@@ -29,6 +39,7 @@ export class ToolNotFoundError extends ToolError {
 
 /** The arguments were not valid JSON or did not match the tool's schema. */
 export class ToolArgumentsError extends ToolError {
+  override readonly code = "tool_arguments";
   /** One readable line per schema issue (empty for a JSON syntax error). */
   readonly issues: readonly string[];
 
@@ -40,6 +51,7 @@ export class ToolArgumentsError extends ToolError {
 
 /** The chat was cancelled before or while the tool ran. */
 export class ToolCancelledError extends ToolError {
+  override readonly code = "tool_cancelled";
   constructor(toolName?: string) {
     super("cancelled", toolName === undefined ? {} : { toolName });
   }

@@ -1,4 +1,4 @@
-import type { ErrorInfo } from "../events/types.js";
+import { type ErrorInfo, toErrorInfo } from "../errors/error-info.js";
 import type { Message, ToolCall } from "../llm/types.js";
 import { toWellFormed } from "../llm/well-formed-message.js";
 import { NO_SECRETS, type SecretRedactor } from "../text/secret-redactor.js";
@@ -86,7 +86,7 @@ export function cancelledOutcome(callId: string, toolName: string): ToolCallOutc
     ok: false,
     cancelled: true,
     result: CANCELLED_TOOL_RESULT,
-    error: { name: error.name, message: error.message },
+    error: toErrorInfo(error),
   };
 }
 
@@ -135,7 +135,7 @@ export function sanitizeErrorMessage(
     .replace(POSIX_PATH, "$1")
     .replace(/\s+/g, " ")
     .trim();
-  const message = text === "" ? errorName(error) : text;
+  const message = text === "" ? toErrorInfo(error).name || "Error" : text;
   return truncateText(message, Math.max(1, limit));
 }
 
@@ -155,7 +155,7 @@ function failedOutcome(call: ToolCall, error: unknown, redactor: SecretRedactor)
     ok: false,
     cancelled: false,
     result: JSON.stringify({ error: message }),
-    error: { name: errorName(error), message },
+    error: { ...toErrorInfo(error), message },
   };
 }
 
@@ -184,10 +184,6 @@ function rawMessage(error: unknown): string {
   } catch {
     return String(error);
   }
-}
-
-function errorName(error: unknown): string {
-  return error instanceof Error && error.name !== "" ? error.name : "Error";
 }
 
 function groupDigits(value: number): string {

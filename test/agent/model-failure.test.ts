@@ -43,6 +43,9 @@ describe("a failed model request", () => {
 
     expect(error).toBeInstanceOf(ChatFailedError);
     expect((error as ChatFailedError).info).toEqual({
+      code: "authentication",
+      retryable: false,
+      status: 401,
       name: "AuthenticationError",
       message: "invalid x-api-key",
     });
@@ -51,7 +54,13 @@ describe("a failed model request", () => {
       expect.objectContaining({
         cancelled: false,
         iteration: 0,
-        error: { name: "AuthenticationError", message: "invalid x-api-key" },
+        error: {
+          code: "authentication",
+          retryable: false,
+          status: 401,
+          name: "AuthenticationError",
+          message: "invalid x-api-key",
+        },
       }),
     ]);
     expect(eventsOf("ChatCompleted")).toEqual([]);

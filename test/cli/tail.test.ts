@@ -157,7 +157,7 @@ describe("tail helpers", () => {
       seq: 3,
       ts: "2026-01-01T12:00:00.000Z",
       iteration: 0,
-      error: { name: "RateLimitError", message: "slow down" },
+      error: { code: "rate_limit", retryable: true, name: "RateLimitError", message: "slow down" },
       cancelled: false,
     };
     const capture = (isTTY: boolean) => {

@@ -54,7 +54,7 @@ describe("fitEventToPayload", () => {
       kind: "ToolCallFailed",
       toolName: "shell",
       toolCallId: "call-1",
-      error: { name: "Error", message: "m".repeat(5_000) },
+      error: { code: "internal", retryable: false, name: "Error", message: "m".repeat(5_000) },
       result: "r".repeat(5_000),
       durationMs: 5,
     };

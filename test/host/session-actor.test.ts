@@ -140,7 +140,10 @@ describe("SessionActor", () => {
     const llmFailure = actor.chatAndWait("a");
     await tick();
     agent.chats[0]?.reject(
-      new ChatFailedError({ name: "RateLimitError", message: "slow down" }, emptyUsage()),
+      new ChatFailedError(
+        { code: "rate_limit", retryable: true, name: "RateLimitError", message: "slow down" },
+        emptyUsage(),
+      ),
     );
     expect(await llmFailure).toEqual({ ok: false, error: { code: "llm_error", message: "slow down" } });
     const bug = actor.chatAndWait("b");

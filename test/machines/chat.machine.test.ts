@@ -93,13 +93,18 @@ const toolsDone: IterationOutput = {
 const iterationFailed: IterationOutput = {
   status: "failed",
   usage: emptyUsage(),
-  error: { name: "AuthenticationError", message: "bad key" },
+  error: { code: "authentication", retryable: false, name: "AuthenticationError", message: "bad key" },
 };
 /** The provider refused the context as too long (SPEC §5: compact, then retry). */
 const contextOverflow: IterationOutput = {
   status: "failed",
   usage: emptyUsage(),
-  error: { name: "ContextLengthExceededError", message: "prompt is too long" },
+  error: {
+    code: "context_length_exceeded",
+    retryable: false,
+    name: "ContextLengthExceededError",
+    message: "prompt is too long",
+  },
 };
 const summary: Message = { role: "user", content: "[Summary of the conversation so far]\n\nall of it" };
 const compacted: CompactionOutput = {
@@ -111,7 +116,7 @@ const compacted: CompactionOutput = {
 const compactionFailed: CompactionOutput = {
   ok: false,
   usage: createUsage(700, 0),
-  error: { name: "EmptySummaryError", message: "empty" },
+  error: { code: "empty_summary", retryable: false, name: "EmptySummaryError", message: "empty" },
 };
 
 const history: Message[] = [

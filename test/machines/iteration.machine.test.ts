@@ -100,7 +100,10 @@ function eventsFor(snapshot: Snapshot): ModelEvent[] {
       { type: "stream.completed", response: emptyResponse },
       { type: "stream.completed", response: toolResponse },
       { type: "stream.completed", response: approvalResponse },
-      { type: "stream.failed", error: { name: "ServerError", message: "overloaded" } },
+      {
+        type: "stream.failed",
+        error: { code: "server_error", retryable: true, name: "ServerError", message: "overloaded" },
+      },
     ];
     // One reset is enough to show it advances the attempt; more would make the graph infinite.
     if (snapshot.context.attempt === 1) events.unshift({ type: "stream.reset", reason: "network" });

@@ -21,7 +21,7 @@ describe("AnswerGate", () => {
         kind: "ModelStreamSegmentReset",
         attempt: 1,
         reason: "cut",
-        error: { name: "Error", message: "cut" },
+        error: { code: "internal", retryable: false, name: "Error", message: "cut" },
       },
       { kind: "ModelStreamSegmentStart", attempt: 2 },
       { kind: "ModelTextDelta", delta: "Kept" },

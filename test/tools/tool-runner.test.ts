@@ -48,7 +48,12 @@ describe("runToolCall", () => {
     expect(outcome.ok).toBe(false);
     expect(outcome.cancelled).toBe(false);
     expect(outcome.result).toBe('{"error":"tool not found: missing"}');
-    expect(outcome.error).toEqual({ name: "ToolNotFoundError", message: "tool not found: missing" });
+    expect(outcome.error).toEqual({
+      code: "tool_not_found",
+      retryable: false,
+      name: "ToolNotFoundError",
+      message: "tool not found: missing",
+    });
   });
 
   it("turns a throwing tool into a sanitised error result without its stack", async () => {
@@ -68,6 +73,8 @@ describe("runToolCall", () => {
     );
     expect(outcome.ok).toBe(false);
     expect(outcome.error).toEqual({
+      code: "internal",
+      retryable: false,
       name: "Error",
       message: "ENOENT: no such file or directory, open 'config.json'",
     });
@@ -150,7 +157,7 @@ describe("runToolCall", () => {
       ok: false,
       cancelled: true,
       result: CANCELLED_TOOL_RESULT,
-      error: { name: "ToolCancelledError", message: "cancelled" },
+      error: { code: "tool_cancelled", retryable: false, name: "ToolCancelledError", message: "cancelled" },
     });
   });
 

@@ -51,7 +51,7 @@ function chatScript(text: string) {
             kind: "ModelStreamSegmentReset",
             attempt: 1,
             reason: "server_error",
-            error: { name: "ServerError", message: "529 overloaded" },
+            error: { code: "server_error", retryable: true, name: "ServerError", message: "529 overloaded" },
           } as EventBody,
           iteration: 1,
         },
@@ -95,7 +95,12 @@ function chatScript(text: string) {
             kind: "ToolCallFailed",
             toolName: "ask_agent",
             toolCallId: "call_2",
-            error: { name: "ToolError", message: "agent helper is not available" },
+            error: {
+              code: "tool",
+              retryable: false,
+              name: "ToolError",
+              message: "agent helper is not available",
+            },
             result: '{"error":"agent helper is not available"}',
             durationMs: 12,
           } as EventBody,
@@ -258,7 +263,11 @@ describe("the UI page", () => {
       make({ kind: "ChatStarted", text: "status report" }),
       make({ kind: "ModelTextDelta", delta: "All " }, 1),
       make({ kind: "ModelTextDelta", delta: "good." }, 1),
-      make({ kind: "ChatFailed", error: { name: "LlmError", message: "boom" }, cancelled: false }),
+      make({
+        kind: "ChatFailed",
+        error: { code: "server_error", retryable: true, name: "LlmError", message: "boom" },
+        cancelled: false,
+      }),
     ]);
     const item = page.locator(`${byTestId("session-item")}[data-agent="helper"][data-session="s2"]`);
     await item.waitFor();

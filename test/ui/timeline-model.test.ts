@@ -44,7 +44,7 @@ function scriptedChat(): AgentEvent[] {
         kind: "ModelStreamSegmentReset",
         attempt: 1,
         reason: "server_error",
-        error: { name: "ServerError", message: "529" },
+        error: { code: "server_error", retryable: true, name: "ServerError", message: "529" },
       },
       1,
     ),
@@ -73,7 +73,7 @@ function scriptedChat(): AgentEvent[] {
         kind: "ToolCallFailed",
         toolName: "ask_agent",
         toolCallId: "c2",
-        error: { name: "ToolError", message: "no helper" },
+        error: { code: "tool", retryable: false, name: "ToolError", message: "no helper" },
         result: '{"error":"no helper"}',
         durationMs: 398,
       },
@@ -155,7 +155,7 @@ describe("the timeline model", () => {
       {
         attempt: 1,
         reason: "server_error",
-        error: { name: "ServerError", message: "529" },
+        error: { code: "server_error", retryable: true, name: "ServerError", message: "529" },
         ms: T0 + 600,
         x: 600 / 3600,
       },
@@ -177,7 +177,12 @@ describe("the timeline model", () => {
       ["c2", "ask_agent", 1, "failed", 398],
       ["c3", "todo_list", 0, "completed", 299],
     ]);
-    expect(layout.tools[1]?.error).toEqual({ name: "ToolError", message: "no helper" });
+    expect(layout.tools[1]?.error).toEqual({
+      code: "tool",
+      retryable: false,
+      name: "ToolError",
+      message: "no helper",
+    });
     expect(layout.toolLanes).toBe(2);
 
     expect(layout.waits).toMatchObject([
@@ -248,7 +253,12 @@ describe("the timeline model", () => {
       at(90, { kind: "ContextCompaction", phase: "started", topic: "x" }),
       at(200, {
         kind: "ChatFailed",
-        error: { name: "ChatCancelledError", message: "the chat was cancelled" },
+        error: {
+          code: "cancelled",
+          retryable: false,
+          name: "ChatCancelledError",
+          message: "the chat was cancelled",
+        },
         cancelled: true,
       }),
     ]);
@@ -285,7 +295,7 @@ describe("the timeline model", () => {
       compaction(5400, {
         kind: "ContextCompaction",
         phase: "failed",
-        error: { name: "E", message: "empty" },
+        error: { code: "internal", retryable: false, name: "E", message: "empty" },
       }),
     ]);
     expect([...model.chats.keys()]).toEqual(["chat-1", "chat-2"]);
@@ -394,7 +404,11 @@ describe("approval waits", () => {
     const chat = build([
       ...start,
       request(200, "write_file", "f1"),
-      at(2200, { kind: "ChatFailed", error: { name: "Error", message: "host stopped" }, cancelled: false }),
+      at(2200, {
+        kind: "ChatFailed",
+        error: { code: "internal", retryable: false, name: "Error", message: "host stopped" },
+        cancelled: false,
+      }),
     ]).get("chat-f")!;
     expect(chat.status).toBe("failed");
     expect(layoutTimeline(chat, T0 + 9000).waits).toMatchObject([

@@ -5,6 +5,7 @@ import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { HostSilentError, requestWithHeartbeat } from "../../bus/request-with-heartbeat.js";
 import { chatSubject, sessionEventsPattern, sessionHeartbeatSubject } from "../../bus/subjects.js";
+import { exitCodeOfReply } from "../../errors/error-code.js";
 import type { AgentEvent } from "../../events/types.js";
 import { parseAgentEvent } from "../../ui/parse-agent-event.js";
 import type { CliContext } from "../cli-context.js";
@@ -118,7 +119,7 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
       if (!parsed.ok) return fail(`unreadable reply from the host: ${parsed.error.message}`);
       if (!parsed.value.ok) {
         const { code, message } = parsed.value.error;
-        return fail(`${code}: ${message}`, code === "cancelled" ? 130 : 1);
+        return fail(`${code}: ${message}`, exitCodeOfReply(code));
       }
       printer.onResult(parsed.value.result, parsed.value.usage);
       return 0;

@@ -22,7 +22,7 @@ export class OpenAIChatBackend implements LlmBackend {
   readonly provider = "openai-chat";
   readonly #client: OpenAI;
 
-  /** @throws AuthenticationError when no API key and no base URL are configured. */
+  /** @throws ConfigurationError when no API key and no base URL are configured. */
   constructor(options: OpenAIBackendOptions = {}) {
     this.#client = createOpenAIClient(options);
   }

@@ -23,7 +23,7 @@ export class OpenAIResponsesBackend implements LlmBackend {
   readonly provider = "openai-responses";
   readonly #client: OpenAI;
 
-  /** @throws AuthenticationError when no API key and no base URL are configured. */
+  /** @throws ConfigurationError when no API key and no base URL are configured. */
   constructor(options: OpenAIBackendOptions = {}) {
     this.#client = createOpenAIClient(options);
   }

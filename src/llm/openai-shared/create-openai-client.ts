@@ -1,5 +1,6 @@
 import OpenAI from "openai";
-import { AuthenticationError } from "../errors.js";
+import type { ConfigurationError } from "../../errors/configuration-error.js";
+import { missingApiKeyError } from "../missing-api-key.js";
 
 /** How to reach an OpenAI (or OpenAI-compatible) server. Every field is optional. */
 export interface OpenAIBackendOptions {
@@ -24,7 +25,7 @@ export type OpenAIEnvironment = Record<string, string | undefined>;
  * is off unless `OPENAI_LOG` asks for it, because every failure it would log reaches the caller
  * as an LlmError anyway (and a malformed chunk would otherwise be printed to the console).
  *
- * @throws AuthenticationError when there is no API key and no base URL to a keyless server.
+ * @throws {@link ConfigurationError} when there is no API key and no base URL to a keyless server.
  */
 export function createOpenAIClient(
   options: OpenAIBackendOptions,
@@ -33,9 +34,7 @@ export function createOpenAIClient(
   const baseURL = options.baseUrl ?? env.OPENAI_BASE_URL;
   const apiKey = options.apiKey ?? env.OPENAI_API_KEY ?? (baseURL ? PLACEHOLDER_API_KEY : undefined);
   if (apiKey === undefined) {
-    throw new AuthenticationError(
-      "no OpenAI API key: set OPENAI_API_KEY, pass apiKey, or give a base URL for a keyless OpenAI-compatible server",
-    );
+    throw missingApiKeyError("openai", "OPENAI_API_KEY");
   }
   return new OpenAI({
     apiKey,

@@ -1,5 +1,5 @@
 import type { Bus } from "../../bus/bus.js";
-import { ConfigurationError } from "../../llm/configuration-error.js";
+import { ConfigurationError } from "../../errors/configuration-error.js";
 import type { ToolSet } from "../tool-set.js";
 import { createCurrentTimeToolSet } from "./current-time.js";
 import { createTodoListToolSet } from "./todo-list.js";

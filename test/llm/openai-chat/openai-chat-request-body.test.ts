@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { AuthenticationError } from "../../../src/llm/errors.js";
+import { ConfigurationError } from "../../../src/errors/configuration-error.js";
 import { OpenAIChatBackend } from "../../../src/llm/openai-chat/index.js";
 import type { GenerateRequest, LlmOptions, Message } from "../../../src/llm/types.js";
 import { type FakeOpenAI, startFakeOpenAI, turn } from "../../../src/testing/index.js";
@@ -161,6 +161,6 @@ describe("OpenAIChatBackend request body", () => {
 
     vi.stubEnv("OPENAI_API_KEY", undefined);
     vi.stubEnv("OPENAI_BASE_URL", undefined);
-    expect(() => new OpenAIChatBackend()).toThrow(AuthenticationError);
+    expect(() => new OpenAIChatBackend()).toThrow(ConfigurationError);
   });
 });

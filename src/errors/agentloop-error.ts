@@ -1,0 +1,32 @@
+import type { AgentloopErrorCode } from "./error-code.js";
+
+/** What every {@link AgentloopError} may be given besides its message. */
+export interface AgentloopErrorOptions {
+  cause?: unknown;
+  /** The HTTP status a provider answered with. */
+  status?: number;
+}
+
+/**
+ * Base of every error agentloop throws. `code` is stable (callers and the contract tables switch
+ * on it, never on class names), `retryable` says whether trying the same thing again may work,
+ * `status` is a provider's HTTP status when there was one, and `cause` keeps the underlying error.
+ * `name` is the concrete class name. Each subclass fixes its `code`; the table in error-code.ts
+ * says what that code becomes in a NATS reply, a CLI exit code and an event.
+ */
+export abstract class AgentloopError extends Error {
+  abstract readonly code: AgentloopErrorCode;
+  abstract readonly retryable: boolean;
+  readonly status: number | undefined;
+
+  constructor(message: string, options: AgentloopErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.status = options.status;
+  }
+}
+
+/** True for every error of the hierarchy. */
+export function isAgentloopError(error: unknown): error is AgentloopError {
+  return error instanceof AgentloopError;
+}

@@ -1,0 +1,94 @@
+import type { ErrorCode as ReplyErrorCode } from "../bus/contract.js";
+
+/** What one {@link AgentloopErrorCode} becomes at each boundary. */
+export interface ErrorCodeMapping {
+  /** The `error.code` of a failed NATS reply (SPEC §11: a fixed list). */
+  reply: ReplyErrorCode;
+  /** The CLI's exit code when a command ends with this error (SPEC §12). */
+  exitCode: number;
+}
+
+/** Exit code of a mistake the user fixes (a flag, a file, a URL, credentials). */
+export const EXIT_USER_MISTAKE = 2;
+/** Exit code of a cancelled chat (as for SIGINT). */
+export const EXIT_CANCELLED = 130;
+/** Exit code of any other failure. */
+export const EXIT_FAILURE = 1;
+
+const llmFailure = { reply: "llm_error", exitCode: EXIT_FAILURE } as const;
+const userMistake = { reply: "internal", exitCode: EXIT_USER_MISTAKE } as const;
+const failure = { reply: "internal", exitCode: EXIT_FAILURE } as const;
+
+/**
+ * The one table from an error's `code` to the NATS contract's reply code and the CLI's exit code.
+ * Events carry the code itself (in `ErrorInfo`). Every code an {@link AgentloopError} subclass
+ * fixes is a key here; an error from outside the hierarchy is `internal`.
+ */
+export const ERROR_CODE_TABLE = {
+  // The model request failed (src/llm/errors.ts).
+  rate_limit: llmFailure,
+  server_error: llmFailure,
+  network: llmFailure,
+  stray_tool_markup: llmFailure,
+  authentication: llmFailure,
+  not_found: llmFailure,
+  invalid_request: llmFailure,
+  timeout: llmFailure,
+  invalid_response: llmFailure,
+  context_length_exceeded: llmFailure,
+  /** A compaction's summary came back empty. */
+  empty_summary: llmFailure,
+  /** A chat or a model request was cancelled. */
+  cancelled: { reply: "cancelled", exitCode: EXIT_CANCELLED },
+  /** The host is closing: the caller's message will not run. */
+  host_closing: { reply: "cancelled", exitCode: EXIT_FAILURE },
+  /** Every session slot is busy. */
+  overloaded: { reply: "overloaded", exitCode: EXIT_FAILURE },
+  // The user's configuration or command line.
+  configuration: userMistake,
+  usage: userMistake,
+  bus_config: userMistake,
+  // The bus (src/bus).
+  bus: failure,
+  bus_timeout: failure,
+  no_responders: failure,
+  bus_closed: failure,
+  invalid_subject: failure,
+  host_silent: failure,
+  // The persisted history.
+  history: failure,
+  corrupt_history: failure,
+  history_schema_version: failure,
+  // Tools (their errors become results the model reads; here for completeness).
+  tool: failure,
+  tool_not_found: failure,
+  tool_arguments: failure,
+  tool_cancelled: failure,
+  mcp_server_not_running: failure,
+  mcp_tool_call: failure,
+  /** Anything not of the hierarchy. */
+  internal: failure,
+} as const satisfies Record<string, ErrorCodeMapping>;
+
+/** The stable code of an agentloop error: a key of {@link ERROR_CODE_TABLE}. */
+export type AgentloopErrorCode = keyof typeof ERROR_CODE_TABLE;
+
+/** Every code, in the table's order. */
+export const AGENTLOOP_ERROR_CODES = Object.keys(ERROR_CODE_TABLE) as AgentloopErrorCode[];
+
+export function isAgentloopErrorCode(value: unknown): value is AgentloopErrorCode {
+  return typeof value === "string" && Object.hasOwn(ERROR_CODE_TABLE, value);
+}
+
+/** The mapping of `code`; a code this version does not know (e.g. from a newer peer) maps as `internal`. */
+export function mappingOf(code: string): ErrorCodeMapping {
+  return isAgentloopErrorCode(code) ? ERROR_CODE_TABLE[code] : ERROR_CODE_TABLE.internal;
+}
+
+/**
+ * The exit code of a remote `chat` answered with a failed reply: the host already mapped the
+ * error to its reply code, so the CLI reads that (a cancelled chat exits as a local one does).
+ */
+export function exitCodeOfReply(reply: ReplyErrorCode): number {
+  return reply === "cancelled" ? EXIT_CANCELLED : EXIT_FAILURE;
+}

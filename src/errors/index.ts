@@ -1,0 +1,15 @@
+export { AgentloopError, type AgentloopErrorOptions, isAgentloopError } from "./agentloop-error.js";
+export { ConfigurationError } from "./configuration-error.js";
+export {
+  AGENTLOOP_ERROR_CODES,
+  type AgentloopErrorCode,
+  ERROR_CODE_TABLE,
+  type ErrorCodeMapping,
+  EXIT_CANCELLED,
+  EXIT_FAILURE,
+  EXIT_USER_MISTAKE,
+  exitCodeOfReply,
+  isAgentloopErrorCode,
+  mappingOf,
+} from "./error-code.js";
+export { type ErrorInfo, errorInfo, isErrorInfo, toErrorInfo } from "./error-info.js";
