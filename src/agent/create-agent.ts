@@ -141,6 +141,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   const events = createEventEmitter({
     agent: name,
     session,
+    ...(params.host === undefined ? {} : { host: params.host }),
     listeners,
     redactor,
     ...(params.now ? { now: params.now } : {}),
