@@ -139,6 +139,8 @@ export class JetStreamRecordLog {
 
   /** Removes the subject's messages before stream sequence `seq`. */
   async purgeBefore(seq: number): Promise<void> {
+    // Nothing comes before 1, and the server reads `seq: 1` as no bound at all: it would purge everything.
+    if (seq <= 1) return;
     await this.#target.jsm.streams.purge(this.#target.stream, { filter: this.#target.subject, seq });
   }
 
