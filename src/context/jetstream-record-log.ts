@@ -19,6 +19,9 @@ import {
   splitBody,
 } from "./history-records.js";
 
+/** How long one fetch of a subject's messages waits for more before the read ends. */
+const FETCH_EXPIRES_MS = 5_000;
+
 /** What a {@link JetStreamRecordLog} needs from its store. */
 export interface RecordLogTarget {
   js: JetStreamClient;
@@ -85,15 +88,20 @@ export class JetStreamRecordLog {
       deliver_policy: DeliverPolicy.All,
     });
     try {
-      const messages = await consumer.consume({ max_messages: 256 });
-      try {
-        for await (const message of messages) {
+      // Fetches that expire, not an endless consume: a purge racing this read may leave fewer
+      // messages than the last sequence promised.
+      for (let isDone = false; !isDone; ) {
+        let fetched = 0;
+        for await (const message of await consumer.fetch({ max_messages: 256, expires: FETCH_EXPIRES_MS })) {
+          fetched += 1;
           parts.push(partOfMessage(message));
           lastSeq = Math.max(lastSeq, message.seq);
-          if (message.seq >= last.seq || message.info.pending === 0) break;
+          if (message.seq >= last.seq || message.info.pending === 0) {
+            isDone = true;
+            break;
+          }
         }
-      } finally {
-        messages.stop();
+        if (fetched === 0) isDone = true;
       }
     } finally {
       await consumer.delete().catch(() => {

@@ -188,6 +188,25 @@ describe("NatsContextHistory on JetStream", () => {
     }
   });
 
+  it("reads back a subject of more messages than one fetch brings", async () => {
+    const { store, remove } = await openStore({ maxPartBytes: 8 });
+    try {
+      const history = store.history("bot", "s1");
+      for (let round = 0; round < 3; round++) await history.append(conversation);
+      const subject = historySubject(store.prefix, "bot", "s1");
+      const manager = await jetstreamManager(bus.connection);
+      const info = await manager.streams.info(store.stream, { subjects_filter: subject });
+      expect(info.state.subjects?.[subject]).toBeGreaterThan(256);
+      expect(await store.history("bot", "s1").restore()).toEqual([
+        ...conversation,
+        ...conversation,
+        ...conversation,
+      ]);
+    } finally {
+      await remove();
+    }
+  });
+
   it("purges what a compaction replaced: the subject keeps the snapshot only", async () => {
     const { store, remove } = await openStore();
     try {
