@@ -162,7 +162,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
 async function openNatsHistories(bus: Bus, prefix: string): Promise<NatsHistoryStore> {
   if (!(bus instanceof NatsBus)) {
     throw new ConfigurationError(
-      "--history nats needs a NATS server (with JetStream), not the in-process bus",
+      "the JetStream history (--history nats) needs a NATS bus, not the in-process bus",
     );
   }
   try {
