@@ -69,7 +69,9 @@ describe("startHost with the JetStream history", () => {
   it("refuses the JetStream history on the in-process bus, and a host id that is not one token", async () => {
     const local = new LocalBus();
     await expect(startHost({ bus: local, history: "nats", agents: [{ name: "bot" }] })).rejects.toThrow(
-      new ConfigurationError("the JetStream history (--history nats) needs a NATS bus, not the in-process bus"),
+      new ConfigurationError(
+        "the JetStream history (--history nats) needs a NATS bus, not the in-process bus",
+      ),
     );
     await expect(startHost({ bus: local, hostId: "a.b", agents: [{ name: "bot" }] })).rejects.toThrow(
       /^host id "a\.b" is not one subject token/,
