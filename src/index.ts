@@ -47,8 +47,15 @@ export { AgentConfig, AgentloopConfig, defineConfig } from "./config/agent-confi
 export { ConfigFileError } from "./config/config-file-error.js";
 // Conversation histories
 export type { ContextHistory } from "./context/context-history.js";
-export { CorruptHistoryError, HistoryError, HistorySchemaVersionError } from "./context/history-errors.js";
+export {
+  CorruptHistoryError,
+  HistoryConflictError,
+  HistoryError,
+  HistorySchemaVersionError,
+} from "./context/history-errors.js";
 export { InMemoryContextHistory } from "./context/in-memory-history.js";
+export type { NatsContextHistory } from "./context/nats-context-history.js";
+export { NatsHistoryStore } from "./context/nats-history-store.js";
 // Errors: one hierarchy, its codes, and errors as data
 export {
   AgentloopError,

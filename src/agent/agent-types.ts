@@ -41,6 +41,8 @@ export interface CreateAgentParams {
   name?: string;
   /** Session id (events carry it). Default "default". */
   session?: string;
+  /** The id of the host running the session: every event carries it as `host`. Default: none. */
+  host?: string;
   llm: LlmClient;
   model: string;
   toolSets?: ToolSet[];

@@ -82,6 +82,7 @@ async function createSessionEvents(
   return createEventEmitter({
     agent: name,
     session,
+    ...(params.host === undefined ? {} : { host: params.host }),
     listeners,
     redactor: params.redactor ?? NO_SECRETS,
     ...(params.now ? { now: params.now } : {}),

@@ -32,6 +32,12 @@ const GLOBAL_FLAGS: Record<string, FlagKind> = {
   version: "boolean",
 };
 
+/** A host's identity and where it keeps histories (serve, up). */
+const HOST_FLAGS: Record<string, FlagKind> = {
+  "host-id": "string",
+  history: "string",
+};
+
 /** The Agent Protocol's flags (serve, up): `--owner`, and its two intervals. */
 const PROTOCOL_FLAGS: Record<string, FlagKind> = {
   owner: "string",
@@ -54,10 +60,11 @@ const COMMANDS: Record<
       "idle-timeout": "string",
       "max-sessions": "string",
       "nats-hold-mb": "string",
+      ...HOST_FLAGS,
       ...PROTOCOL_FLAGS,
     },
     usage:
-      "up [--port N] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--owner NAME]",
+      "up [--port N] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--owner NAME]",
     arguments: false,
   },
   serve: {
@@ -68,10 +75,11 @@ const COMMANDS: Record<
       "idle-timeout": "string",
       "max-sessions": "string",
       "nats-hold-mb": "string",
+      ...HOST_FLAGS,
       ...PROTOCOL_FLAGS,
     },
     usage:
-      "serve [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--owner NAME]",
+      "serve [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--owner NAME]",
     arguments: false,
   },
   chat: {

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { parseNatsUrl } from "../bus/nats-url.js";
+import { isValidHostId } from "../host/host-id.js";
 import { knownContextWindow, resolveProvider } from "../llm/create-backend.js";
 import type { ReasoningEffort } from "../llm/types.js";
 import { createSecretRedactor, type SecretRedactor } from "../text/secret-redactor.js";
@@ -204,4 +205,28 @@ export function natsHoldBytesFrom(flags: Flags, env: NodeJS.ProcessEnv): number 
 /** `--idle-timeout` / `AGENTLOOP_IDLE_TIMEOUT`: how long a session may stay idle before passivation. */
 export function idleTimeoutFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
   return parseDuration(pick(flags, "idle-timeout", env, "AGENTLOOP_IDLE_TIMEOUT"), "--idle-timeout");
+}
+
+/** Where a host keeps its sessions' histories: `sqlite` (the `--db` file, else memory) or `nats` (JetStream). */
+export type HistoryBackendName = "sqlite" | "nats";
+
+/** `--history sqlite|nats` / `AGENTLOOP_HISTORY` (default sqlite). */
+export function historyBackendFrom(flags: Flags, env: NodeJS.ProcessEnv): HistoryBackendName {
+  const value = pick(flags, "history", env, "AGENTLOOP_HISTORY") ?? "sqlite";
+  if (value !== "sqlite" && value !== "nats") {
+    throw new UsageError(`--history must be sqlite or nats, got "${value}"`);
+  }
+  return value;
+}
+
+/** `--host-id` / `AGENTLOOP_HOST_ID`: the host's id in events, heartbeats and `$SRV`; undefined for a generated one. */
+export function hostIdFrom(flags: Flags, env: NodeJS.ProcessEnv): string | undefined {
+  if (flags["host-id"] === true || flags["host-id"] === "") throw new UsageError("--host-id needs a value");
+  const hostId = pick(flags, "host-id", env, "AGENTLOOP_HOST_ID");
+  if (hostId !== undefined && !isValidHostId(hostId)) {
+    throw new UsageError(
+      `--host-id must be one subject token of letters, digits, _ and - (at most 128), got "${hostId}"`,
+    );
+  }
+  return hostId;
 }

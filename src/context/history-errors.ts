@@ -40,3 +40,25 @@ export class HistorySchemaVersionError extends HistoryError {
     this.supported = supported;
   }
 }
+
+/**
+ * Another writer changed the session's history since this one last read or wrote it (JetStream:
+ * the expected last subject sequence did not match). Nothing was written: the session must be
+ * restored (or given up, when this host no longer owns it) before it writes again.
+ */
+export class HistoryConflictError extends HistoryError {
+  readonly agent: string;
+  readonly session: string;
+  /** The sequence this writer expected to be the subject's last one. */
+  readonly expectedSeq: number;
+
+  constructor(where: { agent: string; session: string; expectedSeq: number }, cause?: unknown) {
+    super(
+      `history conflict (agent "${where.agent}", session "${where.session}"): another writer changed it after sequence ${where.expectedSeq}; nothing was written`,
+      { cause },
+    );
+    this.agent = where.agent;
+    this.session = where.session;
+    this.expectedSeq = where.expectedSeq;
+  }
+}

@@ -1,13 +1,12 @@
 import type Database from "better-sqlite3";
 import { z } from "zod";
 import type { Message } from "../llm/types.js";
-import { wellFormedMessage } from "../llm/well-formed-message.js";
 import { type AgentDatabase, migrateAgentDatabase, openAgentDatabase } from "./agent-database.js";
 import type { ContextHistory } from "./context-history.js";
 import { CorruptHistoryError } from "./history-errors.js";
-import { MessageSchema } from "./message-schema.js";
 import { PendingApproval } from "./pending-approval.js";
 import { statement } from "./sqlite-statements.js";
+import { parseStoredMessage, storableMessages } from "./stored-message.js";
 
 export type SqliteContextHistoryParams = {
   agent: string;
@@ -123,17 +122,16 @@ export class SqliteContextHistory implements ContextHistory {
 
   async restore(): Promise<Message[]> {
     const rows = this.#select.all(this.agent, this.session);
-    // A row written before lone surrogates were refused would poison every request: heal it.
-    return rows.map((row) => wellFormedMessage(this.#parseRow(row)));
+    return rows.map((row) => this.#parseRow(row));
   }
 
   async append(messages: readonly Message[]): Promise<void> {
-    const stored = storable(messages);
+    const stored = storableMessages(messages);
     if (stored.length > 0) this.#appendRows(stored);
   }
 
   async replace(messages: readonly Message[]): Promise<void> {
-    this.#replaceRows(storable(messages));
+    this.#replaceRows(storableMessages(messages));
   }
 
   /** `/new` clears the conversation, not the seq mark: seq stays monotonic across resets. */
@@ -208,20 +206,7 @@ export class SqliteContextHistory implements ContextHistory {
     } catch (error) {
       throw new CorruptHistoryError(where, "the message is not valid JSON", error);
     }
-    const message = MessageSchema.safeParse(json);
-    if (!message.success) {
-      const issues = message.error.issues.map(
-        (issue) => `${issue.path.join(".") || "(message)"}: ${issue.message}`,
-      );
-      throw new CorruptHistoryError(where, `not a valid message: ${issues.join("; ")}`, message.error);
-    }
-    if (message.data.role === "system") {
-      throw new CorruptHistoryError(
-        where,
-        "a system message was stored (system prompts are never persisted)",
-      );
-    }
-    return message.data;
+    return parseStoredMessage(json, where);
   }
 
   #where(position: number) {
@@ -230,9 +215,3 @@ export class SqliteContextHistory implements ContextHistory {
 }
 
 type Statement = Database.Statement<unknown[], unknown>;
-
-/** The system prompt is rebuilt from options and ToolSets, so it is never persisted (SPEC §7.2). */
-/** System messages are never stored, and no message with a lone surrogate (see {@link wellFormedMessage}). */
-function storable(messages: readonly Message[]): Message[] {
-  return messages.filter((message) => message.role !== "system").map(wellFormedMessage);
-}

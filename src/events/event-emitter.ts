@@ -21,6 +21,8 @@ export interface EventEmitter {
 export interface EventEmitterParams {
   agent: string;
   session: string;
+  /** The host id every event carries as `host`; absent (left out of the JSON) when unset. */
+  host?: string;
   listeners: ReadonlyArray<(event: AgentEvent) => void>;
   now?: () => Date;
   /** Hides the configured secrets in every event's fields. Default: none (no cost). */
@@ -49,6 +51,7 @@ export const SEQ_RESERVATION_BLOCK = 1_000;
 export function createEventEmitter({
   agent,
   session,
+  host,
   listeners,
   now,
   redactor = NO_SECRETS,
@@ -89,6 +92,7 @@ export function createEventEmitter({
       const event = {
         agent,
         session,
+        host,
         chatId,
         seq,
         ts: timestamp(),

@@ -38,6 +38,8 @@ export { toErrorInfo } from "../errors/error-info.js";
 export interface EventBase {
   agent: string;
   session: string;
+  /** The id of the host (process) that ran the session when it emitted this (`serve --host-id`). */
+  host?: string;
   chatId: string;
   /** Per-session sequence number, strictly increasing. */
   seq: number;

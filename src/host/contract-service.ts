@@ -43,13 +43,13 @@ export class ContractService {
 
   static async start(
     bus: NatsBus,
-    options: { prefix: string; log?: (line: string) => void },
+    options: { prefix: string; hostId?: string; log?: (line: string) => void },
   ): Promise<ContractService> {
     const service = await servicesOn(bus.connection).add({
       name: CONTRACT_SERVICE_NAME,
       version: VERSION,
       description: "agentloop agent host: chat and control for every agent it serves",
-      metadata: { prefix: options.prefix },
+      metadata: { prefix: options.prefix, ...(options.hostId === undefined ? {} : { host: options.hostId }) },
     });
     return new ContractService(service, bus, options.log ?? (() => {}));
   }

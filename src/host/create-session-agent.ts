@@ -29,6 +29,10 @@ export interface SessionAgentFactoryOptions {
   prefix?: string;
   /** SQLite file of the histories; without it histories live in this process's memory. */
   db?: string;
+  /** Builds each session's history instead (e.g. on JetStream: `NatsHistoryStore.history`); `db` is then unused. */
+  openHistory?: (agent: string, session: string) => ContextHistory;
+  /** The host's id: every event carries it as `host`. */
+  hostId?: string;
   /** Where provider keys and base URLs are read when a definition has none. */
   env?: ProviderEnvironment;
   /** Overrides the backend (tests: a scripted model). Default: {@link createBackend} from the definition. */
@@ -137,6 +141,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
   let database: AgentDatabase | undefined;
   const memoryHistories = new Map<string, InMemoryContextHistory>();
   const historyOf = (agent: string, session: string): ContextHistory => {
+    if (options.openHistory !== undefined) return options.openHistory(agent, session);
     if (options.db !== undefined) {
       database ??= openAgentDatabase(options.db);
       return new SqliteContextHistory({ agent, session, database });
@@ -157,6 +162,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
     return createAgent({
       name: agent,
       session,
+      ...(options.hostId === undefined ? {} : { host: options.hostId }),
       llm,
       model: definition.model,
       toolSets,

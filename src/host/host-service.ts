@@ -2,9 +2,11 @@ import type { Bus } from "../bus/bus.js";
 import { ensureEventStream } from "../bus/event-log.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import type { RuntimeConfig } from "../cli/cli-context.js";
-import type { ProtocolSettings } from "../cli/runtime-config.js";
+import type { HistoryBackendName, ProtocolSettings } from "../cli/runtime-config.js";
 import { secretRedactorFor } from "../cli/runtime-config.js";
+import { NatsHistoryStore } from "../context/nats-history-store.js";
 import type { AgentEvent } from "../events/types.js";
+import { ConfigurationError } from "../llm/configuration-error.js";
 import type { ProviderEnvironment } from "../llm/create-backend.js";
 import { McpServerPool } from "../mcp/mcp-server-pool.js";
 import { AgentProtocolHost } from "../protocol/agent-protocol-host.js";
@@ -12,6 +14,7 @@ import type { ResolvedAgentDefinition } from "./agent-definitions.js";
 import { AgentHost } from "./agent-host.js";
 import { ContractService } from "./contract-service.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
+import { createHostId, isValidHostId } from "./host-id.js";
 
 export interface HostServiceOptions {
   bus: Bus;
@@ -28,11 +31,17 @@ export interface HostServiceOptions {
   graceMs?: number;
   /** The Agent Protocol (NATS only): owner token and intervals. */
   protocol?: ProtocolSettings;
+  /** This host's id (events' `host`, heartbeats, `$SRV` metadata). Default {@link createHostId}. */
+  hostId?: string;
+  /** Where the sessions' histories live: `sqlite` (default: `config.db`, else memory) or `nats` (JetStream; needs a NATS bus). */
+  history?: HistoryBackendName;
 }
 
 /** A running agent host with what it holds open. */
 export interface HostService {
   host: AgentHost;
+  /** The id this host goes by. */
+  readonly hostId: string;
   /** The Agent Protocol side (undefined on the in-process bus: there is no `$SRV` there). */
   protocol: AgentProtocolHost | undefined;
   /**
@@ -56,6 +65,13 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   const redactor = secretRedactorFor(config, env);
   const log = (line: string) => options.log(redactor.redact(line));
   // One client per MCP server for the whole host; a server's own environment comes from `env`.
+  if (options.hostId !== undefined && !isValidHostId(options.hostId)) {
+    throw new ConfigurationError(
+      `host id "${options.hostId}" is not one subject token of letters, digits, _ and - (at most 128)`,
+    );
+  }
+  const hostId = options.hostId ?? createHostId();
+  const histories = options.history === "nats" ? await openNatsHistories(bus, config.prefix) : undefined;
   const mcpServers = new McpServerPool(options.definitions, { env, log });
   const factory = createSessionAgentFactory({
     definitions: options.definitions,
@@ -65,6 +81,10 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
     // The shell reads the variables it passes on from the same environment as the providers.
     shell: { env },
     ...(config.db === undefined ? {} : { db: config.db }),
+    ...(histories === undefined
+      ? {}
+      : { openHistory: (agent, session) => histories.history(agent, session) }),
+    hostId,
     ...(options.env === undefined ? {} : { env: options.env }),
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
     mcpServers,
@@ -85,12 +105,15 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   let protocol: AgentProtocolHost | undefined;
   try {
     contract =
-      bus instanceof NatsBus ? await ContractService.start(bus, { prefix: config.prefix, log }) : undefined;
+      bus instanceof NatsBus
+        ? await ContractService.start(bus, { prefix: config.prefix, hostId, log })
+        : undefined;
     host = new AgentHost({
       bus,
       prefix: config.prefix,
       agents: options.definitions.map((definition) => definition.name),
       createAgent: factory.createAgent,
+      hostId,
       log,
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
       ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
@@ -117,6 +140,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   }
   return {
     host,
+    hostId,
     protocol,
     close: async (closeOptions = {}) => {
       // No new prompts; running ones end with the host's sessions (answered, or cancelled after the grace).
@@ -128,6 +152,28 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
       factory.close();
     },
   };
+}
+
+/**
+ * The JetStream history store for `--history nats` (its stream made sure of now, so a server
+ * without JetStream fails the start, not the first chat).
+ * @throws ConfigurationError when the bus is not NATS or JetStream is not available.
+ */
+async function openNatsHistories(bus: Bus, prefix: string): Promise<NatsHistoryStore> {
+  if (!(bus instanceof NatsBus)) {
+    throw new ConfigurationError(
+      "the JetStream history (--history nats) needs a NATS bus, not the in-process bus",
+    );
+  }
+  try {
+    return await NatsHistoryStore.open(bus.connection, { prefix });
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ConfigurationError(
+      `--history nats: cannot open the JetStream history stream: ${reason} (start nats-server with -js)`,
+      { cause: error },
+    );
+  }
 }
 
 /** `bot, helper (demo model: offline and deterministic)`: the agents line `serve` and `up` print. */

@@ -1,8 +1,7 @@
-import { randomBytes } from "node:crypto";
-import { hostname } from "node:os";
 import type { Bus } from "../bus/bus.js";
 import { HEARTBEAT_INTERVAL_MS, type SessionHeartbeat } from "../bus/session-heartbeat.js";
 import { sessionHeartbeatSubject } from "../bus/subjects.js";
+import { createHostId } from "./host-id.js";
 
 export interface SessionHeartbeatsOptions {
   bus: Bus;
@@ -19,11 +18,6 @@ interface BusySession {
   agent: string;
   session: string;
   requests: number;
-}
-
-/** `<host name>-<pid>-<random>`: tells two hosts (or two runs of one) apart in a heartbeat. */
-export function createHostId(): string {
-  return `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
 }
 
 /**

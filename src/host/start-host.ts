@@ -19,6 +19,10 @@ export interface StartHostOptions {
   prefix?: string;
   /** SQLite file of the conversation histories. Default: in this process's memory. */
   db?: string;
+  /** `"nats"`: the histories live in JetStream (stream `AGENTLOOP_HISTORY`), shared by every host on the bus; needs a NatsBus. Default `"sqlite"` (`db`). */
+  history?: "sqlite" | "nats";
+  /** This host's id, carried by every event as `host`. Default: host name, pid and a random suffix. */
+  hostId?: string;
   /**
    * Where provider keys, base URLs and defaults are read, as the CLI reads them
    * (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `AGENTLOOP_PROVIDER`, `AGENTLOOP_MODEL`…). Default
@@ -92,6 +96,8 @@ export async function startHost(options: StartHostOptions): Promise<RunningHost>
     ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
     ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
     ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
+    ...(options.hostId === undefined ? {} : { hostId: options.hostId }),
+    ...(options.history === undefined ? {} : { history: options.history }),
   });
   return { agents: definitions.map((definition) => definition.name), close: service.close };
 }

@@ -43,7 +43,7 @@ describe("agentloop serve", () => {
     expect(linesOf(run.stdout)).toHaveLength(1);
     expect(run.stdout).toMatch(
       new RegExp(
-        `^agentloop serve: bus nats://127\\.0\\.0\\.1:\\d+ \\(nats, prefix ${prefix}\\); agents: assistant \\(demo model\\) — the demo model is offline`,
+        `^agentloop serve: bus nats://127\\.0\\.0\\.1:\\d+ \\(nats, prefix ${prefix}, host [A-Za-z0-9_-]+\\); agents: assistant \\(demo model\\) — the demo model is offline`,
       ),
     );
     expect(run.stderr).toBe(

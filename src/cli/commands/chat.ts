@@ -5,6 +5,7 @@ import { SqliteContextHistory } from "../../context/sqlite-context-history.js";
 import { ConfigurationError } from "../../errors/configuration-error.js";
 import type { AgentEvent } from "../../events/types.js";
 import { isPromptCachingDefault } from "../../host/agent-definitions.js";
+import { createHostId } from "../../host/host-id.js";
 import { createBackend } from "../../llm/create-backend.js";
 import { RetryingLlmClient } from "../../llm/retrying-client.js";
 import { builtinToolSets } from "../../tools/builtin/index.js";
@@ -119,6 +120,7 @@ async function runLocalChat(context: CliContext, args: ChatArguments): Promise<n
     const agent = await createAgent({
       name: args.agent,
       session: args.session,
+      host: createHostId(),
       llm: new RetryingLlmClient({ backend }),
       model: config.model,
       toolSets: builtinToolSets(LOCAL_TOOLS),

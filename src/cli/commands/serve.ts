@@ -9,6 +9,8 @@ import { type CliContext, type Command, UsageError } from "../cli-context.js";
 import { untilAborted } from "../command-helpers.js";
 import {
   DEFAULT_MODELS,
+  historyBackendFrom,
+  hostIdFrom,
   idleTimeoutFrom,
   maxSessionsFrom,
   natsHoldBytesFrom,
@@ -46,6 +48,8 @@ export const serveCommand: Command = async (context) => {
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const maxHeldBytes = natsHoldBytesFrom(context.flags, context.env);
   const protocol = protocolSettingsFrom(context.flags, context.env);
+  const hostId = hostIdFrom(context.flags, context.env);
+  const history = historyBackendFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
   const log = (line: string) => context.stderr.write(`agentloop serve: ${line}\n`);
   let bus: NatsBus;
@@ -73,10 +77,12 @@ export const serveCommand: Command = async (context) => {
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
+      ...(hostId === undefined ? {} : { hostId }),
+      history,
       protocol,
     });
     context.stdout.write(
-      `agentloop serve: bus ${url} (nats, prefix ${config.prefix}); agents: ${describeAgents(definitions)}\n`,
+      `agentloop serve: bus ${url} (nats, prefix ${config.prefix}, host ${service.hostId}${history === "nats" ? ", history nats" : ""}); agents: ${describeAgents(definitions)}\n`,
     );
     await untilAborted(context.signal);
     context.stderr.write(

@@ -8,6 +8,8 @@ import { startUiServer } from "../../ui/ui-server.js";
 import type { Command } from "../cli-context.js";
 import { parsePort, untilAborted } from "../command-helpers.js";
 import {
+  historyBackendFrom,
+  hostIdFrom,
   idleTimeoutFrom,
   maxSessionsFrom,
   natsHoldBytesFrom,
@@ -34,6 +36,8 @@ export const upCommand: Command = async (context) => {
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const maxHeldBytes = natsHoldBytesFrom(context.flags, context.env);
   const protocol = protocolSettingsFrom(context.flags, context.env);
+  const hostId = hostIdFrom(context.flags, context.env);
+  const history = historyBackendFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
   const log = (line: string) => context.stderr.write(`agentloop up: ${line}\n`);
   const nats = await NatsBus.tryConnect(config.natsUrl, NATS_PROBE_TIMEOUT_MS, {
@@ -44,7 +48,12 @@ export const upCommand: Command = async (context) => {
   });
   let bus: Bus;
   if (nats !== undefined) bus = nats;
-  else {
+  else if (history === "nats") {
+    context.stderr.write(
+      `agentloop up: --history nats needs a NATS server with JetStream, and none answers at ${url}\n`,
+    );
+    return 1;
+  } else {
     bus = new LocalBus();
     context.stderr.write(
       `agentloop up: no NATS server at ${url}; using the in-process bus (same subjects, this process only; no $SRV services, so no Agent Protocol)\n`,
@@ -61,6 +70,8 @@ export const upCommand: Command = async (context) => {
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
+      ...(hostId === undefined ? {} : { hostId }),
+      history,
       protocol,
     });
     const following = followEvents({

@@ -1,0 +1,192 @@
+import {
+  DeliverPolicy,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  type StoredMsg,
+} from "@nats-io/jetstream";
+import { headers, nuid } from "@nats-io/transport-node";
+import {
+  assembleRecords,
+  BATCH_HEADER,
+  type HistoryRecord,
+  isRecordKind,
+  PART_HEADER,
+  parsePartHeader,
+  RECORD_HEADER,
+  type RecordKind,
+  type RecordPart,
+  splitBody,
+} from "./history-records.js";
+
+/** How long one fetch of a subject's messages waits for more before the read ends. */
+const FETCH_EXPIRES_MS = 5_000;
+
+/** What a {@link JetStreamRecordLog} needs from its store. */
+export interface RecordLogTarget {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  stream: string;
+  subject: string;
+  /** The most body bytes one part may carry now (the server's max payload minus room for headers). */
+  maxPartBytes: () => number;
+}
+
+/** Everything stored on a subject, as complete records, and the subject's last sequence. */
+export interface RecordLogContents {
+  records: HistoryRecord[];
+  /** The subject's last stream sequence (0: nothing stored), including incomplete records. */
+  lastSeq: number;
+}
+
+/** A stored message that is not a record part (someone else published on the subject). */
+export class NotARecordError extends Error {
+  readonly seq: number;
+  constructor(seq: number, reason: string) {
+    super(reason);
+    this.name = new.target.name;
+    this.seq = seq;
+  }
+}
+
+/**
+ * The records of one subject of the history stream: reads them all (an ordered consumer with the
+ * subject as its only filter: nats-server 2.9), writes one record as one or more parts, each
+ * published with the expected last subject sequence, and purges what a newer record supersedes.
+ */
+export class JetStreamRecordLog {
+  readonly #target: RecordLogTarget;
+
+  constructor(target: RecordLogTarget) {
+    this.#target = target;
+  }
+
+  get subject(): string {
+    return this.#target.subject;
+  }
+
+  /** The subject's last stream sequence, 0 when it holds nothing. */
+  async lastSeq(): Promise<number> {
+    const last = await this.#last();
+    return last?.seq ?? 0;
+  }
+
+  /** Every complete record on the subject, oldest first. */
+  async read(): Promise<RecordLogContents> {
+    const { js, stream, subject } = this.#target;
+    const last = await this.#last();
+    if (last === null) return { records: [], lastSeq: 0 };
+    const single = partOf(last.seq, last.header.get(RECORD_HEADER), last.header, last.data);
+    // The usual case after a compaction or for marks: the subject holds one whole record.
+    if (single.part === 1 && single.parts === 1 && (await this.#firstSeqIs(last.seq))) {
+      return { records: assembleRecords([single]), lastSeq: last.seq };
+    }
+    const parts: RecordPart[] = [];
+    let lastSeq = last.seq;
+    const consumer = await js.consumers.get(stream, {
+      filter_subjects: subject,
+      deliver_policy: DeliverPolicy.All,
+    });
+    try {
+      // Fetches that expire, not an endless consume: a purge racing this read may leave fewer
+      // messages than the last sequence promised.
+      for (let isDone = false; !isDone; ) {
+        let fetched = 0;
+        for await (const message of await consumer.fetch({ max_messages: 256, expires: FETCH_EXPIRES_MS })) {
+          fetched += 1;
+          parts.push(partOfMessage(message));
+          lastSeq = Math.max(lastSeq, message.seq);
+          if (message.seq >= last.seq || message.info.pending === 0) {
+            isDone = true;
+            break;
+          }
+        }
+        if (fetched === 0) isDone = true;
+      }
+    } finally {
+      await consumer.delete().catch(() => {
+        // Ephemeral and in memory: the server drops it after its inactivity threshold anyway.
+      });
+    }
+    return { records: assembleRecords(parts), lastSeq };
+  }
+
+  /**
+   * Writes one record (parts as needed), each part expecting the subject's last sequence to be
+   * the previous one's; `expectedLastSeq` undefined writes without that check.
+   * @returns the stream sequences of its first and last part.
+   * @throws the JetStream error (code 10071) when another writer came in between.
+   */
+  async write(
+    kind: RecordKind,
+    body: Uint8Array,
+    expectedLastSeq: number | undefined,
+  ): Promise<{ firstSeq: number; lastSeq: number }> {
+    const { js, subject } = this.#target;
+    const bodies = splitBody(body, this.#target.maxPartBytes());
+    const batch = nuid.next();
+    let expected = expectedLastSeq;
+    let firstSeq = 0;
+    for (const [index, part] of bodies.entries()) {
+      const partHeaders = headers();
+      partHeaders.set(RECORD_HEADER, kind);
+      partHeaders.set(BATCH_HEADER, batch);
+      partHeaders.set(PART_HEADER, `${index + 1}/${bodies.length}`);
+      const ack = await js.publish(subject, part, {
+        headers: partHeaders,
+        expect: {
+          streamName: this.#target.stream,
+          ...(expected === undefined ? {} : { lastSubjectSequence: expected }),
+        },
+      });
+      if (index === 0) firstSeq = ack.seq;
+      expected = ack.seq;
+    }
+    return { firstSeq, lastSeq: expected ?? firstSeq };
+  }
+
+  /** Removes the subject's messages before stream sequence `seq`. */
+  async purgeBefore(seq: number): Promise<void> {
+    // Nothing comes before 1, and the server reads `seq: 1` as no bound at all: it would purge everything.
+    if (seq <= 1) return;
+    await this.#target.jsm.streams.purge(this.#target.stream, { filter: this.#target.subject, seq });
+  }
+
+  /** Removes every message of the subject. */
+  async purgeAll(): Promise<void> {
+    await this.#target.jsm.streams.purge(this.#target.stream, { filter: this.#target.subject });
+  }
+
+  #last(): Promise<StoredMsg | null> {
+    return this.#target.jsm.streams.getMessage(this.#target.stream, { last_by_subj: this.#target.subject });
+  }
+
+  /** True when no message of the subject comes before `seq`. */
+  async #firstSeqIs(seq: number): Promise<boolean> {
+    const info = await this.#target.jsm.streams.info(this.#target.stream, {
+      subjects_filter: this.#target.subject,
+    });
+    return info.state.subjects?.[this.#target.subject] === 1 && seq > 0;
+  }
+}
+
+function partOfMessage(message: JsMsg): RecordPart {
+  const messageHeaders = message.headers;
+  return partOf(message.seq, messageHeaders?.get(RECORD_HEADER), messageHeaders, message.data);
+}
+
+function partOf(
+  seq: number,
+  kind: string | undefined,
+  messageHeaders: { get(name: string): string } | undefined,
+  body: Uint8Array,
+): RecordPart {
+  if (!isRecordKind(kind))
+    throw new NotARecordError(seq, `not a history record (${RECORD_HEADER}: ${kind ?? "none"})`);
+  const batch = messageHeaders?.get(BATCH_HEADER) ?? "";
+  const position = parsePartHeader(messageHeaders?.get(PART_HEADER));
+  if (batch === "" || position === undefined) {
+    throw new NotARecordError(seq, "a history record part without its batch or part headers");
+  }
+  return { seq, kind, batch, ...position, body };
+}

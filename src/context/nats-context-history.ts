@@ -1,0 +1,245 @@
+import {
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JetStreamClient,
+  type JetStreamManager,
+} from "@nats-io/jetstream";
+import { z } from "zod";
+import type { Message } from "../llm/types.js";
+import type { ContextHistory } from "./context-history.js";
+import { CorruptHistoryError, HistoryConflictError } from "./history-errors.js";
+import { fromLastSnapshot, type HistoryRecord } from "./history-records.js";
+import { JetStreamRecordLog, NotARecordError } from "./jetstream-record-log.js";
+import { PendingApproval } from "./pending-approval.js";
+import { parseStoredMessage, storableMessages } from "./stored-message.js";
+
+export interface NatsContextHistoryParams {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  stream: string;
+  /** `<prefix>.history.<agent>.<session>`; the marks use `<subject>.seq` and `<subject>.approval`. */
+  subject: string;
+  agent: string;
+  session: string;
+  maxPartBytes: () => number;
+  /** Called before each write; throws when this host may no longer write the session. */
+  fence?: () => void;
+}
+
+const StoredSeq = z.number().int().nonnegative();
+/** How often a seq mark is retried against concurrent markers before giving up. */
+const SEQ_MARK_ATTEMPTS = 5;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * A session's history in a JetStream stream (see {@link NatsHistoryStore}), so any host on the
+ * NATS system can take the session over. On the session's subject, each append is one record
+ * (`append`: the messages as JSON; parts when over the max payload), a compaction is a `snapshot`
+ * record followed by a purge of everything before it, and `restore` reads from the last complete
+ * snapshot on. The seq mark and the pending approval are records on two subjects below it.
+ *
+ * Every write to the conversation expects the subject's last sequence to be the one this history
+ * last read or wrote, so two writers never interleave silently: the second gets a
+ * {@link HistoryConflictError} and writes nothing. This instance's own writes are serialised.
+ */
+export class NatsContextHistory implements ContextHistory {
+  readonly agent: string;
+  readonly session: string;
+  readonly #messages: JetStreamRecordLog;
+  readonly #seqMarks: JetStreamRecordLog;
+  readonly #approvals: JetStreamRecordLog;
+  readonly #fence: () => void;
+  /** The conversation subject's last sequence as this writer knows it; undefined until read. */
+  #lastSeq: number | undefined;
+  #queue: Promise<unknown> = Promise.resolve();
+
+  constructor(params: NatsContextHistoryParams) {
+    this.agent = params.agent;
+    this.session = params.session;
+    const target = (subject: string) => ({
+      js: params.js,
+      jsm: params.jsm,
+      stream: params.stream,
+      subject,
+      maxPartBytes: params.maxPartBytes,
+    });
+    this.#messages = new JetStreamRecordLog(target(params.subject));
+    this.#seqMarks = new JetStreamRecordLog(target(`${params.subject}.seq`));
+    this.#approvals = new JetStreamRecordLog(target(`${params.subject}.approval`));
+    this.#fence = params.fence ?? (() => {});
+  }
+
+  /** The messages from the last snapshot on; also what later writes expect to follow. */
+  restore(): Promise<Message[]> {
+    return this.#serially(async () => {
+      const { records, lastSeq } = await this.#read(this.#messages);
+      this.#lastSeq = lastSeq;
+      return fromLastSnapshot(records).flatMap((record) => this.#messagesOf(record));
+    });
+  }
+
+  append(messages: readonly Message[]): Promise<void> {
+    const stored = storableMessages(messages);
+    if (stored.length === 0) return Promise.resolve();
+    return this.#serially(() => this.#writeMessages("append", stored).then(() => {}));
+  }
+
+  replace(messages: readonly Message[]): Promise<void> {
+    return this.#serially(async () => {
+      const { firstSeq } = await this.#writeMessages("snapshot", storableMessages(messages));
+      await this.#messages.purgeBefore(firstSeq);
+    });
+  }
+
+  /** An empty snapshot (so later writes still have a sequence to expect) and no pending approval; the seq mark stays. */
+  clear(): Promise<void> {
+    return this.#serially(async () => {
+      const { firstSeq } = await this.#writeMessages("snapshot", []);
+      await this.#messages.purgeBefore(firstSeq);
+      await this.#approvals.purgeAll();
+    });
+  }
+
+  async loadSeq(): Promise<number> {
+    const { records } = await this.#read(this.#seqMarks);
+    const last = records.at(-1);
+    return last === undefined ? 0 : this.#seqOf(last);
+  }
+
+  /** Never lowers the mark: written only over the mark it read, retried when another writer moved it. */
+  async saveSeq(seq: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const { records, lastSeq } = await this.#read(this.#seqMarks);
+      const last = records.at(-1);
+      if (last !== undefined && this.#seqOf(last) >= seq) return;
+      this.#fence();
+      try {
+        const written = await this.#seqMarks.write("seq", encoder.encode(JSON.stringify(seq)), lastSeq);
+        await this.#seqMarks.purgeBefore(written.firstSeq);
+        return;
+      } catch (error) {
+        if (!isWrongLastSequence(error) || attempt >= SEQ_MARK_ATTEMPTS)
+          throw this.#conflictOr(error, lastSeq);
+      }
+    }
+  }
+
+  async loadPendingApproval(): Promise<PendingApproval | undefined> {
+    const { records } = await this.#read(this.#approvals);
+    const last = records.at(-1);
+    if (last === undefined || last.kind !== "approval") return undefined;
+    const pending = PendingApproval.safeParse(this.#json(last, "the pending approval"));
+    if (!pending.success) {
+      throw new CorruptHistoryError(
+        this.#where(last.firstSeq),
+        `not a valid pending approval: ${z.prettifyError(pending.error)}`,
+        pending.error,
+      );
+    }
+    return pending.data;
+  }
+
+  async savePendingApproval(pending: PendingApproval): Promise<void> {
+    this.#fence();
+    const written = await this.#approvals.write(
+      "approval",
+      encoder.encode(JSON.stringify(pending)),
+      undefined,
+    );
+    await this.#approvals.purgeBefore(written.firstSeq);
+  }
+
+  /** A `none` record over the approval this read: of two takers only one can write it. */
+  async takePendingApproval(): Promise<boolean> {
+    const { records, lastSeq } = await this.#read(this.#approvals);
+    if (records.at(-1)?.kind !== "approval") return false;
+    this.#fence();
+    try {
+      const written = await this.#approvals.write("none", new Uint8Array(), lastSeq);
+      await this.#approvals.purgeBefore(written.firstSeq);
+      return true;
+    } catch (error) {
+      if (isWrongLastSequence(error)) return false;
+      throw error;
+    }
+  }
+
+  /** Runs `operation` after this history's earlier ones, so its own writes never conflict. */
+  #serially<T>(operation: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(operation, operation);
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  async #writeMessages(kind: "append" | "snapshot", messages: readonly Message[]) {
+    this.#fence();
+    const expected = this.#lastSeq ?? (await this.#messages.lastSeq());
+    try {
+      const written = await this.#messages.write(kind, encoder.encode(JSON.stringify(messages)), expected);
+      this.#lastSeq = written.lastSeq;
+      return written;
+    } catch (error) {
+      throw this.#conflictOr(error, expected);
+    }
+  }
+
+  async #read(log: JetStreamRecordLog) {
+    try {
+      return await log.read();
+    } catch (error) {
+      if (error instanceof NotARecordError)
+        throw new CorruptHistoryError(this.#where(error.seq), error.message);
+      throw error;
+    }
+  }
+
+  #messagesOf(record: HistoryRecord): Message[] {
+    if (record.kind !== "append" && record.kind !== "snapshot") {
+      throw new CorruptHistoryError(
+        this.#where(record.firstSeq),
+        `a "${record.kind}" record among the messages`,
+      );
+    }
+    const json = this.#json(record, "the messages");
+    if (!Array.isArray(json)) {
+      throw new CorruptHistoryError(
+        this.#where(record.firstSeq),
+        "the record does not hold a list of messages",
+      );
+    }
+    return json.map((value) => parseStoredMessage(value, this.#where(record.firstSeq)));
+  }
+
+  #seqOf(record: HistoryRecord): number {
+    const seq = StoredSeq.safeParse(this.#json(record, "the event seq mark"));
+    if (!seq.success) {
+      throw new CorruptHistoryError(this.#where(record.firstSeq), "the stored event seq is not a count");
+    }
+    return seq.data;
+  }
+
+  #json(record: HistoryRecord, what: string): unknown {
+    try {
+      return JSON.parse(decoder.decode(record.body));
+    } catch (error) {
+      throw new CorruptHistoryError(this.#where(record.firstSeq), `${what} is not valid JSON`, error);
+    }
+  }
+
+  #conflictOr(error: unknown, expectedSeq: number): unknown {
+    return isWrongLastSequence(error)
+      ? new HistoryConflictError({ agent: this.agent, session: this.session, expectedSeq }, error)
+      : error;
+  }
+
+  /** `position` of a corrupt record is its stream sequence. */
+  #where(position: number) {
+    return { agent: this.agent, session: this.session, position };
+  }
+}
+
+function isWrongLastSequence(error: unknown): boolean {
+  return error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence;
+}

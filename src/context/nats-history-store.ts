@@ -1,0 +1,135 @@
+import {
+  DiscardPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JetStreamClient,
+  type JetStreamManager,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+} from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { DEFAULT_PREFIX } from "../bus/subjects.js";
+import { PART_HEADER_ALLOWANCE } from "./history-records.js";
+import { NatsContextHistory } from "./nats-context-history.js";
+
+/** The history stream's name for the default prefix. */
+export const HISTORY_STREAM_NAME = "AGENTLOOP_HISTORY";
+
+/** The server's default max payload, when the connection does not say. */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/**
+ * `AGENTLOOP_HISTORY` for the default prefix, `<PREFIX>_HISTORY` otherwise (two streams may not
+ * claim overlapping subjects, so hosts with different prefixes keep separate histories).
+ */
+export function historyStreamName(prefix: string = DEFAULT_PREFIX): string {
+  if (prefix === DEFAULT_PREFIX) return HISTORY_STREAM_NAME;
+  return `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_HISTORY`;
+}
+
+/** `<prefix>.history.<agent>.<session>`: a session's messages. Its marks live one token below. */
+export function historySubject(prefix: string, agent: string, session: string): string {
+  return `${prefix}.history.${agent}.${session}`;
+}
+
+/** `<prefix>.history.>`: the history stream's subjects. */
+export function allHistoryPattern(prefix: string): string {
+  return `${prefix}.history.>`;
+}
+
+export interface NatsHistoryStoreOptions {
+  prefix?: string;
+  /** Overrides the name derived from the prefix. */
+  streamName?: string;
+  /** Caps a part's body below the server's max payload (tests: splitting without megabytes). */
+  maxPartBytes?: number;
+}
+
+/** Per history: called before each write; throws when this host may no longer write the session. */
+export interface NatsHistoryOptions {
+  fence?: () => void;
+}
+
+/**
+ * The JetStream side of the session histories of one host: the stream `AGENTLOOP_HISTORY` over
+ * `<prefix>.history.>` (created if missing: file storage, kept until purged, no age limit), and a
+ * {@link NatsContextHistory} per session. Works on nats-server 2.9.
+ */
+export class NatsHistoryStore {
+  readonly prefix: string;
+  readonly stream: string;
+  readonly #connection: NatsConnection;
+  readonly #js: JetStreamClient;
+  readonly #jsm: JetStreamManager;
+  readonly #maxPartBytes: number | undefined;
+
+  private constructor(
+    connection: NatsConnection,
+    jsm: JetStreamManager,
+    where: { prefix: string; stream: string },
+    maxPartBytes: number | undefined,
+  ) {
+    this.#connection = connection;
+    this.#js = jetstream(connection);
+    this.#jsm = jsm;
+    this.prefix = where.prefix;
+    this.stream = where.stream;
+    this.#maxPartBytes = maxPartBytes;
+  }
+
+  /** Ensures the stream (idempotent: every host calls it at start) and returns the store. */
+  static async open(
+    connection: NatsConnection,
+    options: NatsHistoryStoreOptions = {},
+  ): Promise<NatsHistoryStore> {
+    const prefix = options.prefix ?? DEFAULT_PREFIX;
+    const stream = options.streamName ?? historyStreamName(prefix);
+    const jsm = await jetstreamManager(connection);
+    await ensureHistoryStream(jsm, stream, allHistoryPattern(prefix));
+    return new NatsHistoryStore(connection, jsm, { prefix, stream }, options.maxPartBytes);
+  }
+
+  /** The history of one session (cheap: nothing is read until it is used). */
+  history(agent: string, session: string, options: NatsHistoryOptions = {}): NatsContextHistory {
+    return new NatsContextHistory({
+      js: this.#js,
+      jsm: this.#jsm,
+      stream: this.stream,
+      subject: historySubject(this.prefix, agent, session),
+      agent,
+      session,
+      maxPartBytes: () => this.maxPartBytes(),
+      ...(options.fence === undefined ? {} : { fence: options.fence }),
+    });
+  }
+
+  /** The most body bytes one stored message may carry now. */
+  maxPartBytes(): number {
+    const serverLimit = (this.#connection.info?.max_payload ?? DEFAULT_MAX_PAYLOAD) - PART_HEADER_ALLOWANCE;
+    return Math.max(1, Math.min(serverLimit, this.#maxPartBytes ?? serverLimit));
+  }
+}
+
+async function ensureHistoryStream(manager: JetStreamManager, name: string, subjects: string): Promise<void> {
+  try {
+    const existing = await manager.streams.info(name);
+    // An operator's settings (replicas, placement) stay; only our subjects are made sure of.
+    if (!existing.config.subjects.includes(subjects)) {
+      await manager.streams.update(name, {
+        ...existing.config,
+        subjects: [...existing.config.subjects, subjects],
+      });
+    }
+  } catch (error) {
+    if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)) throw error;
+    await manager.streams.add({
+      name,
+      subjects: [subjects],
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      discard: DiscardPolicy.Old,
+    });
+  }
+}

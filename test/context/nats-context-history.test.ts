@@ -1,0 +1,243 @@
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { headers } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { NatsBus } from "../../src/bus/nats-bus.js";
+import { CorruptHistoryError, HistoryConflictError } from "../../src/context/history-errors.js";
+import { JetStreamRecordLog } from "../../src/context/jetstream-record-log.js";
+import {
+  historyStreamName,
+  historySubject,
+  NatsHistoryStore,
+  type NatsHistoryStoreOptions,
+} from "../../src/context/nats-history-store.js";
+import { uniqueRoot } from "../bus/bus-helpers.js";
+import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { describeHistoryContract, type HistoryBackend } from "./history-contract.js";
+import { conversation } from "./history-fixtures.js";
+
+let server: NatsServer;
+let bus: NatsBus;
+
+beforeAll(async () => {
+  server = await acquireNatsServer(inject("natsUrl"));
+  bus = await NatsBus.connect({ url: server.url, name: "nats-history-test" });
+});
+
+afterAll(async () => {
+  await bus.close();
+  await server.stop();
+});
+
+/** A store on its own prefix (so its own stream), removed afterwards. */
+async function openStore(options: Omit<NatsHistoryStoreOptions, "prefix"> = {}) {
+  const prefix = uniqueRoot();
+  const store = await NatsHistoryStore.open(bus.connection, { prefix, ...options });
+  const remove = async () => {
+    const manager = await jetstreamManager(bus.connection);
+    await manager.streams.delete(store.stream);
+  };
+  return { store, prefix, remove };
+}
+
+/** Writes a record straight to the session's subject, as another (older) writer would. */
+async function rawLog(store: NatsHistoryStore, agent: string, session: string) {
+  return new JetStreamRecordLog({
+    js: jetstream(bus.connection),
+    jsm: await jetstreamManager(bus.connection),
+    stream: store.stream,
+    subject: historySubject(store.prefix, agent, session),
+    maxPartBytes: () => store.maxPartBytes(),
+  });
+}
+
+async function natsBackend(): Promise<HistoryBackend> {
+  const { store, remove } = await openStore();
+  return {
+    open: (agent, session) => store.history(agent, session),
+    async plant(agent, session, message) {
+      await (await rawLog(store, agent, session)).write(
+        "append",
+        new TextEncoder().encode(JSON.stringify([message])),
+        undefined,
+      );
+    },
+    maxPayloadBytes: bus.connection.info?.max_payload ?? 1024 * 1024,
+    cleanup: remove,
+  };
+}
+
+describeHistoryContract("NatsContextHistory", natsBackend);
+
+describe("NatsContextHistory on JetStream", () => {
+  it("names its stream and subjects after the prefix", async () => {
+    expect(historyStreamName()).toBe("AGENTLOOP_HISTORY");
+    expect(historyStreamName("acme.agents")).toBe("ACME_AGENTS_HISTORY");
+    expect(historySubject("agentloop", "bot", "s1")).toBe("agentloop.history.bot.s1");
+    const { store, prefix, remove } = await openStore();
+    try {
+      const manager = await jetstreamManager(bus.connection);
+      const info = await manager.streams.info(store.stream);
+      expect(info.config.subjects).toEqual([`${prefix}.history.>`]);
+      // Opening again (a second host) keeps the stream as it is.
+      await NatsHistoryStore.open(bus.connection, { prefix });
+      expect((await manager.streams.info(store.stream)).config.subjects).toEqual([`${prefix}.history.>`]);
+    } finally {
+      await remove();
+    }
+  });
+
+  it("refuses a second writer's append after the first wrote: nothing interleaves silently", async () => {
+    const { store, remove } = await openStore();
+    try {
+      const first = store.history("bot", "s1");
+      const second = store.history("bot", "s1");
+      expect(await first.restore()).toEqual([]);
+      expect(await second.restore()).toEqual([]);
+      await first.append(conversation.slice(0, 2));
+      const refused = await second
+        .append([{ role: "user", content: "from the stale writer" }])
+        .catch((e) => e);
+      expect(refused).toBeInstanceOf(HistoryConflictError);
+      expect(refused.message).toMatch(
+        /^history conflict \(agent "bot", session "s1"\): another writer changed it/,
+      );
+      await expect(second.replace([{ role: "user", content: "stale summary" }])).rejects.toBeInstanceOf(
+        HistoryConflictError,
+      );
+      await expect(second.clear()).rejects.toBeInstanceOf(HistoryConflictError);
+      expect(await store.history("bot", "s1").restore()).toEqual(conversation.slice(0, 2));
+      // Restoring catches the writer up; then it may write again, and the first one is the stale one.
+      expect(await second.restore()).toEqual(conversation.slice(0, 2));
+      await second.append(conversation.slice(2));
+      await expect(first.append([{ role: "user", content: "late" }])).rejects.toBeInstanceOf(
+        HistoryConflictError,
+      );
+      expect(await store.history("bot", "s1").restore()).toEqual(conversation);
+    } finally {
+      await remove();
+    }
+  });
+
+  it("lets exactly one of two concurrent writers append over the same state", async () => {
+    const { store, remove } = await openStore();
+    try {
+      const writers = [store.history("bot", "s1"), store.history("bot", "s1")];
+      await Promise.all(writers.map((writer) => writer.restore()));
+      const outcomes = await Promise.allSettled(
+        writers.map((writer, index) => writer.append([{ role: "user", content: `writer ${index}` }])),
+      );
+      expect(outcomes.filter((outcome) => outcome.status === "fulfilled")).toHaveLength(1);
+      const rejected = outcomes.find((outcome) => outcome.status === "rejected");
+      expect((rejected as PromiseRejectedResult).reason).toBeInstanceOf(HistoryConflictError);
+      expect(await store.history("bot", "s1").restore()).toHaveLength(1);
+    } finally {
+      await remove();
+    }
+  });
+
+  it("calls the fence before every write, and writes nothing when it throws", async () => {
+    const { store, remove } = await openStore();
+    try {
+      let isOwner = true;
+      let calls = 0;
+      const history = store.history("bot", "s1", {
+        fence: () => {
+          calls += 1;
+          if (!isOwner) throw new Error("lost the lease");
+        },
+      });
+      await history.append(conversation.slice(0, 1));
+      await history.saveSeq(10);
+      expect(calls).toBe(2);
+      isOwner = false;
+      await expect(history.append(conversation.slice(1))).rejects.toThrow("lost the lease");
+      await expect(history.replace([])).rejects.toThrow("lost the lease");
+      await expect(history.saveSeq(20)).rejects.toThrow("lost the lease");
+      expect(await store.history("bot", "s1").restore()).toEqual(conversation.slice(0, 1));
+      expect(await store.history("bot", "s1").loadSeq()).toBe(10);
+    } finally {
+      await remove();
+    }
+  });
+
+  it("splits a write into parts under the part limit, and keeps only whole records", async () => {
+    const { store, remove } = await openStore({ maxPartBytes: 64 });
+    try {
+      const history = store.history("bot", "s1");
+      await history.append(conversation);
+      // A writer that died between two parts of its record: the whole record is skipped.
+      const raw = await rawLog(store, "bot", "s1");
+      const body = new TextEncoder().encode(JSON.stringify([{ role: "user", content: "never finished" }]));
+      const partial = headers();
+      partial.set("Agentloop-Record", "append");
+      partial.set("Agentloop-Batch", "dead-writer");
+      partial.set("Agentloop-Part", "1/2");
+      await jetstream(bus.connection).publish(raw.subject, body, { headers: partial });
+      const restored = store.history("bot", "s1");
+      expect(await restored.restore()).toEqual(conversation);
+      await restored.append([{ role: "user", content: "after the crash" }]);
+      expect(await store.history("bot", "s1").restore()).toEqual([
+        ...conversation,
+        { role: "user", content: "after the crash" },
+      ]);
+      const manager = await jetstreamManager(bus.connection);
+      const info = await manager.streams.info(store.stream, { subjects_filter: raw.subject });
+      expect(info.state.subjects?.[raw.subject]).toBeGreaterThan(conversation.length);
+    } finally {
+      await remove();
+    }
+  });
+
+  it("reads back a subject of more messages than one fetch brings", async () => {
+    const { store, remove } = await openStore({ maxPartBytes: 8 });
+    try {
+      const history = store.history("bot", "s1");
+      for (let round = 0; round < 3; round++) await history.append(conversation);
+      const subject = historySubject(store.prefix, "bot", "s1");
+      const manager = await jetstreamManager(bus.connection);
+      const info = await manager.streams.info(store.stream, { subjects_filter: subject });
+      expect(info.state.subjects?.[subject]).toBeGreaterThan(256);
+      expect(await store.history("bot", "s1").restore()).toEqual([
+        ...conversation,
+        ...conversation,
+        ...conversation,
+      ]);
+    } finally {
+      await remove();
+    }
+  });
+
+  it("purges what a compaction replaced: the subject keeps the snapshot only", async () => {
+    const { store, remove } = await openStore();
+    try {
+      const history = store.history("bot", "s1");
+      await history.append(conversation.slice(0, 2));
+      await history.append(conversation.slice(2));
+      await history.replace([{ role: "user", content: "Summary." }]);
+      const subject = historySubject(store.prefix, "bot", "s1");
+      const manager = await jetstreamManager(bus.connection);
+      const info = await manager.streams.info(store.stream, { subjects_filter: subject });
+      expect(info.state.subjects?.[subject]).toBe(1);
+    } finally {
+      await remove();
+    }
+  });
+
+  it("fails with a clear error on a message that is not a history record", async () => {
+    const { store, remove } = await openStore();
+    try {
+      await store.history("bot", "s1").append(conversation.slice(0, 1));
+      await jetstream(bus.connection).publish(historySubject(store.prefix, "bot", "s1"), "stray");
+      const error = await store
+        .history("bot", "s1")
+        .restore()
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(CorruptHistoryError);
+      expect((error as Error).message).toMatch(
+        /^corrupt history row \(agent "bot", session "s1", position \d+\): not a history record/,
+      );
+    } finally {
+      await remove();
+    }
+  });
+});
