@@ -118,23 +118,67 @@ export function labelLines(label: string): string[] {
   return guard < 0 ? [label] : [label.slice(0, guard), label.slice(guard + 1)];
 }
 
+type LineOf = (state: GraphState) => Array<{ text: string; kind: BoxLine["kind"] }>;
+
+interface Link {
+  transition: GraphTransition;
+  source: string;
+  target: string;
+}
+
+/** The ELK input built from the graph model, with what is needed to read ELK's answer back. */
+interface ElkInput {
+  canvas: ElkNode;
+  /** ELK ids are ours (`s<n>`, `i<n>`, `e<n>`): state keys may hold any character. */
+  stateOf: Map<string, GraphState>;
+  initials: Array<{ elkId: string; container: GraphState; target: string }>;
+  links: Link[];
+  /** Indexes of the links laid out reversed (back edges), so the layers follow the flow. */
+  reversed: ReadonlySet<number>;
+  linesOf: LineOf;
+}
+
 /** Computes the drawing's geometry from the graph model. */
 export async function layoutWithElk(graph: MachineGraph): Promise<StatechartLayout> {
+  const input = toElkInput(graph);
+  const result = await (await elk()).layout(input.canvas);
+  const { origins, boxes, dots } = placeNodes(result, input);
+  const pointsOf = edgePoints(origins);
+  const routed = new Map((result.edges ?? []).map((edge) => [edge.id, edge]));
+  return {
+    width: Math.ceil(result.width ?? 0),
+    height: Math.ceil(result.height ?? 0),
+    boxes,
+    edges: input.links.map((link, index) =>
+      edgeRoute(link, routed.get(`e${index}`)!, input.reversed.has(index), pointsOf),
+    ),
+    initials: input.initials.map((initial) => ({
+      container: initial.container.id,
+      target: initial.target,
+      dot: dots.get(initial.elkId)!,
+      points: pointsOf(routed.get(`${initial.elkId}e`)!).points,
+    })),
+  };
+}
+
+/** The lines a state box lists under its name: its invocations, then its targetless transitions. */
+function boxLines(graph: MachineGraph): LineOf {
   const internal = new Map<string, string[]>();
   for (const transition of graph.transitions) {
     if (transition.targets.length > 0) continue;
     internal.set(transition.source, [...(internal.get(transition.source) ?? []), transition.label]);
   }
-  const linesOf = (state: GraphState): Array<{ text: string; kind: BoxLine["kind"] }> => [
+  return (state) => [
     ...state.invokes.map((invoke) => ({ text: `invoke ${invoke.src}`, kind: "invoke" as const })),
     ...(internal.get(state.id) ?? []).map((text) => ({ text, kind: "internal" as const })),
   ];
+}
 
-  // ELK ids are ours (`s<n>`, `i<n>`, `e<n>`): state keys may hold any character.
+function toElkInput(graph: MachineGraph): ElkInput {
+  const linesOf = boxLines(graph);
   const elkIdOf = new Map<string, string>();
   const stateOf = new Map<string, GraphState>();
-  const initials: Array<{ elkId: string; container: GraphState; target: string }> = [];
-  const edges: ElkExtendedEdge[] = [];
+  const initials: ElkInput["initials"] = [];
 
   const toElk = (state: GraphState): ElkNode => {
     const id = `s${elkIdOf.size}`;
@@ -175,14 +219,12 @@ export async function layoutWithElk(graph: MachineGraph): Promise<StatechartLayo
   };
   const rootNode = toElk(graph.root);
 
-  for (const initial of initials) {
-    edges.push({
-      id: `${initial.elkId}e`,
-      sources: [initial.elkId],
-      targets: [elkIdOf.get(initial.target)!],
-    });
-  }
-  const links = graph.transitions.flatMap((transition) =>
+  const edges: ElkExtendedEdge[] = initials.map((initial) => ({
+    id: `${initial.elkId}e`,
+    sources: [initial.elkId],
+    targets: [elkIdOf.get(initial.target)!],
+  }));
+  const links: Link[] = graph.transitions.flatMap((transition) =>
     transition.targets
       .filter((target) => elkIdOf.has(target))
       .map((target) => ({ transition, source: transition.source, target })),
@@ -216,9 +258,14 @@ export async function layoutWithElk(graph: MachineGraph): Promise<StatechartLayo
     children: [rootNode],
     edges,
   };
-  const result = await (await elk()).layout(canvas);
+  return { canvas, stateOf, initials, links, reversed, linesOf };
+}
 
-  // Absolute positions: ELK gives nodes relative to their parent, edges relative to their container.
+/** Absolute positions: ELK gives nodes relative to their parent, edges relative to their container. */
+function placeNodes(
+  result: ElkNode,
+  { stateOf, linesOf }: ElkInput,
+): { origins: Map<string, Point>; boxes: StateBox[]; dots: Map<string, Point> } {
   const origins = new Map<string, Point>();
   const boxes: StateBox[] = [];
   const dots = new Map<string, Point>();
@@ -242,9 +289,14 @@ export async function layoutWithElk(graph: MachineGraph): Promise<StatechartLayo
     }
   };
   place(result, { x: 0, y: 0 }, -1, false);
+  return { origins, boxes, dots };
+}
 
-  const routed = new Map((result.edges ?? []).map((edge) => [edge.id, edge]));
-  const pointsOf = (edge: ElkExtendedEdge): { points: Point[]; origin: Point } => {
+type PointsOf = (edge: ElkExtendedEdge) => { points: Point[]; origin: Point };
+
+/** An edge's route in absolute coordinates (repeated points dropped), and its container's origin. */
+function edgePoints(origins: ReadonlyMap<string, Point>): PointsOf {
+  return (edge) => {
     const container = (edge as { container?: string }).container;
     const origin = (container === undefined ? undefined : origins.get(container)) ?? { x: 0, y: 0 };
     const points: Point[] = [];
@@ -257,47 +309,33 @@ export async function layoutWithElk(graph: MachineGraph): Promise<StatechartLayo
     }
     return { points, origin };
   };
+}
 
-  const routes: EdgeRoute[] = links.map((link, index) => {
-    const edge = routed.get(`e${index}`)!;
-    const { points, origin } = pointsOf(edge);
-    if (reversed.has(index)) points.reverse();
-    const placed = edge.labels?.[0];
-    const lines = labelLines(link.transition.label);
-    const box = {
-      x: round((placed?.x ?? 0) + origin.x),
-      y: round((placed?.y ?? 0) + origin.y),
-      width: placed?.width ?? 0,
-      height: placed?.height ?? 0,
-    };
-    return {
-      transition: link.transition,
-      target: link.target,
-      points,
-      label: {
-        ...box,
-        lines: lines.map((text, line) => ({
-          text,
-          anchor: "middle" as const,
-          x: round(box.x + box.width / 2),
-          y: round(box.y + line * SMALL_LINE + SMALL_FONT - 0.5),
-        })),
-      },
-    };
-  });
-  const markers: InitialMarker[] = initials.map((initial) => ({
-    container: initial.container.id,
-    target: initial.target,
-    dot: dots.get(initial.elkId)!,
-    points: pointsOf(routed.get(`${initial.elkId}e`)!).points,
-  }));
-
+/** A transition's drawn route and its label, pointing the way the transition goes. */
+function edgeRoute(link: Link, edge: ElkExtendedEdge, isReversed: boolean, pointsOf: PointsOf): EdgeRoute {
+  const { points, origin } = pointsOf(edge);
+  if (isReversed) points.reverse();
+  const placed = edge.labels?.[0];
+  const lines = labelLines(link.transition.label);
+  const box = {
+    x: round((placed?.x ?? 0) + origin.x),
+    y: round((placed?.y ?? 0) + origin.y),
+    width: placed?.width ?? 0,
+    height: placed?.height ?? 0,
+  };
   return {
-    width: Math.ceil(result.width ?? 0),
-    height: Math.ceil(result.height ?? 0),
-    boxes,
-    edges: routes,
-    initials: markers,
+    transition: link.transition,
+    target: link.target,
+    points,
+    label: {
+      ...box,
+      lines: lines.map((text, line) => ({
+        text,
+        anchor: "middle" as const,
+        x: round(box.x + box.width / 2),
+        y: round(box.y + line * SMALL_LINE + SMALL_FONT - 0.5),
+      })),
+    },
   };
 }
 
