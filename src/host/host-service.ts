@@ -4,6 +4,8 @@ import { NatsBus } from "../bus/nats-bus.js";
 import type { RuntimeConfig } from "../cli/cli-context.js";
 import type { ProtocolSettings } from "../cli/runtime-config.js";
 import { secretRedactorFor } from "../cli/runtime-config.js";
+import { SessionCluster, toHostToken } from "../cluster/session-cluster.js";
+import { leaseTiming } from "../cluster/session-lease.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ProviderEnvironment } from "../llm/create-backend.js";
 import { McpServerPool } from "../mcp/mcp-server-pool.js";
@@ -12,6 +14,7 @@ import type { ResolvedAgentDefinition } from "./agent-definitions.js";
 import { AgentHost } from "./agent-host.js";
 import { ContractService } from "./contract-service.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
+import { createHostId } from "./session-heartbeats.js";
 
 export interface HostServiceOptions {
   bus: Bus;
@@ -28,6 +31,11 @@ export interface HostServiceOptions {
   graceMs?: number;
   /** The Agent Protocol (NATS only): owner token and intervals. */
   protocol?: ProtocolSettings;
+  /** Issue 11: this host's id (`--host-id`; default host name, pid and a random suffix). */
+  hostId?: string;
+  /** Issue 11: session lease TTL (`--lease-ttl`, default 10 s) and dedupe window (`--dedupe-window`). */
+  leaseTtlMs?: number;
+  dedupeWindowMs?: number;
 }
 
 /** A running agent host with what it holds open. */
@@ -81,8 +89,30 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   }
   // On NATS our own contract is a `$SRV` micro service (`agentloop`); in process, plain subscriptions.
   let contract: ContractService | undefined;
-  let host: AgentHost;
+  let host: AgentHost | undefined;
   let protocol: AgentProtocolHost | undefined;
+  const hostId = toHostToken(options.hostId ?? createHostId());
+  // Issue 11: on NATS with JetStream, sessions are leased so several hosts can share the agents.
+  let cluster: SessionCluster | undefined;
+  if (bus instanceof NatsBus) {
+    try {
+      cluster = await SessionCluster.start({
+        connection: bus.connection,
+        prefix: config.prefix,
+        hostId,
+        timing: leaseTiming(options.leaseTtlMs),
+        ...(options.dedupeWindowMs === undefined ? {} : { dedupeWindowMs: options.dedupeWindowMs }),
+        stateOf: (agent, session) => {
+          const actor = host?.sessions.find(agent, session);
+          return actor === undefined ? undefined : actor.isIdle ? "idle" : "busy";
+        },
+        log,
+      });
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      log(`no session leases (JetStream KV): ${reason}; run one host only on this NATS system`);
+    }
+  }
   try {
     contract =
       bus instanceof NatsBus ? await ContractService.start(bus, { prefix: config.prefix, log }) : undefined;
@@ -92,6 +122,8 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
       agents: options.definitions.map((definition) => definition.name),
       createAgent: factory.createAgent,
       log,
+      hostId,
+      ...(cluster === undefined ? {} : { cluster }),
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
       ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
       ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),

@@ -6,6 +6,7 @@ import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
 import type { ProviderName } from "../../llm/create-backend.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
+import { clusterSettingsFrom } from "../cluster-settings.js";
 import { untilAborted } from "../command-helpers.js";
 import {
   DEFAULT_MODELS,
@@ -46,6 +47,7 @@ export const serveCommand: Command = async (context) => {
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const maxHeldBytes = natsHoldBytesFrom(context.flags, context.env);
   const protocol = protocolSettingsFrom(context.flags, context.env);
+  const cluster = clusterSettingsFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
   const log = (line: string) => context.stderr.write(`agentloop serve: ${line}\n`);
   let bus: NatsBus;
@@ -74,6 +76,7 @@ export const serveCommand: Command = async (context) => {
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
       protocol,
+      ...cluster,
     });
     context.stdout.write(
       `agentloop serve: bus ${url} (nats, prefix ${config.prefix}); agents: ${describeAgents(definitions)}\n`,
