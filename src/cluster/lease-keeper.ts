@@ -115,6 +115,10 @@ export class LeaseKeeper {
    */
   async ownerElsewhere(agent: string, session: string): Promise<LeaseRecord | undefined> {
     if (this.holds(agent, session)) return undefined;
+    // Past its deadline but its timer has not run yet (a busy loop, a pause): lose it now, so the
+    // request is not handed to a session that can no longer write.
+    const stale = this.#held.get(keyOf(agent, session));
+    if (stale !== undefined) this.#lose(stale, "its lease was not renewed in time");
     const stored = await this.store.read(agent, session);
     if (stored === undefined) return undefined;
     const { record } = stored;
