@@ -32,7 +32,7 @@ const providers: FakeProvider[] = [];
 
 beforeAll(async () => {
   server = await acquireNatsServer(inject("natsUrl"));
-  bus = await NatsBus.connect({ url: server.url, name: "two-hosts-test" });
+  bus = await NatsBus.connect({ url: server.url, name: "several-hosts-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-cluster-"));
 });
 
@@ -142,26 +142,22 @@ function texts(messages: readonly Message[]): string[] {
   );
 }
 
-describe("two hosts on one NATS system", () => {
+describe("several hosts on one NATS system", () => {
   it(
-    "run each session on one host at a time: no overlapping model requests, one linear history per session",
+    "three hosts run each session on one host at a time: no overlapping model requests, one linear history per session",
     { timeout: 180_000 },
     async () => {
       const prefix = uniqueRoot();
       const db = join(directory, "linear.db");
       const { provider, calls } = await loggingProvider();
-      const hosts = [startHost("h1", prefix, db, provider), startHost("h2", prefix, db, provider)];
-      await waitForHost(prefix, "h1", hosts[0]!);
-      await waitForHost(prefix, "h2", hosts[1]!);
-      const sessions = Array.from({ length: 6 }, (_, index) => `s${index}`);
-      // First messages straight to a host, so both own sessions; the rest through the queue group.
+      const ids = ["h1", "h2", "h3"];
+      const hosts = ids.map((id) => startHost(id, prefix, db, provider));
+      for (const [index, id] of ids.entries()) await waitForHost(prefix, id, hosts[index]!);
+      const sessions = Array.from({ length: 9 }, (_, index) => `s${index}`);
+      // First messages straight to a host, so each owns sessions; the rest through the queue group.
       await Promise.all(
         sessions.map((session, index) =>
-          chat(
-            `${hostSubject(prefix, index < 3 ? "h1" : "h2")}.agents.assistant.chat`,
-            session,
-            `${session} #0`,
-          ),
+          chat(`${hostSubject(prefix, ids[index % 3]!)}.agents.assistant.chat`, session, `${session} #0`),
         ),
       );
       const perSession = 8;
@@ -181,7 +177,7 @@ describe("two hosts on one NATS system", () => {
         .split("\n")
         .map((line) => JSON.parse(line) as { session: string; host: string; epoch: number });
       expect(owners.map((owner) => owner.session).sort()).toEqual(sessions);
-      expect(new Set(owners.map((owner) => owner.host))).toEqual(new Set(["h1", "h2"]));
+      expect(new Set(owners.map((owner) => owner.host))).toEqual(new Set(ids));
 
       for (const session of sessions) {
         const ofSession = calls.filter((call) => call.session === session);
