@@ -47,6 +47,13 @@ export interface RequestDedupeOptions {
   log?: (line: string) => void;
 }
 
+/** What a deduped chat came to: its reply, and whether it ran at all (a session that could not start did not). */
+export interface DedupedChat {
+  reply: ChatReply;
+  /** False: nothing ran (the host was closing, full…), so a retry may run it. Default true. */
+  ran?: boolean;
+}
+
 /** See the module comment. One per host. */
 export class RequestDedupe {
   readonly windowMs: number;
@@ -86,7 +93,7 @@ export class RequestDedupe {
    * Runs `chat` once for this id: joins a run in progress here, returns a stored reply, refuses a
    * run another host started and did not finish; else marks it running, runs it and stores the reply.
    */
-  answer(agent: string, session: string, id: string, chat: () => Promise<ChatReply>): Promise<ChatReply> {
+  answer(agent: string, session: string, id: string, chat: () => Promise<DedupedChat>): Promise<ChatReply> {
     const key = replyKey(agent, session, id);
     const joined = this.#running.get(key);
     if (joined !== undefined) return joined;
@@ -97,7 +104,7 @@ export class RequestDedupe {
     return run;
   }
 
-  async #answer(key: string, chat: () => Promise<ChatReply>): Promise<ChatReply> {
+  async #answer(key: string, chat: () => Promise<DedupedChat>): Promise<ChatReply> {
     const stored = await this.#read(key);
     if (stored !== undefined && this.#now() - stored.storedAt <= this.windowMs) {
       if (stored.state === "done" && stored.reply !== undefined) return stored.reply;
@@ -112,8 +119,9 @@ export class RequestDedupe {
       }
     }
     await this.#write(key, { state: "running", host: this.#hostId, storedAt: this.#now() });
-    const reply = await chat();
-    await this.#write(key, { state: "done", host: this.#hostId, storedAt: this.#now(), reply });
+    const { reply, ran } = await chat();
+    if (ran === false) await this.#forget(key);
+    else await this.#write(key, { state: "done", host: this.#hostId, storedAt: this.#now(), reply });
     return reply;
   }
 
@@ -126,6 +134,15 @@ export class RequestDedupe {
     } catch (error) {
       this.#log(`could not read the dedupe record ${key}: ${describe(error)}`);
       return undefined;
+    }
+  }
+
+  /** A chat that never ran leaves no record: a retry runs it. */
+  async #forget(key: string): Promise<void> {
+    try {
+      await this.#kv.delete(key);
+    } catch (error) {
+      this.#log(`could not remove the dedupe record ${key}: ${describe(error)}`);
     }
   }
 

@@ -314,6 +314,8 @@ export class AgentHost {
     const depth = readRequestDepth(message.data);
     if (!depth.ok) return this.#reply(message, { ...depth, ...echo });
     let chatId: string | undefined;
+    // False when the session could not even start (closing, full): no chat ran.
+    let ran = true;
     const run = async (): Promise<ChatReply> => {
       try {
         const outcome = await this.sessions.use(agent, request.session, (actor) =>
@@ -330,6 +332,7 @@ export class AgentHost {
           : { ok: false, error: outcome.error, ...echo };
       } catch (error) {
         if (error instanceof SessionOwnedElsewhereError) throw error;
+        ran = false;
         return { ok: false, error: sessionStartError(error), ...echo };
       }
     };
@@ -339,7 +342,11 @@ export class AgentHost {
     await this.sessions.get(agent, request.session).catch((error: unknown) => {
       if (error instanceof SessionOwnedElsewhereError) throw error;
     });
-    return this.#reply(message, await dedupe.answer(agent, request.session, request.id, run), chatId);
+    const answer = dedupe.answer(agent, request.session, request.id, async () => ({
+      reply: await run(),
+      ran,
+    }));
+    return this.#reply(message, await answer, chatId);
   }
 
   async #handleControl(message: BusMessage, agent: string): Promise<ChatReply | ControlReply> {

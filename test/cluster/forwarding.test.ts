@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject, controlSubject } from "../../src/bus/subjects.js";
-import { RequestDedupe } from "../../src/cluster/request-dedupe.js";
+import { type DedupedChat, RequestDedupe } from "../../src/cluster/request-dedupe.js";
 import { hostSubject, SessionCluster } from "../../src/cluster/session-cluster.js";
 import { leaseTiming } from "../../src/cluster/session-lease.js";
 import { AgentHost } from "../../src/host/agent-host.js";
@@ -129,26 +129,18 @@ describe("requests for a session another host owns", () => {
 });
 
 describe("the request dedupe", () => {
+  const usage = { prompt: 1, completion: 1, total: 2, cached: 0 };
+  const replyOf = (result: string): DedupedChat => ({ reply: { ok: true, session: "s1", result, usage } });
+
   it("runs one chat per id and session, joins a running one, replays a finished one", async () => {
     const prefix = uniqueRoot();
     const dedupe = await RequestDedupe.open(client.connection, { prefix, hostId: "ha" });
     let runs = 0;
     let finish = () => {};
     const chat = () =>
-      new Promise<{
-        ok: true;
-        session: string;
-        result: string;
-        usage: { prompt: number; completion: number; total: number; cached: number };
-      }>((resolve) => {
+      new Promise<DedupedChat>((resolve) => {
         runs++;
-        finish = () =>
-          resolve({
-            ok: true,
-            session: "s1",
-            result: `run ${runs}`,
-            usage: { prompt: 1, completion: 1, total: 2, cached: 0 },
-          });
+        finish = () => resolve(replyOf(`run ${runs}`));
       });
     const first = dedupe.answer("bot", "s1", "id-1", chat);
     const joined = dedupe.answer("bot", "s1", "id-1", chat);
@@ -180,14 +172,22 @@ describe("the request dedupe", () => {
     const next = await RequestDedupe.open(client.connection, { prefix, hostId: "hb" });
     const reply = await next.answer("bot", "s1", "id-9", async () => {
       runs++;
-      return {
-        ok: true,
-        session: "s1",
-        result: "again",
-        usage: { prompt: 0, completion: 0, total: 0, cached: 0 },
-      };
+      return replyOf("again");
     });
     expect(reply).toMatchObject({ ok: false, error: { code: "cancelled" } });
     expect(runs).toBe(1);
+  });
+
+  it("lets a retry run a chat that never ran (its session could not start)", async () => {
+    const prefix = uniqueRoot();
+    const dedupe = await RequestDedupe.open(client.connection, { prefix, hostId: "ha" });
+    const refused = await dedupe.answer("bot", "s1", "id-3", async () => ({
+      reply: { ok: false, error: { code: "cancelled", message: "the host is shutting down" } },
+      ran: false,
+    }));
+    expect(refused).toMatchObject({ ok: false });
+    expect(await dedupe.answer("bot", "s1", "id-3", async () => replyOf("ran"))).toMatchObject({
+      result: "ran",
+    });
   });
 });
