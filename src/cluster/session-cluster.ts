@@ -1,4 +1,4 @@
-import { headers as createHeaders, type NatsConnection } from "@nats-io/transport-node";
+import { headers as createHeaders, errors, type NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 import { errorReply } from "../bus/contract.js";
 import { type AgentVerb, NAME_PATTERN } from "../bus/subjects.js";
@@ -8,6 +8,9 @@ import { type LeaseRecord, type LeaseTiming, SessionLeaseStore } from "./session
 
 /** How many times one request may be forwarded between hosts before it is refused. */
 export const MAX_FORWARD_HOPS = 3;
+
+/** How long a probe of the owner may take before it counts as alive (slow, not gone). */
+const PROBE_TIMEOUT_MS = 2_000;
 
 /** The header counting a forwarded request's hops. */
 export const FORWARD_HOPS_HEADER = "Agentloop-Forward-Hops";
@@ -137,6 +140,31 @@ export class SessionCluster {
       ...(message.reply === undefined ? {} : { reply: message.reply }),
     });
     return undefined;
+  }
+
+  /**
+   * Whether the owner still listens on its subject: an empty request, answered `bad_request` at
+   * once by a live host. A host that died (kill -9) has no subscription left: "no responders".
+   * Its lease still stands until it expires — a host cut off from NATS may still be running the
+   * session — so the caller waits for {@link untilExpired} rather than taking it now.
+   */
+  async isReachable(owner: LeaseRecord, agent: string, verb: AgentVerb): Promise<boolean> {
+    const subject = `${owner.subject ?? hostSubject(this.#prefix, owner.host)}.agents.${agent}.${verb}`;
+    try {
+      await this.#connection.request(subject, "{}", { timeout: PROBE_TIMEOUT_MS });
+      return true;
+    } catch (error) {
+      const isNoResponders =
+        error instanceof errors.NoRespondersError ||
+        (error instanceof errors.RequestError && error.isNoResponders());
+      return !isNoResponders;
+    }
+  }
+
+  /** Resolves once another host may take the owner's lease (its expiry plus the skew margin). */
+  untilExpired(owner: LeaseRecord): Promise<void> {
+    const waitMs = owner.expiresAt + this.leases.store.timing.skewMs - Date.now() + 1;
+    return new Promise((resolve) => setTimeout(resolve, Math.max(0, waitMs)));
   }
 
   /** Gives up every lease (after the sessions have stopped). */

@@ -300,9 +300,15 @@ export class AgentHost {
         try {
           return await answer();
         } catch (error) {
-          if (!(error instanceof SessionOwnedElsewhereError) || attempt > 0) throw error;
+          if (!(error instanceof SessionOwnedElsewhereError) || attempt > 2) throw error;
           continue;
         }
+      }
+      if (attempt <= 2 && !(await cluster.isReachable(owner, agent, verb))) {
+        // The owner is gone (killed): its lease runs out within the TTL; then this host takes it.
+        // Meanwhile this request is in hand here, so the session's heartbeat keeps the caller waiting.
+        await cluster.untilExpired(owner);
+        continue;
       }
       const refused = cluster.forward(owner, agent, verb, message);
       return refused === undefined ? { ok: true } : this.#reply(message, refused);

@@ -35,6 +35,7 @@ afterAll(async () => {
 
 interface TestHost {
   host: AgentHost;
+  bus: NatsBus;
   /** The fake agent of each session this host built. */
   agents: Map<string, FakeAgent>;
 }
@@ -64,7 +65,7 @@ async function startHost(prefix: string, hostId: string): Promise<TestHost> {
     await host.close({ graceMs: 0 });
     await bus.close();
   });
-  return { host, agents };
+  return { host, bus, agents };
 }
 
 async function ask(subject: string, payload: unknown): Promise<unknown> {
@@ -110,6 +111,19 @@ describe("requests for a session another host owns", () => {
     expect(b.agents.get("s2")!.compactCalls).toHaveLength(6);
     expect(b.agents.has("s1")).toBe(false);
     expect(a.agents.has("s2")).toBe(false);
+  });
+
+  it("wait for the lease of an owner that vanished (killed) to expire, then run on the host that got them", async () => {
+    const prefix = uniqueRoot();
+    const a = await startHost(prefix, "ha");
+    const b = await startHost(prefix, "hb");
+    await ask(`${hostSubject(prefix, "ha")}.agents.bot.chat`, { session: "s1", text: "one" });
+    // a's connection goes away without a word (as with kill -9): its lease stays until it expires.
+    await a.bus.connection.close();
+    const reply = await ask(`${hostSubject(prefix, "hb")}.agents.bot.chat`, { session: "s1", text: "two" });
+    expect(reply).toMatchObject({ ok: true, result: "echo: two" });
+    expect(b.agents.get("s1")!.chats.map((chat) => chat.text)).toEqual(["two"]);
+    expect(b.host.sessions.find("bot", "s1")).toBeDefined();
   });
 
   it("move to another host once the owner released them (passivated or stopped)", async () => {
