@@ -8,6 +8,7 @@ import { type CliContext, type Command, UsageError } from "./cli-context.js";
 import { agentsCommand } from "./commands/agents.js";
 import { chatCommand } from "./commands/chat.js";
 import { serveCommand } from "./commands/serve.js";
+import { sessionsCommand } from "./commands/sessions.js";
 import { tailCommand } from "./commands/tail.js";
 import { uiCommand } from "./commands/ui.js";
 import { upCommand } from "./commands/up.js";
@@ -45,6 +46,12 @@ const PROTOCOL_FLAGS: Record<string, FlagKind> = {
   "keep-alive": "string",
 };
 
+/** Several hosts on one NATS system (issue 11; serve, up). */
+const CLUSTER_FLAGS: Record<string, FlagKind> = {
+  "lease-ttl": "string",
+  "dedupe-window": "string",
+};
+
 /** `arguments: false`: the command takes flags only, so a stray word is a mistake worth telling. */
 const COMMANDS: Record<
   string,
@@ -62,9 +69,10 @@ const COMMANDS: Record<
       "nats-hold-mb": "string",
       ...HOST_FLAGS,
       ...PROTOCOL_FLAGS,
+      ...CLUSTER_FLAGS,
     },
     usage:
-      "up [--port N] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--owner NAME]",
+      "up [--port N] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--dedupe-window 10m] [--owner NAME]",
     arguments: false,
   },
   serve: {
@@ -77,9 +85,10 @@ const COMMANDS: Record<
       "nats-hold-mb": "string",
       ...HOST_FLAGS,
       ...PROTOCOL_FLAGS,
+      ...CLUSTER_FLAGS,
     },
     usage:
-      "serve [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--owner NAME]",
+      "serve [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--dedupe-window 10m] [--owner NAME]",
     arguments: false,
   },
   chat: {
@@ -96,6 +105,12 @@ const COMMANDS: Record<
     run: uiCommand,
     flags: { port: "string", host: "string" },
     usage: "ui [--port N] [--host ADDR]",
+    arguments: false,
+  },
+  sessions: {
+    run: sessionsCommand,
+    flags: { json: "boolean" },
+    usage: "sessions [--nats URL] [--json]",
     arguments: false,
   },
   agents: {

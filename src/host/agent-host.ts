@@ -11,6 +11,9 @@ import {
 } from "../bus/contract.js";
 import { isOverMaxPayload } from "../bus/payload-size.js";
 import { type AgentVerb, DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
+import type { LeaseFence } from "../cluster/lease-fence.js";
+import type { SessionCluster } from "../cluster/session-cluster.js";
+import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestDepth } from "./request-depth.js";
 import { SessionActor } from "./session-actor.js";
@@ -28,6 +31,8 @@ export const DEFAULT_GRACE_MS = 30_000;
 /** What the host hands an agent factory: the session's mailbox, for ToolContext.post. */
 export interface SessionHooks {
   post(text: string, options?: { type?: string; stackable?: boolean }): void;
+  /** Issue 11: the session's lease, checked before every history write and model request. */
+  fence?: LeaseFence;
 }
 
 /**
@@ -73,6 +78,12 @@ export interface AgentHostOptions {
   heartbeatIntervalMs?: number;
   /** How requests arrive; default plain subscriptions on the bus. */
   listen?: RequestListener;
+  /**
+   * Issue 11: several hosts on one NATS system — session leases (one owner per session, fenced),
+   * forwarding to the owner, request-id dedupe. See src/cluster/. Without it this host owns every
+   * session it is asked about.
+   */
+  cluster?: SessionCluster;
 }
 
 /**
@@ -96,6 +107,7 @@ export class AgentHost {
   readonly #inFlight = new Set<Promise<void>>();
   readonly #heartbeats: SessionHeartbeats;
   readonly #listen: RequestListener;
+  readonly #cluster: SessionCluster | undefined;
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
 
@@ -121,14 +133,23 @@ export class AgentHost {
       ...(options.heartbeatIntervalMs === undefined ? {} : { intervalMs: options.heartbeatIntervalMs }),
       ...(options.now === undefined ? {} : { now: options.now }),
     });
+    this.#cluster = options.cluster;
     this.sessions = new SessionManager({
       createSession: (agent, session) => this.#createSession(agent, session),
+      ...(options.cluster === undefined
+        ? {}
+        : { onSessionStopped: (agent, session) => options.cluster?.leases.release(agent, session) }),
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
       ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
       ...(options.sweepIntervalMs === undefined ? {} : { sweepIntervalMs: options.sweepIntervalMs }),
       ...(options.now === undefined ? {} : { now: options.now }),
       ...(options.timers === undefined ? {} : { timers: options.timers }),
       log: this.#log,
+    });
+    // A lease lost (not renewed in time, or taken over) stops its session here at once.
+    this.#cluster?.onLost((agent, session, reason) => {
+      this.#log(`session ${agent}/${session} stopped here: ${reason}`);
+      void this.sessions.drop(agent, session, `this host lost the session: ${reason}`);
     });
   }
 
@@ -149,6 +170,16 @@ export class AgentHost {
       this.#listen("chat", `${this.prefix}.agents.*.chat`, this.#queueGroup, handle),
       this.#listen("control", `${this.prefix}.agents.*.control`, this.#queueGroup, handle),
     ];
+    const cluster = this.#cluster;
+    if (cluster !== undefined) {
+      // Requests other hosts forward to this one, for the sessions it owns (no queue group).
+      this.#subscriptions.push(
+        this.#bus.subscribe(
+          cluster.forwardedPattern,
+          (message) => void handle(cluster.asAgentRequest(message)),
+        ),
+      );
+    }
     this.sessions.start();
     return this;
   }
@@ -168,6 +199,7 @@ export class AgentHost {
         ...(options.hurry === undefined ? {} : { hurry: options.hurry }),
       });
       await Promise.allSettled([...this.#inFlight]);
+      await this.#cluster?.close();
       this.#heartbeats.close();
       await this.#bus.flush().catch(() => {});
     })();
@@ -180,6 +212,8 @@ export class AgentHost {
       // Posts before the actor exists cannot happen (tools run inside chats), but stay harmless.
       post: (text, postOptions) => actor?.post(text, postOptions),
     };
+    // Issue 11: the session runs here only under this host's lease (else SessionOwnedElsewhereError).
+    if (this.#cluster !== undefined) hooks.fence = await this.#cluster.leases.acquire(agent, session);
     try {
       const created = await this.#createAgent(agent, session, hooks);
       actor = new SessionActor({
@@ -189,6 +223,7 @@ export class AgentHost {
       });
       return actor;
     } catch (error) {
+      this.#cluster?.leases.release(agent, session);
       this.#log(`could not start session ${agent}/${session}: ${describeFailure(error).message}`);
       throw error;
     }
@@ -225,15 +260,58 @@ export class AgentHost {
     }
   }
 
-  async #handleChat(message: BusMessage, agent: string): Promise<ChatReply> {
+  async #handleChat(message: BusMessage, agent: string): Promise<ChatReply | ControlReply> {
     const parsed = parseChatRequest(message.data);
     if (!parsed.ok) return this.#reply(message, parsed);
     // The session beats until the reply is out, so the caller can tell "working" from "gone".
     const release = this.#heartbeats.track(agent, parsed.value.session);
     try {
-      return await this.#answerChat(message, agent, parsed.value);
+      return await this.#routed(message, agent, "chat", parsed.value.session, () =>
+        this.#answerChat(message, agent, parsed.value),
+      );
     } finally {
       release();
+    }
+  }
+
+  /**
+   * Issue 11: runs `answer` when this host owns the session or can take it; forwards the request
+   * to the host that owns it otherwise (that host answers the requester). A creation that lost
+   * the race for the lease is forwarded to the winner.
+   */
+  async #routed<T extends ChatReply | ControlReply>(
+    message: BusMessage,
+    agent: string,
+    verb: AgentVerb,
+    session: string,
+    answer: () => Promise<T>,
+  ): Promise<T | ChatReply | ControlReply> {
+    const cluster = this.#cluster;
+    if (cluster === undefined) return answer();
+    for (let attempt = 0; ; attempt++) {
+      let owner: Awaited<ReturnType<SessionCluster["ownerElsewhere"]>>;
+      try {
+        owner = await cluster.ownerElsewhere(agent, session);
+      } catch (error) {
+        const reason = describeFailure(error).message;
+        return this.#reply(message, errorReply("internal", `cannot read the session's lease: ${reason}`));
+      }
+      if (owner === undefined) {
+        try {
+          return await answer();
+        } catch (error) {
+          if (!(error instanceof SessionOwnedElsewhereError) || attempt > 2) throw error;
+          continue;
+        }
+      }
+      if (attempt <= 2 && !(await cluster.isReachable(owner, agent, verb))) {
+        // The owner is gone (killed): its lease runs out within the TTL; then this host takes it.
+        // Meanwhile this request is in hand here, so the session's heartbeat keeps the caller waiting.
+        await cluster.untilExpired(owner);
+        continue;
+      }
+      const refused = cluster.forward(owner, agent, verb, message);
+      return refused === undefined ? { ok: true } : this.#reply(message, refused);
     }
   }
 
@@ -241,40 +319,60 @@ export class AgentHost {
     const echo = request.id === undefined ? {} : { id: request.id };
     const depth = readRequestDepth(message.data);
     if (!depth.ok) return this.#reply(message, { ...depth, ...echo });
-    let reply: ChatReply;
     let chatId: string | undefined;
-    try {
-      const outcome = await this.sessions.use(agent, request.session, (actor) =>
-        actor.chat({
-          text: request.text,
-          type: request.type,
-          stackable: request.stackable,
-          depth: depth.value,
-        }),
-      );
-      reply = outcome.ok
-        ? { ok: true, session: request.session, result: outcome.result, usage: outcome.usage, ...echo }
-        : { ok: false, error: outcome.error, ...echo };
-      if (outcome.ok) chatId = outcome.chatId;
-    } catch (error) {
-      reply = { ok: false, error: sessionStartError(error), ...echo };
-    }
-    return this.#reply(message, reply, chatId);
+    // False when the session could not even start (closing, full): no chat ran.
+    let ran = true;
+    const run = async (): Promise<ChatReply> => {
+      try {
+        const outcome = await this.sessions.use(agent, request.session, (actor) =>
+          actor.chat({
+            text: request.text,
+            type: request.type,
+            stackable: request.stackable,
+            depth: depth.value,
+          }),
+        );
+        if (outcome.ok) chatId = outcome.chatId;
+        return outcome.ok
+          ? { ok: true, session: request.session, result: outcome.result, usage: outcome.usage, ...echo }
+          : { ok: false, error: outcome.error, ...echo };
+      } catch (error) {
+        if (error instanceof SessionOwnedElsewhereError) throw error;
+        ran = false;
+        return { ok: false, error: sessionStartError(error), ...echo };
+      }
+    };
+    const dedupe = this.#cluster?.dedupe;
+    if (dedupe === undefined || request.id === undefined) return this.#reply(message, await run(), chatId);
+    // Issue 11: one run per id. The session is taken first, so a request to forward marks nothing.
+    await this.sessions.get(agent, request.session).catch((error: unknown) => {
+      if (error instanceof SessionOwnedElsewhereError) throw error;
+    });
+    const answer = dedupe.answer(agent, request.session, request.id, async () => ({
+      reply: await run(),
+      ran,
+    }));
+    return this.#reply(message, await answer, chatId);
   }
 
-  async #handleControl(message: BusMessage, agent: string): Promise<ControlReply> {
+  async #handleControl(message: BusMessage, agent: string): Promise<ChatReply | ControlReply> {
     const parsed = parseControlRequest(message.data);
     if (!parsed.ok) return this.#reply(message, parsed);
-    let reply: ControlReply;
     const release = this.#heartbeats.track(agent, parsed.value.session);
     try {
-      reply = await this.#control(agent, parsed.value);
-    } catch (error) {
-      reply = { ok: false, error: sessionStartError(error) };
+      return await this.#routed(message, agent, "control", parsed.value.session, async () => {
+        let reply: ControlReply;
+        try {
+          reply = await this.#control(agent, parsed.value);
+        } catch (error) {
+          if (error instanceof SessionOwnedElsewhereError) throw error;
+          reply = { ok: false, error: sessionStartError(error) };
+        }
+        return this.#reply(message, reply);
+      });
     } finally {
       release();
     }
-    return this.#reply(message, reply);
   }
 
   async #control(agent: string, request: ControlRequest): Promise<ControlReply> {

@@ -2,6 +2,7 @@ import type { Agent } from "../agent/agent-types.js";
 import { createAgent } from "../agent/create-agent.js";
 import type { Bus } from "../bus/bus.js";
 import { DEFAULT_PREFIX } from "../bus/subjects.js";
+import { fenceHistory, fenceLlm } from "../cluster/lease-fence.js";
 import { type AgentDatabase, openAgentDatabase } from "../context/agent-database.js";
 import type { ContextHistory } from "../context/context-history.js";
 import { InMemoryContextHistory } from "../context/in-memory-history.js";
@@ -163,10 +164,11 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
       name: agent,
       session,
       ...(options.hostId === undefined ? {} : { host: options.hostId }),
-      llm,
+      // Issue 11: with a lease, history writes and model requests stop the moment it is lost.
+      llm: fenceLlm(llm, hooks.fence),
       model: definition.model,
       toolSets,
-      history: historyOf(agent, session),
+      history: fenceHistory(historyOf(agent, session), hooks.fence),
       post: hooks.post,
       ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
       options: {

@@ -4,6 +4,8 @@ import { NatsBus } from "../bus/nats-bus.js";
 import type { RuntimeConfig } from "../cli/cli-context.js";
 import type { HistoryBackendName, ProtocolSettings } from "../cli/runtime-config.js";
 import { secretRedactorFor } from "../cli/runtime-config.js";
+import { SessionCluster } from "../cluster/session-cluster.js";
+import { leaseTiming } from "../cluster/session-lease.js";
 import { NatsHistoryStore } from "../context/nats-history-store.js";
 import type { AgentEvent } from "../events/types.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
@@ -35,6 +37,9 @@ export interface HostServiceOptions {
   hostId?: string;
   /** Where the sessions' histories live: `sqlite` (default: `config.db`, else memory) or `nats` (JetStream; needs a NATS bus). */
   history?: HistoryBackendName;
+  /** Issue 11: session lease TTL (`--lease-ttl`, default 10 s) and dedupe window (`--dedupe-window`). */
+  leaseTtlMs?: number;
+  dedupeWindowMs?: number;
 }
 
 /** A running agent host with what it holds open. */
@@ -101,8 +106,29 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   }
   // On NATS our own contract is a `$SRV` micro service (`agentloop`); in process, plain subscriptions.
   let contract: ContractService | undefined;
-  let host: AgentHost;
+  let host: AgentHost | undefined;
   let protocol: AgentProtocolHost | undefined;
+  // Issue 11: on NATS with JetStream, sessions are leased so several hosts can share the agents.
+  let cluster: SessionCluster | undefined;
+  if (bus instanceof NatsBus) {
+    try {
+      cluster = await SessionCluster.start({
+        connection: bus.connection,
+        prefix: config.prefix,
+        hostId,
+        timing: leaseTiming(options.leaseTtlMs),
+        ...(options.dedupeWindowMs === undefined ? {} : { dedupeWindowMs: options.dedupeWindowMs }),
+        stateOf: (agent, session) => {
+          const actor = host?.sessions.find(agent, session);
+          return actor === undefined ? undefined : actor.isIdle ? "idle" : "busy";
+        },
+        log,
+      });
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      log(`no session leases (JetStream KV): ${reason}; run one host only on this NATS system`);
+    }
+  }
   try {
     contract =
       bus instanceof NatsBus
@@ -115,6 +141,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
       createAgent: factory.createAgent,
       hostId,
       log,
+      ...(cluster === undefined ? {} : { cluster }),
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
       ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
       ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),

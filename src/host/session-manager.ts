@@ -50,6 +50,8 @@ export interface SessionManagerOptions {
   timers?: ManagerTimers;
   /** One-line notices (a failed passivation compaction, a failed creation). Default: none. */
   log?: (line: string) => void;
+  /** Issue 11 (leases): a live session has stopped (passivated, dropped, closed) and let go of its history. */
+  onSessionStopped?: (agent: string, session: string) => void;
 }
 
 /** Every session slot is taken by a busy session: no new session can start now. */
@@ -96,6 +98,7 @@ export class SessionManager {
   readonly #now: () => number;
   readonly #timers: ManagerTimers;
   readonly #log: (line: string) => void;
+  readonly #onSessionStopped: (agent: string, session: string) => void;
   readonly #live = new Map<string, SessionActor>();
   readonly #creating = new Map<string, Promise<SessionActor>>();
   /** Shutdowns in progress: a new instance waits for the old one to let go of the history. */
@@ -116,6 +119,7 @@ export class SessionManager {
     this.#now = options.now ?? Date.now;
     this.#timers = options.timers ?? realTimers;
     this.#log = options.log ?? (() => {});
+    this.#onSessionStopped = options.onSessionStopped ?? (() => {});
   }
 
   /** Live sessions. */
@@ -222,9 +226,34 @@ export class SessionManager {
     }
     this.#live.clear();
     await Promise.all([
-      ...actors.map((actor) => actor.shutdown("the host is shutting down")),
+      ...actors.map((actor) => this.#stop(actor, "the host is shutting down")),
       ...this.#stopping.values(),
     ]);
+  }
+
+  /**
+   * Issue 11 (leases): stops a live session at once, whatever it is doing (its lease is gone):
+   * what runs is cancelled and every waiter answered `cancelled`. The next use builds it again.
+   */
+  drop(agent: string, session: string, reason: string): Promise<void> {
+    const key = keyOf(agent, session);
+    const actor = this.#live.get(key);
+    if (actor === undefined) return Promise.resolve();
+    this.#live.delete(key);
+    const stopping = this.#stop(actor, reason).finally(() => {
+      if (this.#stopping.get(key) === stopping) this.#stopping.delete(key);
+    });
+    this.#stopping.set(key, stopping);
+    return stopping;
+  }
+
+  /** Shuts a session down, then tells {@link SessionManagerOptions.onSessionStopped}. */
+  async #stop(actor: SessionActor, reason: string): Promise<void> {
+    try {
+      await actor.shutdown(reason);
+    } finally {
+      this.#onSessionStopped(actor.name, actor.session);
+    }
   }
 
   /**
@@ -294,7 +323,7 @@ export class SessionManager {
       if (this.#isClosed || this.#live.get(key) !== actor || !isStillPassivatable()) return false;
       this.#live.delete(key);
       if (options.forRoom) this.#reservedSlots++;
-      const stopping = actor.shutdown("the session was passivated").finally(() => {
+      const stopping = this.#stop(actor, "the session was passivated").finally(() => {
         if (this.#stopping.get(key) === stopping) this.#stopping.delete(key);
       });
       this.#stopping.set(key, stopping);

@@ -6,6 +6,7 @@ import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
 import type { ProviderName } from "../../llm/create-backend.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
+import { clusterSettingsFrom } from "../cluster-settings.js";
 import { untilAborted } from "../command-helpers.js";
 import {
   DEFAULT_MODELS,
@@ -50,6 +51,7 @@ export const serveCommand: Command = async (context) => {
   const protocol = protocolSettingsFrom(context.flags, context.env);
   const hostId = hostIdFrom(context.flags, context.env);
   const history = historyBackendFrom(context.flags, context.env);
+  const cluster = clusterSettingsFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
   const log = (line: string) => context.stderr.write(`agentloop serve: ${line}\n`);
   let bus: NatsBus;
@@ -80,6 +82,7 @@ export const serveCommand: Command = async (context) => {
       ...(hostId === undefined ? {} : { hostId }),
       history,
       protocol,
+      ...cluster,
     });
     context.stdout.write(
       `agentloop serve: bus ${url} (nats, prefix ${config.prefix}, host ${service.hostId}${history === "nats" ? ", history nats" : ""}); agents: ${describeAgents(definitions)}\n`,

@@ -6,6 +6,7 @@ import { allEventsPattern } from "../../bus/subjects.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
 import { startUiServer } from "../../ui/ui-server.js";
 import type { Command } from "../cli-context.js";
+import { clusterSettingsFrom } from "../cluster-settings.js";
 import { parsePort, untilAborted } from "../command-helpers.js";
 import {
   historyBackendFrom,
@@ -38,6 +39,7 @@ export const upCommand: Command = async (context) => {
   const protocol = protocolSettingsFrom(context.flags, context.env);
   const hostId = hostIdFrom(context.flags, context.env);
   const history = historyBackendFrom(context.flags, context.env);
+  const cluster = clusterSettingsFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
   const log = (line: string) => context.stderr.write(`agentloop up: ${line}\n`);
   const nats = await NatsBus.tryConnect(config.natsUrl, NATS_PROBE_TIMEOUT_MS, {
@@ -73,6 +75,7 @@ export const upCommand: Command = async (context) => {
       ...(hostId === undefined ? {} : { hostId }),
       history,
       protocol,
+      ...cluster,
     });
     const following = followEvents({
       bus,

@@ -1,0 +1,56 @@
+import { UsageError } from "./cli-context.js";
+import { parseDuration } from "./runtime-config.js";
+
+type Flags = Record<string, string | boolean | undefined>;
+
+/** Issue 11's settings of `serve` / `up`: `--lease-ttl`, `--dedupe-window`. */
+export interface ClusterSettings {
+  leaseTtlMs?: number;
+  dedupeWindowMs?: number;
+}
+
+const MIN_LEASE_TTL_MS = 300;
+const MAX_LEASE_TTL_MS = 60 * 60 * 1000;
+const MIN_DEDUPE_WINDOW_MS = 1_000;
+const MAX_DEDUPE_WINDOW_MS = 7 * 24 * 60 * 60 * 1000;
+
+/**
+ * `--lease-ttl 10s` (AGENTLOOP_LEASE_TTL,
+ * 300ms–1h), `--dedupe-window 10m` (AGENTLOOP_DEDUPE_WINDOW, 1s–7d).
+ */
+export function clusterSettingsFrom(flags: Flags, env: NodeJS.ProcessEnv): ClusterSettings {
+  const leaseTtlMs = bounded(
+    pick(flags, "lease-ttl", env, "AGENTLOOP_LEASE_TTL"),
+    "--lease-ttl",
+    MIN_LEASE_TTL_MS,
+    MAX_LEASE_TTL_MS,
+    "300ms and 1h",
+  );
+  const dedupeWindowMs = bounded(
+    pick(flags, "dedupe-window", env, "AGENTLOOP_DEDUPE_WINDOW"),
+    "--dedupe-window",
+    MIN_DEDUPE_WINDOW_MS,
+    MAX_DEDUPE_WINDOW_MS,
+    "1s and 7d",
+  );
+  return {
+    ...(leaseTtlMs === undefined ? {} : { leaseTtlMs }),
+    ...(dedupeWindowMs === undefined ? {} : { dedupeWindowMs }),
+  };
+}
+
+function bounded(value: string | undefined, option: string, min: number, max: number, range: string) {
+  const milliseconds = parseDuration(value, option);
+  if (milliseconds === undefined) return undefined;
+  if (milliseconds < min || milliseconds > max) {
+    throw new UsageError(`${option} must be between ${range}, got "${value}"`);
+  }
+  return Math.round(milliseconds);
+}
+
+function pick(flags: Flags, name: string, env: NodeJS.ProcessEnv, variable: string): string | undefined {
+  const flag = flags[name];
+  if (typeof flag === "string" && flag.trim() !== "") return flag.trim();
+  const value = env[variable];
+  return value !== undefined && value.trim() !== "" ? value.trim() : undefined;
+}

@@ -1,0 +1,256 @@
+import { performance } from "node:perf_hooks";
+import { type LeaseFence, LeaseLostError } from "./lease-fence.js";
+import {
+  LeaseConflictError,
+  type LeaseRecord,
+  type SessionLeaseStore,
+  type StoredLease,
+} from "./session-lease.js";
+
+export interface LeaseKeeperOptions {
+  store: SessionLeaseStore;
+  /** This host's id (a subject token). */
+  hostId: string;
+  /** Where other hosts forward this host's sessions' requests: `<prefix>.hosts.<hostId>`. */
+  subject: string;
+  /** The session's state for the lease record (`idle` / `busy`); read at every renewal. */
+  stateOf?: (agent: string, session: string) => string | undefined;
+  /**
+   * The lease is gone (taken over, or not renewed before its local deadline): stop the session
+   * now. Called once per lease, synchronously from a timer or a renewal's answer.
+   */
+  onLost: (agent: string, session: string, reason: string) => void;
+  /** One-line notices (renewal failures). */
+  log?: (line: string) => void;
+  /** Monotonic clock in ms (default `performance.now`): a wall-clock jump must not stretch a lease. */
+  monotonic?: () => number;
+}
+
+/** One lease this host holds. */
+class HeldLease implements LeaseFence {
+  lease: StoredLease;
+  /** Monotonic time after which the lease is no longer used here. */
+  deadline: number;
+  lostReason: string | undefined;
+  timer: NodeJS.Timeout | undefined;
+  renewing: Promise<void> | undefined;
+  readonly #monotonic: () => number;
+
+  constructor(lease: StoredLease, deadline: number, monotonic: () => number) {
+    this.lease = lease;
+    this.deadline = deadline;
+    this.#monotonic = monotonic;
+  }
+
+  get epoch(): number {
+    return this.lease.record.epoch;
+  }
+
+  assertHeld(): void {
+    if (this.lostReason !== undefined) {
+      throw new LeaseLostError(
+        `this host no longer owns session ${this.lease.agent}/${this.lease.session}: ${this.lostReason}`,
+        this.epoch,
+      );
+    }
+    if (this.#monotonic() >= this.deadline) {
+      throw new LeaseLostError(
+        `the lease of session ${this.lease.agent}/${this.lease.session} (epoch ${this.epoch}) ran out before it was renewed`,
+        this.epoch,
+      );
+    }
+  }
+}
+
+/**
+ * The leases this host holds (issue 11): acquires one when a session starts here, renews all of
+ * them every TTL/3 with a compare-and-set, and gives each up when its session stops. A lease not
+ * renewed in time is dropped locally at `expiry − skew` by this host's monotonic clock — before
+ * any other host may take it (at `expiry + skew` by its wall clock) — and `onLost` stops the
+ * session. Each held lease is the session's {@link LeaseFence}.
+ */
+export class LeaseKeeper {
+  readonly hostId: string;
+  readonly subject: string;
+  readonly store: SessionLeaseStore;
+  readonly #held = new Map<string, HeldLease>();
+  readonly #releases = new Set<Promise<unknown>>();
+  readonly #stateOf: (agent: string, session: string) => string | undefined;
+  readonly #onLost: (agent: string, session: string, reason: string) => void;
+  readonly #log: (line: string) => void;
+  readonly #monotonic: () => number;
+  #ticker: NodeJS.Timeout | undefined;
+  #isClosed = false;
+
+  constructor(options: LeaseKeeperOptions) {
+    this.store = options.store;
+    this.hostId = options.hostId;
+    this.subject = options.subject;
+    this.#stateOf = options.stateOf ?? (() => undefined);
+    this.#onLost = options.onLost;
+    this.#log = options.log ?? (() => {});
+    this.#monotonic = options.monotonic ?? (() => performance.now());
+  }
+
+  /** Leases held now. */
+  get size(): number {
+    return this.#held.size;
+  }
+
+  /** The fence of a session this host holds (and has not lost), else undefined. */
+  fenceOf(agent: string, session: string): LeaseFence | undefined {
+    const held = this.#held.get(keyOf(agent, session));
+    return held === undefined || held.lostReason !== undefined ? undefined : held;
+  }
+
+  /** True while this host holds a live lease of the session. */
+  holds(agent: string, session: string): boolean {
+    const held = this.#held.get(keyOf(agent, session));
+    return held !== undefined && held.lostReason === undefined && this.#monotonic() < held.deadline;
+  }
+
+  /**
+   * The live lease of another host, when there is one (a KV read); undefined when this host holds
+   * it or nobody does (the session can be taken here).
+   */
+  async ownerElsewhere(agent: string, session: string): Promise<LeaseRecord | undefined> {
+    if (this.holds(agent, session)) return undefined;
+    // Past its deadline but its timer has not run yet (a busy loop, a pause): lose it now, so the
+    // request is not handed to a session that can no longer write.
+    const stale = this.#held.get(keyOf(agent, session));
+    if (stale !== undefined) this.#lose(stale, "its lease was not renewed in time");
+    const stored = await this.store.read(agent, session);
+    if (stored === undefined) return undefined;
+    const { record } = stored;
+    const isFree =
+      record.released === true ||
+      record.host === this.hostId ||
+      Date.now() > record.expiresAt + this.store.timing.skewMs;
+    return isFree ? undefined : record;
+  }
+
+  /**
+   * Takes the session's lease for this host.
+   * @throws SessionOwnedElsewhereError when another host holds a live one.
+   */
+  async acquire(agent: string, session: string): Promise<LeaseFence> {
+    if (this.#isClosed) throw new LeaseLostError("the host is shutting down", 0);
+    const key = keyOf(agent, session);
+    const sentAt = this.#monotonic();
+    const lease = await this.store.acquire(agent, session, this.hostId, {
+      subject: this.subject,
+      ...stateField(this.#stateOf(agent, session) ?? "idle"),
+    });
+    const previous = this.#held.get(key);
+    if (previous !== undefined) this.#forget(previous);
+    const held = new HeldLease(lease, this.#deadlineFrom(sentAt), this.#monotonic);
+    this.#held.set(key, held);
+    this.#arm(held);
+    this.#ticker ??= setInterval(() => this.#renewAll(), this.store.timing.ttlMs / 3);
+    this.#ticker.unref?.();
+    return held;
+  }
+
+  /** The session stopped here: gives its lease up (in the background; {@link close} waits). */
+  release(agent: string, session: string): void {
+    const held = this.#held.get(keyOf(agent, session));
+    if (held === undefined) return;
+    this.#forget(held);
+    if (held.lostReason !== undefined || this.#monotonic() >= held.deadline) return;
+    held.lostReason = "released";
+    // A renewal in flight would move the revision: release after it.
+    const release = (held.renewing ?? Promise.resolve())
+      .then(() => this.store.release(held.lease))
+      .catch((error: unknown) => {
+        this.#log(
+          `could not release the lease of ${held.lease.agent}/${held.lease.session}: ${describe(error)}; it expires in ${Math.round(this.store.timing.ttlMs / 1000)} s`,
+        );
+      });
+    this.#releases.add(release);
+    void release.finally(() => this.#releases.delete(release));
+  }
+
+  /** Releases what is still held and waits for every release to be written. */
+  async close(): Promise<void> {
+    this.#isClosed = true;
+    for (const held of [...this.#held.values()]) this.release(held.lease.agent, held.lease.session);
+    clearInterval(this.#ticker);
+    this.#ticker = undefined;
+    await Promise.allSettled([...this.#releases]);
+  }
+
+  #deadlineFrom(sentAt: number): number {
+    const { ttlMs, skewMs } = this.store.timing;
+    return sentAt + ttlMs - skewMs;
+  }
+
+  /** The local deadline's timer: the session stops the moment its lease may no longer be used. */
+  #arm(held: HeldLease): void {
+    clearTimeout(held.timer);
+    held.timer = setTimeout(
+      () => this.#lose(held, "its lease was not renewed in time"),
+      Math.max(0, held.deadline - this.#monotonic()),
+    );
+    held.timer.unref?.();
+  }
+
+  #renewAll(): void {
+    for (const held of this.#held.values()) {
+      if (held.renewing !== undefined || held.lostReason !== undefined) continue;
+      held.renewing = this.#renew(held).finally(() => {
+        held.renewing = undefined;
+      });
+    }
+  }
+
+  async #renew(held: HeldLease): Promise<void> {
+    const sentAt = this.#monotonic();
+    const { agent, session } = held.lease;
+    try {
+      const state = this.#stateOf(agent, session);
+      // Kept even when released meanwhile: the release names this newer revision.
+      held.lease = await this.store.renew(held.lease, stateField(state));
+      if (held.lostReason !== undefined) return;
+      // Counted from when the renewal was sent: a slow answer only shortens the lease here.
+      const deadline = this.#deadlineFrom(sentAt);
+      if (deadline > held.deadline) held.deadline = deadline;
+      this.#arm(held);
+    } catch (error) {
+      if (error instanceof LeaseConflictError) {
+        this.#lose(held, "another host took its lease");
+        return;
+      }
+      // NATS away or slow: the next tick tries again; the deadline timer ends it if none succeeds.
+      this.#log(`could not renew the lease of ${agent}/${session}: ${describe(error)}`);
+    }
+  }
+
+  #lose(held: HeldLease, reason: string): void {
+    if (held.lostReason !== undefined) return;
+    held.lostReason = reason;
+    this.#forget(held);
+    this.#onLost(held.lease.agent, held.lease.session, reason);
+  }
+
+  #forget(held: HeldLease): void {
+    clearTimeout(held.timer);
+    const key = keyOf(held.lease.agent, held.lease.session);
+    if (this.#held.get(key) === held) this.#held.delete(key);
+    if (this.#held.size === 0 && this.#ticker !== undefined) {
+      clearInterval(this.#ticker);
+      this.#ticker = undefined;
+    }
+  }
+}
+
+function keyOf(agent: string, session: string): string {
+  return `${agent}/${session}`;
+}
+
+function stateField(state: string | undefined): Pick<LeaseRecord, "state"> {
+  return state === undefined ? {} : { state };
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,161 @@
+import { createHash } from "node:crypto";
+import { type KV, Kvm } from "@nats-io/kv";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { z } from "zod";
+import { ChatReply } from "../bus/contract.js";
+import { DEFAULT_PREFIX } from "../bus/subjects.js";
+
+/**
+ * Client retries are safe (issue 11): a chat request with an `id` is answered at most once per
+ * id and session. A retry while the chat runs on this host joins it (same reply); one after it
+ * finished gets the stored reply from the KV bucket `AGENTLOOP_REPLIES` for the dedupe window
+ * (the bucket's max age, plus a `storedAt` check by the reader). A chat is marked `running` in the
+ * bucket before it starts, so a retry that reaches another host after a failover is never run a
+ * second time: it is told the first run was interrupted (the user message is in the history).
+ */
+
+/** The bucket for the default prefix. */
+export const REPLY_BUCKET = "AGENTLOOP_REPLIES";
+
+/** Default `--dedupe-window`: 10 minutes. */
+export const DEFAULT_DEDUPE_WINDOW_MS = 10 * 60 * 1000;
+
+const StoredReply = z.object({
+  state: z.enum(["running", "done"]),
+  host: z.string(),
+  storedAt: z.number(),
+  reply: ChatReply.optional(),
+});
+type StoredReply = z.infer<typeof StoredReply>;
+
+/** `AGENTLOOP_REPLIES` for the default prefix, `<PREFIX>_REPLIES` otherwise. */
+export function replyBucketName(prefix: string = DEFAULT_PREFIX): string {
+  if (prefix === DEFAULT_PREFIX) return REPLY_BUCKET;
+  return `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_REPLIES`;
+}
+
+/** `<agent>.<session>.<sha256(id), 40 hex>`: ids are free text, KV keys are not. */
+export function replyKey(agent: string, session: string, id: string): string {
+  return `${agent}.${session}.${createHash("sha256").update(id).digest("hex").slice(0, 40)}`;
+}
+
+export interface RequestDedupeOptions {
+  hostId: string;
+  windowMs?: number;
+  /** Wall clock, ms since the epoch. */
+  now?: () => number;
+  log?: (line: string) => void;
+}
+
+/** What a deduped chat came to: its reply, and whether it ran at all (a session that could not start did not). */
+export interface DedupedChat {
+  reply: ChatReply;
+  /** False: nothing ran (the host was closing, full…), so a retry may run it. Default true. */
+  ran?: boolean;
+}
+
+/** See the module comment. One per host. */
+export class RequestDedupe {
+  readonly windowMs: number;
+  readonly #kv: KV;
+  readonly #hostId: string;
+  readonly #now: () => number;
+  readonly #log: (line: string) => void;
+  readonly #running = new Map<string, Promise<ChatReply>>();
+
+  private constructor(kv: KV, options: RequestDedupeOptions) {
+    this.#kv = kv;
+    this.#hostId = options.hostId;
+    this.windowMs = options.windowMs ?? DEFAULT_DEDUPE_WINDOW_MS;
+    this.#now = options.now ?? Date.now;
+    this.#log = options.log ?? (() => {});
+  }
+
+  /** Creates the bucket if needed (max age = the window) and opens it. */
+  static async open(
+    connection: NatsConnection,
+    options: RequestDedupeOptions & { prefix?: string },
+  ): Promise<RequestDedupe> {
+    const windowMs = options.windowMs ?? DEFAULT_DEDUPE_WINDOW_MS;
+    const kv = await new Kvm(connection).create(replyBucketName(options.prefix), {
+      history: 1,
+      ttl: windowMs,
+    });
+    return new RequestDedupe(kv, { ...options, windowMs });
+  }
+
+  /** Chats with an id running on this host now. */
+  get running(): number {
+    return this.#running.size;
+  }
+
+  /**
+   * Runs `chat` once for this id: joins a run in progress here, returns a stored reply, refuses a
+   * run another host started and did not finish; else marks it running, runs it and stores the reply.
+   */
+  answer(agent: string, session: string, id: string, chat: () => Promise<DedupedChat>): Promise<ChatReply> {
+    const key = replyKey(agent, session, id);
+    const joined = this.#running.get(key);
+    if (joined !== undefined) return joined;
+    const run = this.#answer(key, chat).finally(() => {
+      if (this.#running.get(key) === run) this.#running.delete(key);
+    });
+    this.#running.set(key, run);
+    return run;
+  }
+
+  async #answer(key: string, chat: () => Promise<DedupedChat>): Promise<ChatReply> {
+    const stored = await this.#read(key);
+    if (stored !== undefined && this.#now() - stored.storedAt <= this.windowMs) {
+      if (stored.state === "done" && stored.reply !== undefined) return stored.reply;
+      if (stored.state === "running") {
+        return {
+          ok: false,
+          error: {
+            code: "cancelled",
+            message: `a chat with this id was started by host ${stored.host} and interrupted before it answered; it is not run a second time (its user message is in the history)`,
+          },
+        };
+      }
+    }
+    await this.#write(key, { state: "running", host: this.#hostId, storedAt: this.#now() });
+    const { reply, ran } = await chat();
+    if (ran === false) await this.#forget(key);
+    else await this.#write(key, { state: "done", host: this.#hostId, storedAt: this.#now(), reply });
+    return reply;
+  }
+
+  async #read(key: string): Promise<StoredReply | undefined> {
+    try {
+      const entry = await this.#kv.get(key);
+      if (entry === null || entry.operation !== "PUT") return undefined;
+      const parsed = StoredReply.safeParse(entry.json());
+      return parsed.success ? parsed.data : undefined;
+    } catch (error) {
+      this.#log(`could not read the dedupe record ${key}: ${describe(error)}`);
+      return undefined;
+    }
+  }
+
+  /** A chat that never ran leaves no record: a retry runs it. */
+  async #forget(key: string): Promise<void> {
+    try {
+      await this.#kv.delete(key);
+    } catch (error) {
+      this.#log(`could not remove the dedupe record ${key}: ${describe(error)}`);
+    }
+  }
+
+  /** Best-effort: a dedupe record that cannot be written does not stop the chat or its reply. */
+  async #write(key: string, record: StoredReply): Promise<void> {
+    try {
+      await this.#kv.put(key, JSON.stringify(record));
+    } catch (error) {
+      this.#log(`could not store the dedupe record ${key}: ${describe(error)}`);
+    }
+  }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,275 @@
+import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
+import { type KV, type KvEntry, Kvm } from "@nats-io/kv";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { z } from "zod";
+import { DEFAULT_PREFIX } from "../bus/subjects.js";
+
+/**
+ * Session leases in a JetStream KV bucket (issue 11: single activation). Key `<agent>.<session>`,
+ * value a {@link LeaseRecord}: which host owns the session, under which epoch, until when. Every
+ * write is a compare-and-set on the key's revision, so two hosts can never both believe a write of
+ * theirs made them the owner. nats-server 2.9 has no per-key TTL: the expiry is in the value and
+ * every reader judges it by its own clock, allowing {@link LeaseTiming.skewMs} for clock skew.
+ *
+ * A released lease is not deleted but overwritten with `released: true`, keeping its epoch, so the
+ * epoch only ever grows for a key (a delete would forget it, and a later owner could reuse an epoch
+ * a stale holder still carries). The bucket's max age (a day) collects keys nobody renews.
+ */
+
+/** The bucket for the default prefix. */
+export const SESSION_BUCKET = "AGENTLOOP_SESSIONS";
+
+/** Default lease time to live (`--lease-ttl`). */
+export const DEFAULT_LEASE_TTL_MS = 10_000;
+
+/** Keys nobody renewed for this long leave the bucket (released and expired leases). */
+const BUCKET_MAX_AGE_MS = 24 * 60 * 60 * 1000;
+
+/** How often a conflicting acquisition re-reads and tries again before giving up. */
+const ACQUIRE_ATTEMPTS = 5;
+
+/** One session's lease, as stored. Times are ms since the epoch (the writer's clock). */
+export const LeaseRecord = z.object({
+  host: z.string(),
+  epoch: z.number().int().nonnegative(),
+  acquiredAt: z.number(),
+  renewedAt: z.number(),
+  expiresAt: z.number(),
+  ttlMs: z.number().positive(),
+  /** `idle` / `busy` as of the last renewal (the session's mailbox). */
+  state: z.string().optional(),
+  /** Where requests for the session are forwarded: `<prefix>.hosts.<host>`. */
+  subject: z.string().optional(),
+  released: z.boolean().optional(),
+});
+export type LeaseRecord = z.infer<typeof LeaseRecord>;
+
+/** A lease as read: the record and the revision a compare-and-set must name. */
+export interface StoredLease {
+  key: string;
+  agent: string;
+  session: string;
+  record: LeaseRecord;
+  revision: number;
+}
+
+/** The timing every host of a system should agree on. */
+export interface LeaseTiming {
+  ttlMs: number;
+  /**
+   * The clock skew tolerated between hosts (default ttl/5). The owner stops using a lease `skewMs`
+   * before its expiry by its own monotonic clock; another host takes it only `skewMs` after the
+   * expiry by its wall clock: safe while clocks differ by less than 2 × skewMs.
+   */
+  skewMs: number;
+}
+
+/** The default margin: a fifth of the TTL (2 s of the default 10 s). */
+export function leaseTiming(ttlMs = DEFAULT_LEASE_TTL_MS, skewMs = ttlMs / 5): LeaseTiming {
+  if (!(ttlMs > 0)) throw new RangeError(`lease ttl must be positive, got ${ttlMs}`);
+  return { ttlMs, skewMs };
+}
+
+/** The session is owned by another host whose lease is live: forward to it. */
+export class SessionOwnedElsewhereError extends Error {
+  readonly owner: LeaseRecord;
+
+  constructor(agent: string, session: string, owner: LeaseRecord) {
+    super(`session ${agent}/${session} is owned by host ${owner.host} (epoch ${owner.epoch})`);
+    this.name = new.target.name;
+    this.owner = owner;
+  }
+}
+
+/** A compare-and-set lost: someone else wrote the key first. */
+export class LeaseConflictError extends Error {
+  constructor(key: string, options?: ErrorOptions) {
+    super(`the lease ${key} was changed by another host`, options);
+    this.name = new.target.name;
+  }
+}
+
+/** `AGENTLOOP_SESSIONS` for the default prefix, `<PREFIX>_SESSIONS` otherwise. */
+export function sessionBucketName(prefix: string = DEFAULT_PREFIX): string {
+  if (prefix === DEFAULT_PREFIX) return SESSION_BUCKET;
+  return `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_SESSIONS`;
+}
+
+/** `<agent>.<session>`: both are single tokens of `[A-Za-z0-9_-]`, valid KV key characters. */
+export function leaseKey(agent: string, session: string): string {
+  return `${agent}.${session}`;
+}
+
+/** True when the lease can be taken by `host` at wall-clock `now`. */
+export function isLeaseFree(record: LeaseRecord, host: string, now: number, timing: LeaseTiming): boolean {
+  return record.released === true || record.host === host || now > record.expiresAt + timing.skewMs;
+}
+
+export interface SessionLeaseStoreOptions {
+  timing?: LeaseTiming;
+  /** Wall clock, ms since the epoch. */
+  now?: () => number;
+}
+
+/** The bucket's operations: read, acquire, renew, release, list. Holds no state of its own. */
+export class SessionLeaseStore {
+  readonly timing: LeaseTiming;
+  readonly #kv: KV;
+  readonly #now: () => number;
+
+  private constructor(kv: KV, options: SessionLeaseStoreOptions) {
+    this.#kv = kv;
+    this.timing = options.timing ?? leaseTiming();
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** Creates the bucket if needed (idempotent) and opens it. */
+  static async open(
+    connection: NatsConnection,
+    options: SessionLeaseStoreOptions & { prefix?: string; bucket?: string } = {},
+  ): Promise<SessionLeaseStore> {
+    const name = options.bucket ?? sessionBucketName(options.prefix);
+    const kv = await new Kvm(connection).create(name, { history: 1, ttl: BUCKET_MAX_AGE_MS });
+    return new SessionLeaseStore(kv, options);
+  }
+
+  /** Opens the bucket without creating it; undefined when it does not exist (`agentloop sessions`). */
+  static async openExisting(
+    connection: NatsConnection,
+    options: SessionLeaseStoreOptions & { prefix?: string } = {},
+  ): Promise<SessionLeaseStore | undefined> {
+    const kvm = new Kvm(connection);
+    const name = sessionBucketName(options.prefix);
+    for await (const status of kvm.list()) {
+      if (status.bucket === name) return new SessionLeaseStore(await kvm.open(name), options);
+    }
+    return undefined;
+  }
+
+  /** The stored lease, or undefined when the key was never written (or was purged). */
+  async read(agent: string, session: string): Promise<StoredLease | undefined> {
+    const key = leaseKey(agent, session);
+    return toStored(key, await this.#kv.get(key));
+  }
+
+  /**
+   * Takes the session for `host`: creates the key, or replaces a released, expired or own lease
+   * with a compare-and-set, the epoch one above the previous. A lost race re-reads and tries again.
+   * @throws SessionOwnedElsewhereError when another host holds a live lease.
+   */
+  async acquire(
+    agent: string,
+    session: string,
+    host: string,
+    extra: Pick<LeaseRecord, "state" | "subject"> = {},
+  ): Promise<StoredLease> {
+    const key = leaseKey(agent, session);
+    let lastConflict: unknown;
+    for (let attempt = 0; attempt < ACQUIRE_ATTEMPTS; attempt++) {
+      const current = await this.read(agent, session);
+      const now = this.#now();
+      if (current !== undefined && !isLeaseFree(current.record, host, now, this.timing)) {
+        throw new SessionOwnedElsewhereError(agent, session, current.record);
+      }
+      const record: LeaseRecord = {
+        host,
+        epoch: (current?.record.epoch ?? 0) + 1,
+        acquiredAt: now,
+        renewedAt: now,
+        expiresAt: now + this.timing.ttlMs,
+        ttlMs: this.timing.ttlMs,
+        ...extra,
+      };
+      try {
+        const revision =
+          current === undefined
+            ? await this.#kv.create(key, JSON.stringify(record))
+            : await this.#kv.update(key, JSON.stringify(record), current.revision);
+        return { key, agent, session, record, revision };
+      } catch (error) {
+        if (!isConflict(error)) throw error;
+        lastConflict = error;
+      }
+    }
+    throw new LeaseConflictError(key, { cause: lastConflict });
+  }
+
+  /**
+   * Extends a held lease by a TTL from `now` (compare-and-set on its revision).
+   * @throws LeaseConflictError when another host wrote the key meanwhile: the lease is lost.
+   */
+  async renew(lease: StoredLease, extra: Pick<LeaseRecord, "state"> = {}): Promise<StoredLease> {
+    const now = this.#now();
+    const record: LeaseRecord = {
+      ...lease.record,
+      ...extra,
+      renewedAt: now,
+      expiresAt: now + this.timing.ttlMs,
+      ttlMs: this.timing.ttlMs,
+    };
+    const revision = await this.#casUpdate(lease.key, record, lease.revision);
+    return { ...lease, record, revision };
+  }
+
+  /** Gives the lease up (its epoch kept). A lease already taken by another host is left alone. */
+  async release(lease: StoredLease): Promise<boolean> {
+    const record: LeaseRecord = { ...lease.record, released: true, expiresAt: this.#now() };
+    try {
+      await this.#casUpdate(lease.key, record, lease.revision);
+      return true;
+    } catch (error) {
+      if (error instanceof LeaseConflictError) return false;
+      throw error;
+    }
+  }
+
+  /** Every stored lease (live, expired and released), in key order. */
+  async list(): Promise<StoredLease[]> {
+    const keys: string[] = [];
+    for await (const key of await this.#kv.keys()) keys.push(key);
+    keys.sort();
+    const leases = await Promise.all(keys.map(async (key) => toStored(key, await this.#kv.get(key))));
+    return leases.filter((lease): lease is StoredLease => lease !== undefined);
+  }
+
+  async #casUpdate(key: string, record: LeaseRecord, revision: number): Promise<number> {
+    try {
+      return await this.#kv.update(key, JSON.stringify(record), revision);
+    } catch (error) {
+      if (isConflict(error)) throw new LeaseConflictError(key, { cause: error });
+      throw error;
+    }
+  }
+}
+
+function toStored(key: string, entry: KvEntry | null): StoredLease | undefined {
+  if (entry === null || entry.operation !== "PUT") return undefined;
+  const dot = key.indexOf(".");
+  let json: unknown;
+  try {
+    json = entry.json();
+  } catch {
+    return undefined;
+  }
+  const parsed = LeaseRecord.safeParse(json);
+  // A value that is not a lease (written by something else) is treated as no lease at all.
+  if (!parsed.success) return undefined;
+  return {
+    key,
+    agent: key.slice(0, dot),
+    session: key.slice(dot + 1),
+    record: parsed.data,
+    revision: entry.revision,
+  };
+}
+
+/** The server refused a compare-and-set: the key's revision is not the one named. */
+function isConflict(error: unknown): boolean {
+  if (error instanceof JetStreamApiError) {
+    return (
+      error.code === JetStreamApiCodes.StreamWrongLastSequence ||
+      error.code === 10164 /* StreamWrongLastSequenceUnknown */
+    );
+  }
+  return error instanceof Error && /wrong last sequence|key exists/i.test(error.message);
+}

@@ -1,0 +1,207 @@
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { NatsBus } from "../../src/bus/nats-bus.js";
+import { chatSubject, controlSubject } from "../../src/bus/subjects.js";
+import { type DedupedChat, RequestDedupe } from "../../src/cluster/request-dedupe.js";
+import { hostSubject, SessionCluster } from "../../src/cluster/session-cluster.js";
+import { leaseTiming } from "../../src/cluster/session-lease.js";
+import { AgentHost } from "../../src/host/agent-host.js";
+import { uniqueRoot } from "../bus/bus-helpers.js";
+import { FakeAgent } from "../host/fake-agent.js";
+import { waitFor } from "../support/cli.js";
+import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+
+/**
+ * Issue 11 in process: two AgentHosts with their own NATS connections and session clusters, fake
+ * agents. Requests are sent to one host's own subject so the test decides which host gets them.
+ */
+
+let server: NatsServer;
+let client: NatsBus;
+const cleanups: (() => Promise<void>)[] = [];
+
+beforeAll(async () => {
+  server = await acquireNatsServer(inject("natsUrl"));
+  client = await NatsBus.connect({ url: server.url, name: "forwarding-test" });
+});
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+afterAll(async () => {
+  await client.close();
+  await server.stop();
+});
+
+interface TestHost {
+  host: AgentHost;
+  bus: NatsBus;
+  /** The fake agent of each session this host built. */
+  agents: Map<string, FakeAgent>;
+}
+
+async function startHost(prefix: string, hostId: string): Promise<TestHost> {
+  const bus = await NatsBus.connect({ url: server.url, name: hostId });
+  const cluster = await SessionCluster.start({
+    connection: bus.connection,
+    prefix,
+    hostId,
+    timing: leaseTiming(3_000),
+  });
+  const agents = new Map<string, FakeAgent>();
+  const host = new AgentHost({
+    bus,
+    prefix,
+    agents: ["bot"],
+    hostId,
+    cluster,
+    createAgent: async (name, session) => {
+      const agent = new FakeAgent({ name, session });
+      agents.set(session, agent);
+      return agent;
+    },
+  }).start();
+  cleanups.push(async () => {
+    await host.close({ graceMs: 0 });
+    await bus.close();
+  });
+  return { host, bus, agents };
+}
+
+async function ask(subject: string, payload: unknown): Promise<unknown> {
+  return JSON.parse((await client.request(subject, JSON.stringify(payload), { timeoutMs: 15_000 })).data);
+}
+
+describe("requests for a session another host owns", () => {
+  it("are forwarded to the owner, chats and control verbs alike, and the owner answers", async () => {
+    const prefix = uniqueRoot();
+    const a = await startHost(prefix, "ha");
+    const b = await startHost(prefix, "hb");
+    const toA = (verb: "chat" | "control") => `${hostSubject(prefix, "ha")}.agents.bot.${verb}`;
+    const toB = (verb: "chat" | "control") => `${hostSubject(prefix, "hb")}.agents.bot.${verb}`;
+    expect(await ask(toA("chat"), { session: "s1", text: "one" })).toMatchObject({
+      ok: true,
+      result: "echo: one",
+    });
+    // Sent to b: a owns s1, so a answers, and b never builds the session.
+    expect(await ask(toB("chat"), { session: "s1", text: "two" })).toMatchObject({
+      ok: true,
+      result: "echo: two",
+    });
+    expect(await ask(toB("control"), { session: "s1", command: "new" })).toEqual({ ok: true });
+    expect(await ask(toB("control"), { session: "s1", command: "compact", topic: "x" })).toEqual({
+      ok: true,
+    });
+    const owned = a.agents.get("s1")!;
+    expect(owned.chats.map((chat) => chat.text)).toEqual(["one", "two"]);
+    expect(owned.resetCalls).toBe(1);
+    expect(owned.compactCalls).toEqual(["x"]);
+    expect(b.agents.has("s1")).toBe(false);
+    expect(a.host.sessions.size).toBe(1);
+    expect(b.host.sessions.size).toBe(0);
+    // A session nobody owns is taken by the host that got the request.
+    expect(await ask(toB("chat"), { session: "s2", text: "hi" })).toMatchObject({ ok: true });
+    expect(b.agents.has("s2")).toBe(true);
+    // Through the shared queue group either host may get it: the owner always answers.
+    for (let round = 0; round < 6; round++) {
+      await ask(chatSubject(prefix, "bot"), { session: "s1", text: `q${round}` });
+      await ask(controlSubject(prefix, "bot"), { session: "s2", command: "compact" });
+    }
+    expect(a.agents.get("s1")!.chats).toHaveLength(8);
+    expect(b.agents.get("s2")!.compactCalls).toHaveLength(6);
+    expect(b.agents.has("s1")).toBe(false);
+    expect(a.agents.has("s2")).toBe(false);
+  });
+
+  it("wait for the lease of an owner that vanished (killed) to expire, then run on the host that got them", async () => {
+    const prefix = uniqueRoot();
+    const a = await startHost(prefix, "ha");
+    const b = await startHost(prefix, "hb");
+    await ask(`${hostSubject(prefix, "ha")}.agents.bot.chat`, { session: "s1", text: "one" });
+    // a's connection goes away without a word (as with kill -9): its lease stays until it expires.
+    await a.bus.connection.close();
+    const reply = await ask(`${hostSubject(prefix, "hb")}.agents.bot.chat`, { session: "s1", text: "two" });
+    expect(reply).toMatchObject({ ok: true, result: "echo: two" });
+    expect(b.agents.get("s1")!.chats.map((chat) => chat.text)).toEqual(["two"]);
+    expect(b.host.sessions.find("bot", "s1")).toBeDefined();
+  });
+
+  it("move to another host once the owner released them (passivated or stopped)", async () => {
+    const prefix = uniqueRoot();
+    const a = await startHost(prefix, "ha");
+    const b = await startHost(prefix, "hb");
+    await ask(`${hostSubject(prefix, "ha")}.agents.bot.chat`, { session: "s1", text: "one" });
+    await a.host.close({ graceMs: 0 });
+    expect(
+      await ask(`${hostSubject(prefix, "hb")}.agents.bot.chat`, { session: "s1", text: "two" }),
+    ).toMatchObject({
+      ok: true,
+      result: "echo: two",
+    });
+    expect(b.agents.get("s1")!.chats.map((chat) => chat.text)).toEqual(["two"]);
+  });
+});
+
+describe("the request dedupe", () => {
+  const usage = { prompt: 1, completion: 1, total: 2, cached: 0 };
+  const replyOf = (result: string): DedupedChat => ({ reply: { ok: true, session: "s1", result, usage } });
+
+  it("runs one chat per id and session, joins a running one, replays a finished one", async () => {
+    const prefix = uniqueRoot();
+    const dedupe = await RequestDedupe.open(client.connection, { prefix, hostId: "ha" });
+    let runs = 0;
+    let finish = () => {};
+    const chat = () =>
+      new Promise<DedupedChat>((resolve) => {
+        runs++;
+        finish = () => resolve(replyOf(`run ${runs}`));
+      });
+    const first = dedupe.answer("bot", "s1", "id-1", chat);
+    const joined = dedupe.answer("bot", "s1", "id-1", chat);
+    await waitFor(() => runs === 1);
+    finish();
+    expect(await first).toMatchObject({ result: "run 1" });
+    expect(await joined).toMatchObject({ result: "run 1" });
+    expect(await dedupe.answer("bot", "s1", "id-1", chat)).toMatchObject({ result: "run 1" });
+    // Another host reads the stored reply too; another session or id is another chat.
+    const other = await RequestDedupe.open(client.connection, { prefix, hostId: "hb" });
+    expect(await other.answer("bot", "s1", "id-1", chat)).toMatchObject({ result: "run 1" });
+    expect(runs).toBe(1);
+    const second = other.answer("bot", "s2", "id-1", chat);
+    await waitFor(() => runs === 2);
+    finish();
+    expect(await second).toMatchObject({ result: "run 2" });
+  });
+
+  it("never runs again a chat another host started and did not finish (its host died)", async () => {
+    const prefix = uniqueRoot();
+    const dying = await RequestDedupe.open(client.connection, { prefix, hostId: "ha" });
+    let runs = 0;
+    // The first host marks the chat running, then dies before it answers.
+    void dying.answer("bot", "s1", "id-9", () => {
+      runs++;
+      return new Promise(() => {});
+    });
+    await waitFor(() => runs === 1);
+    const next = await RequestDedupe.open(client.connection, { prefix, hostId: "hb" });
+    const reply = await next.answer("bot", "s1", "id-9", async () => {
+      runs++;
+      return replyOf("again");
+    });
+    expect(reply).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    expect(runs).toBe(1);
+  });
+
+  it("lets a retry run a chat that never ran (its session could not start)", async () => {
+    const prefix = uniqueRoot();
+    const dedupe = await RequestDedupe.open(client.connection, { prefix, hostId: "ha" });
+    const refused = await dedupe.answer("bot", "s1", "id-3", async () => ({
+      reply: { ok: false, error: { code: "cancelled", message: "the host is shutting down" } },
+      ran: false,
+    }));
+    expect(refused).toMatchObject({ ok: false });
+    expect(await dedupe.answer("bot", "s1", "id-3", async () => replyOf("ran"))).toMatchObject({
+      result: "ran",
+    });
+  });
+});
