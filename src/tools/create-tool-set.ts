@@ -60,6 +60,10 @@ class ComposedToolSet<State> implements StatefulToolSet<State> {
     return this.#tools.get(call.name)?.needsApproval(call.arguments) ?? false;
   }
 
+  isIdempotent(call: ToolCall): boolean {
+    return this.#tools.get(call.name)?.idempotent ?? false;
+  }
+
   prompt(): string {
     return this.params.prompt ?? "";
   }
