@@ -13,10 +13,11 @@ import { type SessionDeps, sessionDepsOf } from "./session-deps.js";
 export function createToolCallActor(resolve: (system: object) => SessionDeps = sessionDepsOf) {
   return fromPromise<ToolCallSettlement, { call: ToolCall; iteration: number }>(
     ({ input, signal, system }) => {
-      const { toolSets, limit, events, toolContext, now, redactor } = resolve(system);
+      const { toolSets, limit, events, toolContext, now, redactor, noteToolStart } = resolve(system);
       return limit(async () => {
         const { call, iteration } = input;
         const appended: Message[] = [];
+        if (noteToolStart !== undefined && !signal.aborted) await noteToolStart(call);
         if (!signal.aborted) {
           events.emit(iteration, {
             kind: "ToolCallStarted",

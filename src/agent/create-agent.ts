@@ -21,7 +21,9 @@ import { iterationMachine } from "../../machines/iteration.machine.js";
 import { ContextManager } from "../context/context-manager.js";
 import type { PendingApproval } from "../context/pending-approval.js";
 import type { AgentEvent } from "../events/types.js";
-import type { LlmOptions, Message } from "../llm/types.js";
+import { type ResumedChat, settleUnfinishedChat } from "../journal/resume-chat.js";
+import { SessionJournal } from "../journal/session-journal.js";
+import type { LlmOptions, Message, ToolCall } from "../llm/types.js";
 import { toWellFormed } from "../llm/well-formed-message.js";
 import { createAgentTracing } from "../telemetry/agent-tracing.js";
 import { NO_SECRETS } from "../text/secret-redactor.js";
@@ -90,6 +92,9 @@ export function buildSystemPrompt(systemPrompt: string, toolSets: readonly ToolS
   const prompts = toolSets.map((set) => set.prompt().trim()).filter((text) => text !== "");
   return [systemPrompt, ...prompts].join("\n\n");
 }
+
+/** Runs a call left in flight by a stopped host (issue 11), as the iteration would. */
+const resumedToolCall = createToolCallActor();
 
 /** The approval list of an agent that has none (shared: one empty set per process, not per session). */
 const NO_TOOL_NAMES: ReadonlySet<string> = new Set();
@@ -189,6 +194,9 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     return approvalsOfSession;
   };
   if (parked !== undefined) approvals();
+  // Issue 11: the session's unfinished work, journaled step by step.
+  const journal = params.journal ? await SessionJournal.open(params.journal, name, session) : undefined;
+  const isIdempotent = (call: ToolCall) => toolSets.some((set) => set.isIdempotent?.(call) === true);
 
   const deps: SessionDeps = {
     llm: tracing?.llm ?? params.llm,
@@ -197,12 +205,23 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     toolSets,
     limit: pLimit(Math.max(1, options.maxConcurrentToolCalls ?? DEFAULT_MAX_CONCURRENT_TOOL_CALLS)),
     toolContext: () => ({ agent: name, session, depth, ...(params.post ? { post: params.post } : {}) }),
-    recordMessage: onMessageRecorded,
+    recordMessage: journal
+      ? (message) => {
+          journal.record(message);
+          onMessageRecorded(message);
+        }
+      : onMessageRecorded,
     needsApproval: (call) =>
       approvalList.has(call.name) || toolSets.some((set) => set.needsApproval?.(call) === true),
     announceApprovals: (iteration, requests) => approvals().announce(iteration, requests),
     redactor,
     now: Date.now,
+    ...(journal
+      ? {
+          noteToolStart: (call: ToolCall) =>
+            isIdempotent(call) ? Promise.resolve() : journal.toolStarting(call.id),
+        }
+      : {}),
   };
   /**
    * Creates a root actor of this session: its actors find `deps` through the actor system. With a
@@ -311,7 +330,12 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     }
   }
 
-  async function runChat(userText: string, chatOptions: ChatOptions): Promise<ChatResult> {
+  /** `resumed`: a journaled chat goes on (its ChatResumed is already out). */
+  async function runChat(
+    userText: string,
+    chatOptions: ChatOptions,
+    resumed?: ResumedChat,
+  ): Promise<ChatResult> {
     const { signal } = chatOptions;
     // Stored and replayed on every later request: half an emoji must not poison the session.
     const text = toWellFormed(userText);
@@ -319,23 +343,27 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
       reportCancelledChat(text, "the chat was cancelled before it started");
       throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
     }
-    events.chatId = createId();
+    events.chatId = resumed?.chatId ?? createId();
     depth = chatOptions.depth ?? 0;
     const context = manager.context;
-    events.emit(0, {
-      kind: "ChatStarted",
-      text,
-      tokenUsed: context.tokenUsed,
-      tokenLimit: manager.tokenLimit,
-      contextCompactRatio,
-    });
+    if (resumed === undefined) {
+      events.emit(0, {
+        kind: "ChatStarted",
+        text,
+        tokenUsed: context.tokenUsed,
+        tokenLimit: manager.tokenLimit,
+        contextCompactRatio,
+      });
+    }
+    if (resumed?.continueFrom === undefined) journal?.beginChat(events.chatId, text, context.messages.length);
     // `preparing` is left within the start's macrostep, so no inspection event shows it.
     events.emit(0, { kind: "StateChanged", machine: "chat", state: "preparing" });
     const actor = createSessionActor(boundMachines.chat, {
       userText: text,
       injections: toolSets.map((set) => set.iterationPromptInjection()).filter((s) => s.trim() !== ""),
       systemPrompt,
-      history: context.messages,
+      history: resumed?.continueFrom?.conversation ?? context.messages,
+      ...(resumed?.continueFrom ? { resumeFrom: resumed.continueFrom.resumeFrom } : {}),
       options: baseOptions,
       tools: toolSets.flatMap((set) => set.tools()),
       maxIterations,
@@ -356,6 +384,8 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     } finally {
       signal?.removeEventListener("abort", cancel);
       isParked = await approvals().detach(actor);
+      // Ended, or parked with its approval (that record is the one to go on from): nothing to resume.
+      journal?.endChat();
     }
     if (isParked || output === undefined) {
       // Stopped on shutdown while a tool call awaited approval: the chat goes on after a restart.
@@ -415,9 +445,40 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     });
   }
 
+  /** Issue 11: the chat the session's last host left unfinished goes on, first in the queue. */
+  function resumeUnfinishedChat(resumeOptions: { signal?: AbortSignal } = {}): Promise<boolean> {
+    return serialise(async () => {
+      const progress = journal?.unfinishedChat;
+      if (journal === undefined || progress === null || progress === undefined) return false;
+      if (parked !== undefined) {
+        // Its chat waits for an approval: the approval record goes on from there.
+        journal.endChat();
+        return false;
+      }
+      events.chatId = progress.chatId;
+      const resumed = await settleUnfinishedChat({
+        journal,
+        history: manager.context.messages,
+        isIdempotent,
+        emit: (iteration, body) => events.emit(iteration, body, progress.chatId),
+        recordMessage: deps.recordMessage,
+        runTool: (call, iteration) => {
+          const actor = createActor(resumedToolCall, { input: { call, iteration } });
+          bindSessionDeps(actor.system, deps);
+          actor.start();
+          return toPromise(actor);
+        },
+      });
+      if (resumed === undefined) return false;
+      await runChat(resumed.userText, resumeOptions, resumed).catch(() => {});
+      return true;
+    });
+  }
+
   return {
     name,
     session,
+    ...(journal ? { journal, resumeUnfinishedChat } : {}),
     chat: (text, chatOptions = {}) => {
       void approvalsOfSession?.resumeParked().catch(() => {});
       return serialise(() => observeChat(chatOptions.onEvent, () => runChat(text, chatOptions)));
