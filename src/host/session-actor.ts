@@ -106,6 +106,8 @@ export class SessionActor {
   #hasHadMessages = false;
   #cancelReason = "cancelled by stop";
   #idleWaiters: (() => void)[] = [];
+  /** Cancels a chat resumed from the journal (see {@link resumeUnfinished}). */
+  #resumeAbort: AbortController | undefined;
 
   constructor(options: SessionActorOptions) {
     const { agent } = options;
@@ -127,6 +129,7 @@ export class SessionActor {
       this.#settle(event.id, { ok: false, error: describeFailure(event.error) }),
     );
     this.#actor.on("message.dropped", (event) => {
+      agent.journal?.take(event.ids);
       const error = this.#dropError(event.reason);
       for (const id of event.ids) {
         // A queued chat that will never run still shows as a chat in the events.
@@ -259,6 +262,7 @@ export class SessionActor {
   stop(): CommandOutcome {
     this.#lastActivityAt = this.#now();
     this.#cancelReason = "cancelled by stop";
+    this.#resumeAbort?.abort();
     this.#actor.send({ type: "stop" });
     void this.agent.cancelPendingApproval?.().catch(() => {});
     return { ok: true };
@@ -290,6 +294,38 @@ export class SessionActor {
     return this.agent.parkPendingApproval?.().catch(() => false) ?? Promise.resolve();
   }
 
+  /**
+   * Issue 11: finishes what the session's last host left unfinished — the chat it was running
+   * (first), then the chats that were queued, in order, as new messages of this mailbox. Nobody
+   * waits for their answers. `stop` and shutdown cancel the resumed chat like a running one.
+   */
+  resumeUnfinished(): Promise<void> {
+    const { agent } = this;
+    if (agent.journal === undefined || agent.resumeUnfinishedChat === undefined || this.isStopped) {
+      return Promise.resolve();
+    }
+    const queued = agent.journal.takeQueued();
+    const abort = new AbortController();
+    this.#resumeAbort = abort;
+    const resuming = this.#exclusive(undefined, () =>
+      (agent.resumeUnfinishedChat?.({ signal: abort.signal }) ?? Promise.resolve(false)).finally(() => {
+        if (this.#resumeAbort === abort) this.#resumeAbort = undefined;
+      }),
+    );
+    for (const request of queued) {
+      void this.chat({
+        text: request.text,
+        ...(request.type === undefined ? {} : { type: request.type }),
+        ...(request.stackable === undefined ? {} : { stackable: request.stackable }),
+        ...(request.depth === undefined ? {} : { depth: request.depth }),
+      });
+    }
+    return resuming.then(
+      () => {},
+      () => {},
+    );
+  }
+
   /** Resolves once nothing is running or queued (or the session has stopped). */
   whenIdle(): Promise<void> {
     if (this.isIdle || this.isStopped) return Promise.resolve();
@@ -306,6 +342,7 @@ export class SessionActor {
       this.#cancelReason = reason;
       this.#actor.send({ type: "shutdown" });
     }
+    this.#resumeAbort?.abort();
     this.#actor.stop();
     await this.#work;
     await parking;
@@ -324,6 +361,10 @@ export class SessionActor {
       this.#hasHadMessages = true;
     }
     const message = build(this.#createId());
+    if (message.kind === "chat") {
+      const { id, text, type, stackable, depth } = message;
+      this.agent.journal?.enqueue({ id, text, type, stackable, depth });
+    }
     return new Promise<Settlement>((resolve) => {
       const chatText = message.kind === "chat" ? message.text : undefined;
       this.#waiters.set(message.id, {
@@ -368,12 +409,15 @@ export class SessionActor {
     const chatSignal = own?.signal === undefined ? signal : AbortSignal.any([signal, own.signal]);
     return this.#exclusive(
       chatSignal,
-      () =>
-        this.agent.chat(input.text, {
+      () => {
+        // Taken from the journal's queue in the same step its chat is journaled as running.
+        this.agent.journal?.take([input.id]);
+        return this.agent.chat(input.text, {
           signal: chatSignal,
           depth: input.depth,
           ...(own?.onEvent === undefined ? {} : { onEvent: own.onEvent }),
-        }),
+        });
+      },
       () => this.#reportCancelledChat(input.text, "the chat was cancelled before it started"),
     ).finally(() => this.#dispatched.delete(input.id));
   }
