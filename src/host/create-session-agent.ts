@@ -8,6 +8,8 @@ import { InMemoryContextHistory } from "../context/in-memory-history.js";
 import { SqliteContextHistory } from "../context/sqlite-context-history.js";
 import { createBusEventPublisher } from "../events/publisher.js";
 import type { AgentEvent } from "../events/types.js";
+import type { ChatJournal } from "../journal/chat-journal.js";
+import { SqliteChatJournal } from "../journal/sqlite-chat-journal.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
 import { createBackend, type ProviderEnvironment } from "../llm/create-backend.js";
 import type { LlmClient } from "../llm/llm-client.js";
@@ -43,6 +45,11 @@ export interface SessionAgentFactoryOptions {
   redactor?: SecretRedactor;
   /** `ask_agent` settings. */
   askAgent?: { timeoutMs?: number; maxDepth?: number };
+  /**
+   * Where sessions journal their unfinished work (issue 11). Default: the history database's
+   * `chat_journal` table when `db` is set, else none (in-memory histories die with the process).
+   */
+  journal?: ChatJournal;
   /** The host's MCP servers: each agent gets the ToolSets of the servers it lists. */
   mcpServers?: McpServerPool;
   /** Injected for deterministic tests. */
@@ -55,6 +62,8 @@ export interface SessionAgentFactoryHandle {
   createAgent: SessionAgentFactory;
   /** The ToolSet names agents may list (built-ins, `ask_agent`, `shell`). */
   readonly toolNames: readonly string[];
+  /** Where sessions journal their unfinished work, if anywhere (see `journal`). */
+  readonly journal: ChatJournal | undefined;
   /** Closes the history database. Call after the host has closed. */
   close(): void;
 }
@@ -149,6 +158,14 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
     }
     return history;
   };
+  let journal = options.journal;
+  const journalOf = (): ChatJournal | undefined => {
+    if (journal === undefined && options.db !== undefined) {
+      database ??= openAgentDatabase(options.db);
+      journal = new SqliteChatJournal(database);
+    }
+    return journal;
+  };
 
   const createSessionAgent: SessionAgentFactory = async (agent, session, hooks): Promise<Agent> => {
     const entry = agents.get(agent);
@@ -161,6 +178,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
       model: definition.model,
       toolSets,
       history: historyOf(agent, session),
+      ...(journalOf() === undefined ? {} : { journal: journalOf() }),
       post: hooks.post,
       ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
       options: {
@@ -183,6 +201,9 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
   return {
     createAgent: createSessionAgent,
     toolNames: registry.names(),
+    get journal() {
+      return journalOf();
+    },
     close: () => {
       database?.close();
       database = undefined;

@@ -5,6 +5,7 @@ import type { RuntimeConfig } from "../cli/cli-context.js";
 import type { ProtocolSettings } from "../cli/runtime-config.js";
 import { secretRedactorFor } from "../cli/runtime-config.js";
 import type { AgentEvent } from "../events/types.js";
+import { resumeUnfinished } from "../journal/resume-unfinished.js";
 import type { ProviderEnvironment } from "../llm/create-backend.js";
 import { McpServerPool } from "../mcp/mcp-server-pool.js";
 import { AgentProtocolHost } from "../protocol/agent-protocol-host.js";
@@ -35,6 +36,8 @@ export interface HostService {
   host: AgentHost;
   /** The Agent Protocol side (undefined on the in-process bus: there is no `$SRV` there). */
   protocol: AgentProtocolHost | undefined;
+  /** Resolves with how many journaled sessions were resumed at start, once their chats ran. */
+  resumed: Promise<number>;
   /**
    * Graceful: running chats finish (up to the grace period, or until `hurry` aborts: then they are
    * cancelled and their callers answered `cancelled`), then the history database closes.
@@ -115,9 +118,21 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
       throw error;
     }
   }
+  // Issue 11: what the last life of this host left unfinished goes on now, without a new message.
+  const journal = factory.journal;
+  const resumed =
+    journal === undefined
+      ? Promise.resolve(0)
+      : resumeUnfinished({
+          journal,
+          sessions: host.sessions,
+          agents: options.definitions.map((definition) => definition.name),
+          log,
+        });
   return {
     host,
     protocol,
+    resumed,
     close: async (closeOptions = {}) => {
       // No new prompts; running ones end with the host's sessions (answered, or cancelled after the grace).
       await protocol?.stop();
