@@ -218,8 +218,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     now: Date.now,
     ...(journal
       ? {
-          noteToolStart: (call: ToolCall) =>
-            isIdempotent(call) ? Promise.resolve() : journal.toolStarting(call.id),
+          noteToolStart: (call: ToolCall) => journal.toolStarting(call.id, isIdempotent(call)),
         }
       : {}),
   };

@@ -23,6 +23,8 @@ export class SessionJournal {
   #isStored: boolean;
   #written: Promise<void> = Promise.resolve();
   #pending: Promise<void> | undefined;
+  /** The batch in flight has been written (with a call's start) since its assistant turn. */
+  #isBatchStored = false;
 
   private constructor(store: ChatJournal, agent: string, session: string, loaded: JournalEntry | undefined) {
     this.#store = store;
@@ -75,9 +77,12 @@ export class SessionJournal {
       chat.iteration++;
       if (message.toolCalls?.length) {
         chat.inFlight = { assistant: message, started: [], results: {}, appended: [] };
-      } else if (!isEmptyAssistant(message)) {
-        chat.messages.push(message);
+        // Stored with the batch's first step (a call's start): until a call runs, a host that
+        // dies only loses a model answer, which the resumed chat asks for again.
+        this.#isBatchStored = false;
+        return;
       }
+      if (!isEmptyAssistant(message)) chat.messages.push(message);
     } else if (message.role === "tool" && inFlight !== null && message.toolCallId !== undefined) {
       inFlight.results[message.toolCallId] = message;
     } else if (inFlight !== null) {
@@ -90,12 +95,15 @@ export class SessionJournal {
 
   /**
    * A tool call is about to run: resolves once its start is stored, so a host that dies while it
-   * runs leaves a record that it may have taken effect.
+   * runs leaves a record that it may have taken effect. An idempotent call is not marked (it is run
+   * again anyway); it only makes sure its batch is stored, so the resumed chat runs it again.
    */
-  toolStarting(callId: string): Promise<void> {
+  toolStarting(callId: string, isIdempotent = false): Promise<void> {
     const inFlight = this.#entry.chat?.inFlight;
     if (inFlight === undefined || inFlight === null) return Promise.resolve();
-    inFlight.started.push(callId);
+    if (isIdempotent && this.#isBatchStored) return Promise.resolve();
+    if (!isIdempotent) inFlight.started.push(callId);
+    this.#isBatchStored = true;
     return this.#write();
   }
 
