@@ -24,6 +24,7 @@ export interface CreateToolSetParams<State = undefined> {
 /** A ToolSet built by {@link createToolSet}; `state` is this instance's session state. */
 export interface StatefulToolSet<State> extends ToolSet {
   readonly state: State;
+  isIdempotent(call: ToolCall): boolean;
   copy(): StatefulToolSet<State>;
 }
 
