@@ -19,13 +19,14 @@ export interface ToolCallInput {
  * failing tool is an `{"error": …}` result the model sees.
  */
 export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ input, signal }) => {
-  const { toolSets, limitToolCall, events, toolContext, now, redactor } = requireDeps(
+  const { toolSets, limitToolCall, events, toolContext, now, redactor, noteToolStart } = requireDeps(
     input.deps,
     "iteration",
   );
   return limitToolCall(async () => {
     const { call, iteration } = input;
     const appended: Message[] = [];
+    if (noteToolStart !== undefined && !signal.aborted) await noteToolStart(call);
     if (!signal.aborted) {
       events.emit(iteration, {
         kind: "ToolCallStarted",

@@ -46,6 +46,12 @@ export interface ChatInput {
    * actor it invokes (the bound actors use them; scripted ones in tests need none).
    */
   deps?: SessionDeps;
+  /**
+   * A chat resumed from its journal after its host stopped: `history` already ends with what the
+   * chat had produced (no user message is added), of which the stored history holds `persisted`
+   * messages; the chat began at `chatStart` and goes on after `iteration`.
+   */
+  resumeFrom?: { chatStart: number; persisted: number; iteration: number };
 }
 
 export type ChatStatus = "done" | "failed" | "cancelled";
@@ -98,6 +104,8 @@ export interface ChatContext {
   hasRecoveredContext: boolean;
   /** See {@link ChatInput.deps}; left out of a JSON snapshot and handed back on restore. */
   deps: SessionDeps | undefined;
+  /** Resumed from the journal: the conversation already holds the user message. */
+  isResumed?: boolean;
 }
 
 export type ChatEvent = { type: "cancel" } | IterationProgressEvent;
@@ -231,10 +239,10 @@ export const chatMachine = setup({
     tokenLimit: input.tokenLimit,
     contextCompactRatio: input.contextCompactRatio,
     messages: input.history,
-    chatStart: input.history.length,
-    persisted: input.history.length,
+    chatStart: input.resumeFrom?.chatStart ?? input.history.length,
+    persisted: input.resumeFrom?.persisted ?? input.history.length,
     isCancelRequested: false,
-    iteration: 0,
+    iteration: input.resumeFrom?.iteration ?? 0,
     usage: emptyUsage(),
     lastUsage: null,
     tokenUsed: input.tokenUsed,
@@ -245,18 +253,23 @@ export const chatMachine = setup({
     status: null,
     hasRecoveredContext: false,
     deps: input.deps,
+    isResumed: input.resumeFrom !== undefined,
   }),
   initial: "preparing",
   states: {
     preparing: {
       entry: [
         assign(({ context }) => ({
-          messages: [...context.messages, buildUserMessage(context.userText, context.injections)],
+          messages: context.isResumed
+            ? context.messages
+            : [...context.messages, buildUserMessage(context.userText, context.injections)],
           options: context.tools.length > 0 ? { ...context.options, tools: context.tools } : context.options,
         })),
         {
           type: "recordMessages",
-          params: ({ context }) => ({ messages: [context.messages[context.messages.length - 1]!] }),
+          params: ({ context }) => ({
+            messages: context.isResumed ? [] : [context.messages[context.messages.length - 1]!],
+          }),
         },
       ],
       always: "persistingUserMessage",
@@ -264,6 +277,7 @@ export const chatMachine = setup({
     persistingUserMessage: {
       // The user message is durable before the first model request: a host killed mid-chat loses
       // nothing the user sent (a trailing user message is a valid history to continue from).
+      // A resumed chat stores here what it had produced before its host stopped.
       // A cancel waits for the write to settle, so the messages written later are never doubled.
       on: { cancel: { actions: assign({ isCancelRequested: true }) } },
       invoke: {

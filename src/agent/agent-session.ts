@@ -8,6 +8,7 @@ import {
   type InspectionEvent,
   toPromise,
 } from "xstate";
+import { toolCallActor } from "../../actors/tool-call.js";
 import type { ChatOutput } from "../../machines/chat.machine.js";
 import type { ContextHistory } from "../context/context-history.js";
 import { type Compactor, ContextManager } from "../context/context-manager.js";
@@ -15,6 +16,8 @@ import type { PendingApproval } from "../context/pending-approval.js";
 import { errorInfo, toErrorInfo } from "../errors/error-info.js";
 import type { EventEmitter } from "../events/event-emitter.js";
 import type { AgentEvent, EventBody } from "../events/types.js";
+import { type ResumedChat, settleUnfinishedChat } from "../journal/resume-chat.js";
+import type { SessionJournal } from "../journal/session-journal.js";
 import type { LlmClient } from "../llm/llm-client.js";
 import type { LlmOptions, Message, ToolCall } from "../llm/types.js";
 import { toWellFormed } from "../llm/well-formed-message.js";
@@ -60,6 +63,8 @@ export interface AgentSessionParams {
   inspect: ((inspection: InspectionEvent) => void) | undefined;
   /** A chat the history holds awaiting a tool approval (stopped by the previous host). */
   parked: PendingApproval | undefined;
+  /** Where the session's unfinished work is journaled (issue 11), if anywhere. */
+  journal: SessionJournal | undefined;
   createId(): string;
 }
 
@@ -97,7 +102,7 @@ export class AgentSession implements Agent {
     this.session = params.session;
     this.#settings = params.settings;
     this.#params = params;
-    const { toolSets, settings } = params;
+    const { toolSets, settings, journal } = params;
     this.#deps = createSessionDeps({
       llm: params.llm,
       events: params.events,
@@ -113,12 +118,20 @@ export class AgentSession implements Agent {
         depth: this.#depth,
         ...(params.post ? { post: params.post } : {}),
       }),
-      recordMessage: params.recordMessage,
+      recordMessage: journal
+        ? (message: Message) => {
+            journal.record(message);
+            params.recordMessage(message);
+          }
+        : params.recordMessage,
       needsApproval: (call: ToolCall) =>
         settings.approvalList.has(call.name) || toolSets.some((set) => set.needsApproval?.(call) === true),
       announceApprovals: (iteration, requests) => this.#toolApprovals().announce(iteration, requests),
       redactor: params.redactor,
       now: Date.now,
+      ...(journal
+        ? { noteToolStart: (call: ToolCall) => journal.toolStarting(call.id, this.#isIdempotent(call)) }
+        : {}),
     });
   }
 
@@ -132,6 +145,48 @@ export class AgentSession implements Agent {
     });
     if (params.parked !== undefined) agent.#toolApprovals();
     return agent;
+  }
+
+  /** The session's journal (its queued chats are journaled by the session's mailbox). */
+  get journal(): SessionJournal | undefined {
+    return this.#params.journal;
+  }
+
+  /**
+   * Issue 11: the chat the session's last host left unfinished goes on, first in the queue. Its
+   * calls in flight are settled first (an idempotent one runs again, any other is `interrupted`).
+   */
+  resumeUnfinishedChat(options: { signal?: AbortSignal } = {}): Promise<boolean> {
+    return this.#serialise(async () => {
+      const { journal, parked, events } = this.#params;
+      const progress = journal?.unfinishedChat;
+      if (journal === undefined || progress === null || progress === undefined) return false;
+      if (parked !== undefined) {
+        // Its chat waits for an approval: the approval record goes on from there.
+        journal.endChat();
+        return false;
+      }
+      events.chatId = progress.chatId;
+      const resumed = await settleUnfinishedChat({
+        journal,
+        history: this.#manager.context.messages,
+        isIdempotent: (call) => this.#isIdempotent(call),
+        emit: (iteration, body) => events.emit(iteration, body, progress.chatId),
+        recordMessage: this.#deps.recordMessage,
+        runTool: (call, iteration) => {
+          const actor = createActor(toolCallActor, { input: { call, iteration, deps: this.#deps } });
+          actor.start();
+          return toPromise(actor);
+        },
+      });
+      if (resumed === undefined) return false;
+      await this.#runChat(resumed.userText, options, resumed).catch(() => {});
+      return true;
+    });
+  }
+
+  #isIdempotent(call: ToolCall): boolean {
+    return this.#params.toolSets.some((set) => set.isIdempotent?.(call) === true);
   }
 
   chat(text: string, options: ChatOptions = {}): Promise<ChatResult> {
@@ -297,9 +352,10 @@ export class AgentSession implements Agent {
     }
   }
 
-  async #runChat(userText: string, options: ChatOptions): Promise<ChatResult> {
+  /** `resumed`: a journaled chat goes on (its ChatResumed is already out). */
+  async #runChat(userText: string, options: ChatOptions, resumed?: ResumedChat): Promise<ChatResult> {
     const { signal } = options;
-    const { events, createId, toolSets } = this.#params;
+    const { events, createId, toolSets, journal } = this.#params;
     const settings = this.#settings;
     // Stored and replayed on every later request: half an emoji must not poison the session.
     const text = toWellFormed(userText);
@@ -307,24 +363,28 @@ export class AgentSession implements Agent {
       this.reportCancelledChat(text, "the chat was cancelled before it started");
       throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
     }
-    events.chatId = createId();
+    events.chatId = resumed?.chatId ?? createId();
     this.#depth = options.depth ?? 0;
     const manager = this.#manager;
     const context = manager.context;
-    events.emit(0, {
-      kind: "ChatStarted",
-      text,
-      tokenUsed: context.tokenUsed,
-      tokenLimit: manager.tokenLimit,
-      contextCompactRatio: settings.contextCompactRatio,
-    });
+    if (resumed === undefined) {
+      events.emit(0, {
+        kind: "ChatStarted",
+        text,
+        tokenUsed: context.tokenUsed,
+        tokenLimit: manager.tokenLimit,
+        contextCompactRatio: settings.contextCompactRatio,
+      });
+    }
+    if (resumed?.continueFrom === undefined) journal?.beginChat(events.chatId, text, context.messages.length);
     // `preparing` is left within the start's macrostep, so no inspection event shows it.
     events.emit(0, { kind: "StateChanged", machine: "chat", state: "preparing" });
     const actor = this.#startActor(boundMachines.chat, {
       userText: text,
       injections: toolSets.map((set) => set.iterationPromptInjection()).filter((s) => s.trim() !== ""),
       systemPrompt: settings.systemPrompt,
-      history: context.messages,
+      history: resumed?.continueFrom?.conversation ?? context.messages,
+      ...(resumed?.continueFrom ? { resumeFrom: resumed.continueFrom.resumeFrom } : {}),
       options: settings.baseOptions,
       tools: toolSets.flatMap((set) => set.tools()),
       maxIterations: settings.maxIterations,
@@ -346,6 +406,8 @@ export class AgentSession implements Agent {
     } finally {
       signal?.removeEventListener("abort", cancel);
       isParked = await approvals.detach(actor);
+      // Ended, or parked with its approval (that record is the one to go on from): nothing to resume.
+      journal?.endChat();
     }
     if (isParked || output === undefined) {
       // Stopped on shutdown while a tool call awaited approval: the chat goes on after a restart.

@@ -1,6 +1,8 @@
 import type { InspectionEvent } from "xstate";
 import type { ContextHistory } from "../context/context-history.js";
 import type { AgentEvent, EventBody } from "../events/types.js";
+import type { ChatJournal } from "../journal/chat-journal.js";
+import type { SessionJournal } from "../journal/session-journal.js";
 import type { LlmClient } from "../llm/llm-client.js";
 import type { Message, ReasoningEffort, TokenUsage } from "../llm/types.js";
 import type { AgentTracingOptions } from "../telemetry/agent-tracing.js";
@@ -48,6 +50,11 @@ export interface CreateAgentParams {
   toolSets?: ToolSet[];
   /** Without a history the agent runs in memory. */
   history?: ContextHistory;
+  /**
+   * Where the session's unfinished work is journaled step by step (issue 11), so a chat whose host
+   * stopped can be resumed ({@link Agent.resumeUnfinishedChat}). Without it nothing is journaled.
+   */
+  journal?: ChatJournal;
   options?: AgentOptions;
   /**
    * The configured secrets (API keys, NATS credentials), hidden from tool results, events and the
@@ -119,4 +126,12 @@ export interface Agent {
   parkPendingApproval?(): Promise<boolean>;
   /** A chat of this session waits for a tool approval (so the session is not idle). */
   readonly hasPendingApproval?: boolean;
+  /** The session's journal (its queued chats are journaled by the session's mailbox). */
+  readonly journal?: SessionJournal;
+  /**
+   * Finishes the chat the session's last host left unfinished, if its journal holds one (first in
+   * the agent's queue; nobody waits for its answer: it ends in the history and the events).
+   * Resolves with whether one ran.
+   */
+  resumeUnfinishedChat?(options?: { signal?: AbortSignal }): Promise<boolean>;
 }

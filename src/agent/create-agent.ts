@@ -1,5 +1,6 @@
 import { createEventEmitter, type EventEmitter } from "../events/event-emitter.js";
 import type { AgentEvent } from "../events/types.js";
+import { SessionJournal } from "../journal/session-journal.js";
 import type { LlmOptions } from "../llm/types.js";
 import { createAgentTracing } from "../telemetry/agent-tracing.js";
 import { NO_SECRETS } from "../text/secret-redactor.js";
@@ -134,6 +135,8 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     isReportingStates,
     inspect: params.inspect,
     parked: await params.history?.loadPendingApproval?.(),
+    // Issue 11: the session's unfinished work, journaled step by step.
+    journal: params.journal ? await SessionJournal.open(params.journal, name, session) : undefined,
     createId: params.createId ?? randomId,
   });
 }

@@ -30,6 +30,8 @@ export interface SessionDeps {
   /** Hides the configured secrets in tool results (events are redacted by `events` itself). */
   redactor: SecretRedactor;
   now(): number;
+  /** Journals a call's start before it runs (issue 11: a call in doubt is never re-run silently). */
+  noteToolStart?(call: ToolCall): Promise<void>;
 }
 
 /**

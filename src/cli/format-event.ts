@@ -102,6 +102,10 @@ function describeKnownEvent(event: AgentEvent, palette: Palette): string {
       );
     case "ToolApprovalResolved":
       return `${event.toolName} ${event.approved ? palette.green("approved") : palette.red("denied")}${event.reason ? `: ${oneLine(event.reason, 120)}` : ""} ${palette.dim(event.toolCallId)}`;
+    case "ChatResumed":
+      return `${palette.yellow("resumed")} at ${event.step}${event.fromIteration > 0 ? ` (iteration ${event.fromIteration})` : ""}`;
+    case "ToolCallInDoubt":
+      return `${palette.yellow("in doubt")} ${event.toolName}(${oneLine(event.arguments, 120)}) ${palette.dim(event.toolCallId)}`;
     case "ContextCompaction":
       return `compaction ${event.phase}${event.topic ? ` (${event.topic})` : ""}${event.error ? `: ${event.error.message}` : ""}`;
     case "ChatCompleted":

@@ -34,6 +34,13 @@ const MIGRATIONS: readonly string[] = [
      pending TEXT NOT NULL, -- one PendingApproval as JSON
      PRIMARY KEY (agent, session)
    ) WITHOUT ROWID`,
+  // 3 → 4: each session's unfinished work (the running chat's progress, the queued chats).
+  `CREATE TABLE IF NOT EXISTS chat_journal (
+     agent   TEXT NOT NULL,
+     session TEXT NOT NULL,
+     entry   TEXT NOT NULL, -- one JournalEntry as JSON
+     PRIMARY KEY (agent, session)
+   ) WITHOUT ROWID`,
 ];
 
 /** The schema version this code reads and writes. */

@@ -19,6 +19,8 @@ export const EVENT_KINDS = [
   "ToolCallFailed",
   "ToolApprovalRequested",
   "ToolApprovalResolved",
+  "ChatResumed",
+  "ToolCallInDoubt",
   "ContextCompaction",
   "ChatCompleted",
   "ChatFailed",
@@ -104,6 +106,28 @@ export type EventBody =
       toolCallId: string;
       approved: boolean;
       reason?: string;
+    }
+  | {
+      /**
+       * An unfinished chat goes on after its host stopped (a restart, or the session's next owner),
+       * under its own chatId, from its last journaled step: `start` (the user message was not yet
+       * stored: the chat runs from its text), `model` (the model is asked again), `tools` (the tool
+       * calls in flight are settled first).
+       */
+      kind: "ChatResumed";
+      step: "start" | "model" | "tools";
+      /** The iteration the chat goes on in (1-based; 0 when it starts over). */
+      fromIteration: number;
+    }
+  | {
+      /**
+       * A tool call that was running when its host stopped, of a tool not declared idempotent: it is
+       * not run again; the model gets `{"error":"interrupted",…}` as its result and decides.
+       */
+      kind: "ToolCallInDoubt";
+      toolName: string;
+      toolCallId: string;
+      arguments: string;
     }
   | {
       kind: "ContextCompaction";

@@ -221,6 +221,8 @@ export class AgentHost {
         ...(this.#maxQueue === undefined ? {} : { maxQueue: this.#maxQueue }),
         ...(this.#now === undefined ? {} : { now: this.#now }),
       });
+      // Issue 11: what the session's last host left unfinished (its journal) runs first.
+      void actor.resumeUnfinished();
       return actor;
     } catch (error) {
       this.#cluster?.leases.release(agent, session);

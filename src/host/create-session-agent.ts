@@ -10,6 +10,8 @@ import { SqliteContextHistory } from "../context/sqlite-context-history.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
 import { createBusEventPublisher } from "../events/publisher.js";
 import type { AgentEvent } from "../events/types.js";
+import type { ChatJournal } from "../journal/chat-journal.js";
+import { SqliteChatJournal } from "../journal/sqlite-chat-journal.js";
 import { createBackend, type ProviderEnvironment } from "../llm/create-backend.js";
 import type { LlmClient } from "../llm/llm-client.js";
 import { RetryingLlmClient } from "../llm/retrying-client.js";
@@ -48,6 +50,11 @@ export interface SessionAgentFactoryOptions {
   redactor?: SecretRedactor;
   /** `ask_agent` settings. */
   askAgent?: { timeoutMs?: number; maxDepth?: number };
+  /**
+   * Where sessions journal their unfinished work (issue 11). Default: the history database's
+   * `chat_journal` table when `db` is set, else none (in-memory histories die with the process).
+   */
+  journal?: ChatJournal;
   /** The host's MCP servers: each agent gets the ToolSets of the servers it lists. */
   mcpServers?: McpServerPool;
   /** Injected for deterministic tests. */
@@ -60,6 +67,8 @@ export interface SessionAgentFactoryHandle {
   createAgent: SessionAgentFactory;
   /** The ToolSet names agents may list (built-ins, `ask_agent`, `shell`). */
   readonly toolNames: readonly string[];
+  /** Where sessions journal their unfinished work, if anywhere (see `journal`). */
+  readonly journal: ChatJournal | undefined;
   /** Closes the history database. Call after the host has closed. */
   close(): void;
 }
@@ -155,6 +164,14 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
     }
     return history;
   };
+  let journal = options.journal;
+  const journalOf = (): ChatJournal | undefined => {
+    if (journal === undefined && options.db !== undefined) {
+      database ??= openAgentDatabase(options.db);
+      journal = new SqliteChatJournal(database);
+    }
+    return journal;
+  };
 
   const createSessionAgent: SessionAgentFactory = async (agent, session, hooks): Promise<Agent> => {
     const entry = agents.get(agent);
@@ -169,6 +186,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
       model: definition.model,
       toolSets,
       history: fenceHistory(historyOf(agent, session), hooks.fence),
+      ...(journalOf() === undefined ? {} : { journal: journalOf() }),
       post: hooks.post,
       ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
       options: {
@@ -191,6 +209,9 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
   return {
     createAgent: createSessionAgent,
     toolNames: registry.names(),
+    get journal() {
+      return journalOf();
+    },
     close: () => {
       database?.close();
       database = undefined;

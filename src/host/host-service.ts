@@ -8,6 +8,9 @@ import { SessionCluster } from "../cluster/session-cluster.js";
 import { leaseTiming } from "../cluster/session-lease.js";
 import { NatsHistoryStore } from "../context/nats-history-store.js";
 import type { AgentEvent } from "../events/types.js";
+import type { ChatJournal } from "../journal/chat-journal.js";
+import { JournalSweeper } from "../journal/journal-sweeper.js";
+import { KvChatJournal } from "../journal/kv-chat-journal.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
 import type { ProviderEnvironment } from "../llm/create-backend.js";
 import { McpServerPool } from "../mcp/mcp-server-pool.js";
@@ -49,6 +52,8 @@ export interface HostService {
   readonly hostId: string;
   /** The Agent Protocol side (undefined on the in-process bus: there is no `$SRV` there). */
   protocol: AgentProtocolHost | undefined;
+  /** Resolves with how many journaled sessions were resumed at start, once their chats ran. */
+  resumed: Promise<number>;
   /**
    * Graceful: running chats finish (up to the grace period, or until `hurry` aborts: then they are
    * cancelled and their callers answered `cancelled`), then the history database closes.
@@ -77,6 +82,11 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   }
   const hostId = options.hostId ?? createHostId();
   const histories = options.history === "nats" ? await openNatsHistories(bus, config.prefix) : undefined;
+  // Shared histories need a shared journal: the next owner of a session resumes from it.
+  const sharedJournal =
+    histories !== undefined && bus instanceof NatsBus
+      ? await KvChatJournal.open(bus.connection, { bucket: journalBucketName(config.prefix) })
+      : undefined;
   const mcpServers = new McpServerPool(options.definitions, { env, log });
   const factory = createSessionAgentFactory({
     definitions: options.definitions,
@@ -89,6 +99,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
     ...(histories === undefined
       ? {}
       : { openHistory: (agent, session) => histories.history(agent, session) }),
+    ...(sharedJournal === undefined ? {} : { journal: sharedJournal }),
     hostId,
     ...(options.env === undefined ? {} : { env: options.env }),
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
@@ -165,12 +176,30 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
       throw error;
     }
   }
+  // Issue 11: what this host's last life (or, with leases, a dead host) left unfinished goes on now,
+  // without a new message: sessions with a journal entry and no live owner are activated here.
+  const journal: ChatJournal | undefined = factory.journal;
+  const sweeper =
+    journal === undefined
+      ? undefined
+      : new JournalSweeper({
+          journal,
+          sessions: host.sessions,
+          agents: options.definitions.map((definition) => definition.name),
+          ...(cluster === undefined
+            ? {}
+            : { ownership: cluster, intervalMs: Math.max(250, leaseTiming(options.leaseTtlMs).ttlMs / 3) }),
+          log,
+        });
+  const resumed = sweeper?.start() ?? Promise.resolve(0);
   return {
     host,
     hostId,
     protocol,
+    resumed,
     close: async (closeOptions = {}) => {
       // No new prompts; running ones end with the host's sessions (answered, or cancelled after the grace).
+      sweeper?.close();
       await protocol?.stop();
       await host.close(closeOptions);
       await protocol?.drained();
@@ -212,4 +241,11 @@ export function describeAgents(definitions: readonly ResolvedAgentDefinition[]):
   });
   const isDemo = definitions.some((definition) => definition.provider === "demo");
   return `${names.join(", ")}${isDemo ? " — the demo model is offline and deterministic: set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real one" : ""}`;
+}
+
+/** `AGENTLOOP_JOURNAL` for the default prefix, `<PREFIX>_JOURNAL` otherwise. */
+function journalBucketName(prefix: string): string {
+  return prefix === "agentloop"
+    ? "AGENTLOOP_JOURNAL"
+    : `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_JOURNAL`;
 }

@@ -113,6 +113,8 @@ export class SessionActor {
   #hasHadMessages = false;
   #cancelReason = "cancelled by stop";
   #idleWaiters: (() => void)[] | undefined;
+  /** Cancels a chat resumed from the journal (see {@link resumeUnfinished}). */
+  #resumeAbort: AbortController | undefined;
 
   constructor(options: SessionActorOptions) {
     const { agent } = options;
@@ -148,6 +150,7 @@ export class SessionActor {
     } else if (event.type === "message.failed") {
       this.#settle(event.id, { ok: false, error: describeFailure(event.error) });
     } else {
+      this.agent.journal?.take(event.ids);
       const error = this.#dropError(event.reason);
       for (const id of event.ids) {
         // A queued chat that will never run still shows as a chat in the events.
@@ -273,6 +276,7 @@ export class SessionActor {
   stop(): CommandOutcome {
     this.#lastActivityAt = this.#now();
     this.#cancelReason = "cancelled by stop";
+    this.#resumeAbort?.abort();
     this.#actor.send({ type: "stop" });
     void this.agent.cancelPendingApproval?.().catch(() => {});
     return { ok: true };
@@ -304,6 +308,38 @@ export class SessionActor {
     return this.agent.parkPendingApproval?.().catch(() => false) ?? Promise.resolve();
   }
 
+  /**
+   * Issue 11: finishes what the session's last host left unfinished — the chat it was running
+   * (first), then the chats that were queued, in order, as new messages of this mailbox. Nobody
+   * waits for their answers. `stop` and shutdown cancel the resumed chat like a running one.
+   */
+  resumeUnfinished(): Promise<void> {
+    const { agent } = this;
+    if (agent.journal === undefined || agent.resumeUnfinishedChat === undefined || this.isStopped) {
+      return Promise.resolve();
+    }
+    const queued = agent.journal.takeQueued();
+    const abort = new AbortController();
+    this.#resumeAbort = abort;
+    const resuming = this.#afterPrevious(undefined, () =>
+      (agent.resumeUnfinishedChat?.({ signal: abort.signal }) ?? Promise.resolve(false)).finally(() => {
+        if (this.#resumeAbort === abort) this.#resumeAbort = undefined;
+      }),
+    );
+    for (const request of queued) {
+      void this.chat({
+        text: request.text,
+        ...(request.type === undefined ? {} : { type: request.type }),
+        ...(request.stackable === undefined ? {} : { stackable: request.stackable }),
+        ...(request.depth === undefined ? {} : { depth: request.depth }),
+      });
+    }
+    return resuming.then(
+      () => {},
+      () => {},
+    );
+  }
+
   /** Resolves once nothing is running or queued (or the session has stopped). */
   whenIdle(): Promise<void> {
     if (this.isIdle || this.isStopped) return Promise.resolve();
@@ -323,6 +359,7 @@ export class SessionActor {
       this.#cancelReason = reason;
       this.#actor.send({ type: "shutdown" });
     }
+    this.#resumeAbort?.abort();
     this.#actor.stop();
     await this.#work;
     await parking;
@@ -341,6 +378,10 @@ export class SessionActor {
       this.#hasHadMessages = true;
     }
     const message = build(this.#createId?.() ?? `${this.#idPrefix}${++this.#idCounter}`);
+    if (message.kind === "chat") {
+      const { id, text, type, stackable, depth } = message;
+      this.agent.journal?.enqueue({ id, text, type, stackable, depth });
+    }
     return new Promise<Settlement>((resolve) => {
       const chatText = message.kind === "chat" ? message.text : undefined;
       this.#waiters ??= new Map();
@@ -386,14 +427,16 @@ export class SessionActor {
     const chatSignal = own?.signal === undefined ? signal : AbortSignal.any([signal, own.signal]);
     return this.#afterPrevious(
       chatSignal,
-      async () => ({
-        kind: "chat" as const,
-        ...(await this.agent.chat(message.text, {
+      async () => {
+        // Taken from the journal's queue in the same step its chat is journaled as running.
+        this.agent.journal?.take([message.id]);
+        const result = await this.agent.chat(message.text, {
           signal: chatSignal,
           depth: message.depth,
           ...(own?.onEvent === undefined ? {} : { onEvent: own.onEvent }),
-        })),
-      }),
+        });
+        return { kind: "chat" as const, ...result };
+      },
       () => this.#reportCancelledChat(message.text, "the chat was cancelled before it started"),
     ).finally(() => this.#dispatched?.delete(message.id));
   }

@@ -25,6 +25,8 @@ export interface McpTool {
   name: string;
   description: string;
   inputSchema: Record<string, unknown>;
+  /** The server's `idempotentHint` annotation (a hint: false when absent). */
+  idempotent: boolean;
 }
 
 /**
@@ -339,6 +341,7 @@ function toMcpTool(tool: SdkTool): McpTool {
     name: tool.name,
     description: tool.description ?? tool.title ?? tool.annotations?.title ?? "",
     inputSchema,
+    idempotent: tool.annotations?.idempotentHint === true,
   };
 }
 

@@ -23,6 +23,8 @@ class McpToolSet implements ToolSet {
   #definitions: ToolDefinition[] = [];
   /** Namespaced name → the server's own name. */
   #byName = new Map<string, string>();
+  /** Namespaced names of the tools the server annotates `idempotentHint`. */
+  #idempotent = new Set<string>();
 
   constructor(connection: McpServerConnection) {
     this.#connection = connection;
@@ -65,6 +67,12 @@ class McpToolSet implements ToolSet {
     return output.text;
   }
 
+  /** The server's `idempotentHint`; without it a call is not run again after a host stopped mid-call. */
+  isIdempotent(call: ToolCall): boolean {
+    this.#refresh();
+    return this.#idempotent.has(call.name);
+  }
+
   prompt(): string {
     return "";
   }
@@ -84,11 +92,13 @@ class McpToolSet implements ToolSet {
     if (tools === this.#listed) return;
     this.#listed = tools;
     this.#byName = new Map();
+    this.#idempotent = new Set();
     this.#definitions = [];
     for (const tool of tools) {
       const name = mcpToolName(this.#connection.name, tool.name);
       if (this.#byName.has(name)) continue;
       this.#byName.set(name, tool.name);
+      if (tool.idempotent) this.#idempotent.add(name);
       this.#definitions.push({ name, description: tool.description, parameters: tool.inputSchema });
     }
   }

@@ -66,6 +66,8 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
 
   const tool = defineTool({
     name: TOOL_NAME,
+    // Another agent acts on the question (its own tools, its own history): never asked twice silently.
+    idempotent: false,
     description: `Asks another agent a question and returns its answer. The other agent does not see this conversation: put everything it needs in the message.${known} To ask an agent outside this system (any agent on the NATS agent protocol), give target instead of agent.`,
     parameters: AskAgentArguments,
     execute: async ({ agent, target, message }, context) => {

@@ -24,6 +24,7 @@ export interface CreateToolSetParams<State = undefined> {
 /** A ToolSet built by {@link createToolSet}; `state` is this instance's session state. */
 export interface StatefulToolSet<State> extends ToolSet {
   readonly state: State;
+  isIdempotent(call: ToolCall): boolean;
   copy(): StatefulToolSet<State>;
 }
 
@@ -58,6 +59,10 @@ class ComposedToolSet<State> implements StatefulToolSet<State> {
 
   needsApproval(call: ToolCall): boolean {
     return this.#tools.get(call.name)?.needsApproval(call.arguments) ?? false;
+  }
+
+  isIdempotent(call: ToolCall): boolean {
+    return this.#tools.get(call.name)?.idempotent ?? false;
   }
 
   prompt(): string {

@@ -19,6 +19,8 @@ export interface Tool {
    * do not parse or validate need no approval: the call fails without running anyway.
    */
   needsApproval(argumentsJson: string): boolean;
+  /** Running it twice has the effect of running it once: it is run again after a host stopped mid-call. */
+  readonly idempotent: boolean;
 }
 
 /** What {@link defineTool} takes. */
@@ -35,6 +37,12 @@ export interface DefineToolParams<Schema extends z.ZodType> {
    * the function picks. Default: never. The approval is asked on the session's control subject.
    */
   needsApproval?: boolean | ((args: z.output<Schema>) => boolean);
+  /**
+   * Running a call twice has the effect of running it once (a read, a lookup, setting a value).
+   * Default false. When the host stops while a call runs, an idempotent tool's call is run again on
+   * resume; any other's gets `{"error":"interrupted",…}` and the model decides.
+   */
+  idempotent?: boolean;
 }
 
 /**
@@ -43,7 +51,7 @@ export interface DefineToolParams<Schema extends z.ZodType> {
  * developer's mistakes, not the model's.
  */
 export function defineTool<Schema extends z.ZodType>(params: DefineToolParams<Schema>): Tool {
-  const { name, description, parameters, execute, needsApproval = false } = params;
+  const { name, description, parameters, execute, needsApproval = false, idempotent = false } = params;
   if (!TOOL_NAME.test(name)) {
     throw new TypeError(`invalid tool name ${JSON.stringify(name)}: use 1-64 letters, digits, "_" or "-"`);
   }
@@ -55,6 +63,7 @@ export function defineTool<Schema extends z.ZodType>(params: DefineToolParams<Sc
 
   return {
     definition,
+    idempotent,
     async invoke(argumentsJson, context) {
       const raw = parseArgumentsJson(name, argumentsJson);
       const parsed = await parameters.safeParseAsync(raw);

@@ -121,6 +121,11 @@ class ShellToolSet implements ToolSet {
     return this.#tool.invoke(call.arguments, context);
   }
 
+  /** A command may change anything: never run again after a host stopped mid-call. */
+  isIdempotent(): boolean {
+    return false;
+  }
+
   prompt(): string {
     return `You can run shell commands with the \`shell\` tool; they run in ${this.#workspace}.`;
   }

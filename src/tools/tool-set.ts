@@ -25,6 +25,11 @@ export interface ToolSet {
   invoke(call: ToolCall, context: ToolContext): Promise<string>;
   /** Whether this call must be approved before it runs. Optional: without it no call needs approval. */
   needsApproval?(call: ToolCall): boolean;
+  /**
+   * Whether running this call twice has the effect of running it once (see `defineTool`'s
+   * `idempotent`): it is run again after a host stopped mid-call. Optional: without it, no call is.
+   */
+  isIdempotent?(call: ToolCall): boolean;
   /** Static text appended to the system prompt once, when the agent is built. */
   prompt(): string;
   /** Dynamic text prepended to each user message (e.g. a live todo-list snapshot). */

@@ -290,12 +290,15 @@ describe("several hosts on one NATS system", () => {
       await waitFor(() => /session assistant\/p1 stopped here/.test(h1.stderr()), 30_000);
       const strandedReply = await stranded;
       expect(strandedReply).not.toContain('"ok":true');
+      // h2, the next owner, resumed the unfinished first chat from the journal (a new model
+      // request) before the second: the paused h1's answer to it was never written.
       expect(texts(await historyOf(db, "p1"))).toEqual([
         "user: p1 first",
+        "assistant: reply to p1 first",
         "user: p1 second",
         "assistant: reply to p1 second",
       ]);
-      expect(calls.map((call) => call.session)).toEqual(["p1", "p1"]);
+      expect(calls.map((call) => call.session)).toEqual(["p1", "p1", "p1"]);
       for (const host of [h1, h2]) host.child.kill("SIGTERM");
       await Promise.all([h1.run, h2.run]);
     },

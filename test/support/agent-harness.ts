@@ -33,6 +33,8 @@ export interface TestAgentParams {
   /** ToolSets offered as they are (after `tools`' set). */
   toolSets?: readonly ToolSet[];
   history?: ContextHistory;
+  /** Where the session's unfinished work is journaled (issue 11). */
+  journal?: CreateAgentParams["journal"];
   /** Agent options; `onLog` and `onMessageRecorded` are chained after the harness's own recorders. */
   options?: AgentOptions;
   name?: string;
@@ -96,6 +98,7 @@ export async function createTestAgent(params: TestAgentParams): Promise<TestAgen
     createId: () => `chat-${++chatCount}`,
   };
   if (params.history) agentParams.history = params.history;
+  if (params.journal) agentParams.journal = params.journal;
   if (params.tracing) agentParams.tracing = params.tracing;
   if (params.redactor) agentParams.redactor = params.redactor;
   const agent = await createAgent(agentParams);

@@ -33,6 +33,8 @@ export function createCurrentTimeToolSet(
     tools: [
       defineTool({
         name: "current_time",
+        // A read: asking again after a restart is harmless.
+        idempotent: true,
         description: "Returns the current date and time in the user's time zone (ISO 8601 with UTC offset).",
         parameters: z.object({}),
         execute: () => {

@@ -46,6 +46,8 @@ export function createTodoListToolSet(): TodoListToolSet {
     tools: (state) => [
       defineTool({
         name: "todo_list",
+        // Sends the whole plan each time: setting it twice is setting it once.
+        idempotent: true,
         description:
           "Records your plan for a multi-step task and the status of each step. Send the whole plan " +
           "every time: it replaces the previous one. Send an empty plan to clear it.",

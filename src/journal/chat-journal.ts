@@ -1,0 +1,89 @@
+import { z } from "zod";
+import { MessageSchema } from "../context/message-schema.js";
+
+/**
+ * The iteration a chat was in when its progress was last written: the assembled assistant message,
+ * the calls whose start was journaled (before they ran) and the results that came back.
+ */
+export const InFlightIteration = z.object({
+  assistant: MessageSchema,
+  /** Ids of the calls whose start was written before they ran. */
+  started: z.array(z.string()),
+  /** Settled results (tool messages) by call id. */
+  results: z.record(z.string(), MessageSchema),
+  /** Messages the tools added with `ctx.appendMessage` (placed after every result). */
+  appended: z.array(MessageSchema),
+});
+export type InFlightIteration = z.infer<typeof InFlightIteration>;
+
+/**
+ * An unfinished chat, as far as it got: enough to go on after the host died. The history holds the
+ * conversation up to `chatStart`; `messages` are this chat's finished messages (the user message,
+ * then whole iterations), of which the history may already hold a prefix (the user message is
+ * persisted before the first model request).
+ */
+export const ChatProgress = z.object({
+  chatId: z.string(),
+  /** The user's text (the chat starts over from it when not even the user message was written). */
+  userText: z.string(),
+  /** How many messages the history held before this chat. */
+  chatStart: z.number().int().nonnegative(),
+  /** The iteration in flight (1-based; 0 before the first). */
+  iteration: z.number().int().nonnegative(),
+  messages: z.array(MessageSchema),
+  inFlight: InFlightIteration.nullable(),
+});
+export type ChatProgress = z.infer<typeof ChatProgress>;
+
+/** A chat request waiting in the session's mailbox (the reply goes nowhere after a restart). */
+export const QueuedChat = z.object({
+  id: z.string(),
+  text: z.string(),
+  type: z.string().optional(),
+  stackable: z.boolean().optional(),
+  depth: z.number().int().nonnegative().optional(),
+});
+export type QueuedChat = z.infer<typeof QueuedChat>;
+
+/** What a session has not finished: the running chat and the chats queued behind it, in order. */
+export const JournalEntry = z.object({
+  chat: ChatProgress.nullable(),
+  queued: z.array(QueuedChat),
+});
+export type JournalEntry = z.infer<typeof JournalEntry>;
+
+/** A session with a journal entry. */
+export interface JournaledSession {
+  agent: string;
+  session: string;
+}
+
+/**
+ * Where sessions' unfinished work is written, step by step, so another life of the host (or the
+ * next owner of the session) can finish it. One entry per session, replaced at every step;
+ * deleted when nothing is left unfinished.
+ */
+export interface ChatJournal {
+  load(agent: string, session: string): Promise<JournalEntry | undefined>;
+  save(agent: string, session: string, entry: JournalEntry): Promise<void>;
+  remove(agent: string, session: string): Promise<void>;
+  /** Every session that has an entry. */
+  list(): Promise<JournaledSession[]>;
+}
+
+/** Parses a stored entry; an unreadable one (another version's, a torn write) counts as none. */
+export function parseJournalEntry(text: string): JournalEntry | undefined {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const parsed = JournalEntry.safeParse(json);
+  return parsed.success ? parsed.data : undefined;
+}
+
+/** Whether an entry holds nothing to finish. */
+export function isEmptyEntry(entry: JournalEntry): boolean {
+  return entry.chat === null && entry.queued.length === 0;
+}
