@@ -49,6 +49,13 @@ export { ConfigFileError } from "./config/config-file-error.js";
 export type { ContextHistory } from "./context/context-history.js";
 export { CorruptHistoryError, HistoryError, HistorySchemaVersionError } from "./context/history-errors.js";
 export { InMemoryContextHistory } from "./context/in-memory-history.js";
+export {
+  EVENT_BODY_SCHEMAS,
+  /** @deprecated Use EventEnvelope. */
+  EventEnvelope as AgentEventEnvelope,
+  EventEnvelope,
+} from "./events/event-schemas.js";
+export { type ParsedEvent, parseAgentEvent, parseEvent, parseEventJson } from "./events/parse-event.js";
 // Events
 export {
   type AgentEvent,
@@ -60,6 +67,7 @@ export {
   type EventKind,
   type EventListener,
   type EventOf,
+  type UnknownEvent,
 } from "./events/types.js";
 export { AgentDefinition, AgentDefinitionsError, AgentsFile } from "./host/agent-definitions.js";
 export { type RunningHost, type StartHostOptions, startHost } from "./host/start-host.js";
@@ -107,7 +115,6 @@ export { type CreateToolSetParams, createToolSet, type StatefulToolSet } from ".
 export { type DefineToolParams, defineTool, type Tool } from "./tools/define-tool.js";
 export { ToolArgumentsError, ToolCancelledError, ToolError, ToolNotFoundError } from "./tools/tool-errors.js";
 export type { ToolContext, ToolSet } from "./tools/tool-set.js";
-export { AgentEventEnvelope, parseAgentEvent } from "./ui/parse-agent-event.js";
 
 /** This package's version (from its package.json). */
 export { VERSION } from "./version.js";

@@ -15,11 +15,11 @@ import {
   isValidName,
   sessionEventsPattern,
 } from "../bus/subjects.js";
+import { parseEventJson } from "../events/parse-event.js";
 import type { AgentEvent } from "../events/types.js";
 import { getMachine as getProjectMachine, MACHINE_NAMES } from "../viz/machines.js";
 import { renderMachine } from "../viz/render-machine.js";
 import { HttpError, readJsonBody, sendError, sendJson } from "./http-io.js";
-import { parseAgentEvent } from "./parse-agent-event.js";
 import { SessionTracker } from "./session-tracker.js";
 import { SseHub } from "./sse-hub.js";
 import { serveStaticFile } from "./static-files.js";
@@ -81,8 +81,10 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
   const drawings = new Map<string, Promise<string>>();
 
   const subscription = bus.subscribe(allEventsPattern(prefix), (message) => {
-    const event = parseAgentEvent(message.data);
-    if (event === undefined) return;
+    // The timeline draws what it knows: other payloads and kinds newer than this version are skipped.
+    const parsed = parseEventJson(message.data);
+    if (parsed.status !== "known") return;
+    const { event } = parsed;
     tracker.record(event);
     // An SSE `data:` line must not contain a newline; compact JSON never does.
     const json = /[\r\n]/.test(message.data) ? JSON.stringify(event) : message.data;
@@ -118,7 +120,7 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
         prefix,
         signal,
       })) {
-        scratch.record(stored.event);
+        if (stored.isKnownKind) scratch.record(stored.event);
       }
       return { source: "jetstream", events: scratch.events(agent, session) };
     } catch {
