@@ -6,7 +6,7 @@ import { type AgentDatabase, openAgentDatabase } from "../context/agent-database
 import type { ContextHistory } from "../context/context-history.js";
 import { InMemoryContextHistory } from "../context/in-memory-history.js";
 import { SqliteContextHistory } from "../context/sqlite-context-history.js";
-import { createBusEventPublisher } from "../events/publisher.js";
+import { type BusEventPublisher, createBusEventPublisher } from "../events/publisher.js";
 import type { AgentEvent } from "../events/types.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
 import { createBackend, type ProviderEnvironment } from "../llm/create-backend.js";
@@ -37,6 +37,8 @@ export interface SessionAgentFactoryOptions {
   createClient?: (backend: LlmBackend) => LlmClient;
   /** Extra event listener besides the bus (e.g. a local logger). */
   onEvent?: (event: AgentEvent) => void;
+  /** One-line notices: the first event that could not be published (the rest are counted). */
+  log?: (line: string) => void;
   /** Settings of the opt-in `shell` ToolSet (an agent's `shellEnv` adds to its `passEnv`). */
   shell?: ShellToolSetOptions;
   /** Hides the configured secrets in tool results, events and chat errors. Default: none. */
@@ -55,6 +57,8 @@ export interface SessionAgentFactoryHandle {
   createAgent: SessionAgentFactory;
   /** The ToolSet names agents may list (built-ins, `ask_agent`, `shell`). */
   readonly toolNames: readonly string[];
+  /** Events that could not be published on the bus, since the start (see {@link BusEventPublisher}). */
+  readonly eventPublishFailures: number;
   /** Closes the history database. Call after the host has closed. */
   close(): void;
 }
@@ -104,7 +108,18 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
     ...options,
     peers: options.definitions.map((definition) => definition.name),
   });
-  const publish = createBusEventPublisher(options.bus, { prefix });
+  const { log } = options;
+  const publish = createBusEventPublisher(options.bus, {
+    prefix,
+    // Once: a broken bus would repeat it for every token. The count goes on (the host's $SRV.STATS).
+    onError: (error, event) => {
+      if (publish.failures !== 1 || log === undefined) return;
+      const reason = error instanceof Error ? error.message : String(error);
+      log(
+        `could not publish a ${event.kind} event of ${event.agent}/${event.session}: ${reason}; further lost events are counted in $SRV.STATS (eventPublishFailures)`,
+      );
+    },
+  });
   const { onEvent } = options;
   const onLog =
     onEvent === undefined
@@ -183,6 +198,9 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
   return {
     createAgent: createSessionAgent,
     toolNames: registry.names(),
+    get eventPublishFailures() {
+      return publish.failures;
+    },
     close: () => {
       database?.close();
       database = undefined;

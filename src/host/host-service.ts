@@ -67,6 +67,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
     ...(config.db === undefined ? {} : { db: config.db }),
     ...(options.env === undefined ? {} : { env: options.env }),
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
+    log,
     mcpServers,
   });
   // Servers that cannot start are logged and retried: the host serves without their tools meanwhile.
@@ -85,7 +86,13 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   let protocol: AgentProtocolHost | undefined;
   try {
     contract =
-      bus instanceof NatsBus ? await ContractService.start(bus, { prefix: config.prefix, log }) : undefined;
+      bus instanceof NatsBus
+        ? await ContractService.start(bus, {
+            prefix: config.prefix,
+            log,
+            statsData: () => ({ eventPublishFailures: factory.eventPublishFailures }),
+          })
+        : undefined;
     host = new AgentHost({
       bus,
       prefix: config.prefix,
