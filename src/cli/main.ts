@@ -1,5 +1,6 @@
 import { ChatCancelledError, ChatFailedError } from "../agent/chat-errors.js";
 import { BusConfigError } from "../bus/bus-errors.js";
+import { resolveRuntimeConfig, secretRedactorFor } from "../config/runtime-config.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
 import { NO_SECRETS } from "../text/secret-redactor.js";
 import { truncateText } from "../text/truncate-text.js";
@@ -13,7 +14,6 @@ import { uiCommand } from "./commands/ui.js";
 import { upCommand } from "./commands/up.js";
 import { vizCommand } from "./commands/viz.js";
 import { type FlagKind, parseArgs } from "./parse-args.js";
-import { resolveRuntimeConfig, secretRedactorFor } from "./runtime-config.js";
 import { withTelemetry } from "./telemetry.js";
 
 const GLOBAL_FLAGS: Record<string, FlagKind> = {

@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { NAME_PATTERN } from "../bus/subjects.js";
-import type { RuntimeConfig } from "../cli/cli-context.js";
+import type { RuntimeConfig } from "../config/runtime-config.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
 import { knownContextWindow, ProviderName } from "../llm/create-backend.js";
 import type { LlmBackend, ReasoningEffort } from "../llm/types.js";

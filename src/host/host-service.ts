@@ -1,9 +1,9 @@
 import type { Bus } from "../bus/bus.js";
 import { ensureEventStream } from "../bus/event-log.js";
 import { NatsBus } from "../bus/nats-bus.js";
-import type { RuntimeConfig } from "../cli/cli-context.js";
-import type { ProtocolSettings } from "../cli/runtime-config.js";
-import { secretRedactorFor } from "../cli/runtime-config.js";
+import { processEnvironment } from "../config/process-environment.js";
+import type { ProtocolSettings, RuntimeConfig } from "../config/runtime-config.js";
+import { secretRedactorFor } from "../config/runtime-config.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ProviderEnvironment } from "../llm/create-backend.js";
 import { McpServerPool } from "../mcp/mcp-server-pool.js";
@@ -51,7 +51,7 @@ export interface HostService {
  */
 export async function startHostService(options: HostServiceOptions): Promise<HostService> {
   const { bus, config } = options;
-  const env = options.env ?? process.env;
+  const env = options.env ?? processEnvironment();
   // API keys and NATS credentials never leave in a tool result, an event, a reply or a log line.
   const redactor = secretRedactorFor(config, env);
   const log = (line: string) => options.log(redactor.redact(line));

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { processEnvironment } from "../config/process-environment.js";
 import { AnthropicBackend } from "./anthropic/anthropic-backend.js";
 import { ConfigurationError } from "./configuration-error.js";
 import { DemoBackend } from "./demo/demo-backend.js";
@@ -31,7 +32,10 @@ const BASE_URL_VARIABLE = { anthropic: "ANTHROPIC_BASE_URL", openai: "OPENAI_BAS
  *
  * @throws ConfigurationError when a hosted provider has neither an API key nor a base URL.
  */
-export function createBackend(config: BackendConfig, env: ProviderEnvironment = process.env): LlmBackend {
+export function createBackend(
+  config: BackendConfig,
+  env: ProviderEnvironment = processEnvironment(),
+): LlmBackend {
   const provider = parseProvider(config.provider, "provider");
   if (provider === "demo") return new DemoBackend();
   const family = provider === "anthropic" ? "anthropic" : "openai";
@@ -42,7 +46,8 @@ export function createBackend(config: BackendConfig, env: ProviderEnvironment = 
       `provider ${provider} needs an API key: set ${KEY_VARIABLE[family]} (or give a base URL for a keyless server)`,
     );
   }
-  const options = { apiKey, baseUrl };
+  // The environment goes along: the backends read nothing else (not the process's).
+  const options = { apiKey, baseUrl, env };
   if (provider === "anthropic") return new AnthropicBackend(options);
   if (provider === "openai-chat") return new OpenAIChatBackend(options);
   return new OpenAIResponsesBackend(options);

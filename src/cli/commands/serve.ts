@@ -1,19 +1,19 @@
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { loadConfigFile } from "../../config/load-config-file.js";
-import { loadAgentDefinitions, type ResolvedAgentDefinition } from "../../host/agent-definitions.js";
-import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
-import { describeAgents, startHostService } from "../../host/host-service.js";
-import type { ProviderName } from "../../llm/create-backend.js";
-import { type CliContext, type Command, UsageError } from "../cli-context.js";
-import { untilAborted } from "../command-helpers.js";
 import {
   DEFAULT_MODELS,
   idleTimeoutFrom,
   maxSessionsFrom,
   natsHoldBytesFrom,
   protocolSettingsFrom,
-} from "../runtime-config.js";
+} from "../../config/runtime-config.js";
+import { loadAgentDefinitions, type ResolvedAgentDefinition } from "../../host/agent-definitions.js";
+import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
+import { describeAgents, startHostService } from "../../host/host-service.js";
+import type { ProviderName } from "../../llm/create-backend.js";
+import { type CliContext, type Command, UsageError } from "../cli-context.js";
+import { untilAborted } from "../command-helpers.js";
 
 /** `--agents FILE` (JSON) or `--config FILE` (code) read, validated and completed from the CLI configuration. */
 export function loadAgentsFromFlags(context: CliContext): Promise<ResolvedAgentDefinition[]> {
