@@ -66,6 +66,13 @@ export {
   isAgentloopError,
   toErrorInfo,
 } from "./errors/index.js";
+export {
+  EVENT_BODY_SCHEMAS,
+  /** @deprecated Use EventEnvelope. */
+  EventEnvelope as AgentEventEnvelope,
+  EventEnvelope,
+} from "./events/event-schemas.js";
+export { type ParsedEvent, parseAgentEvent, parseEvent, parseEventJson } from "./events/parse-event.js";
 // Events
 export {
   type AgentEvent,
@@ -76,6 +83,7 @@ export {
   type EventKind,
   type EventListener,
   type EventOf,
+  type UnknownEvent,
 } from "./events/types.js";
 export { AgentDefinition, AgentDefinitionsError, AgentsFile } from "./host/agent-definitions.js";
 export { type RunningHost, type StartHostOptions, startHost } from "./host/start-host.js";
@@ -122,7 +130,6 @@ export { type CreateToolSetParams, createToolSet, type StatefulToolSet } from ".
 export { type DefineToolParams, defineTool, type Tool } from "./tools/define-tool.js";
 export { ToolArgumentsError, ToolCancelledError, ToolError, ToolNotFoundError } from "./tools/tool-errors.js";
 export type { ToolContext, ToolSet } from "./tools/tool-set.js";
-export { AgentEventEnvelope, parseAgentEvent } from "./ui/parse-agent-event.js";
 
 /** This package's version (from its package.json). */
 export { VERSION } from "./version.js";

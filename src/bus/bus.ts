@@ -51,6 +51,11 @@ export interface Bus {
    * the epoch; 0 if it never lost it). Unset on buses that cannot disconnect (in-process).
    */
   connectivity?(): Connectivity;
+  /**
+   * Publishes this bus dropped (invalid subject, oversized payload, closed, nothing left to hold
+   * them in): a publisher that must account for its messages compares it before and after.
+   */
+  readonly droppedPublishes?: number;
   /** Fire-and-forget publish. Never throws for a delivery problem (best-effort). */
   publish(subject: string, data: string, headers?: Record<string, string>): void;
   /** Subscribes with NATS wildcards (`*` one token, `>` the rest). */

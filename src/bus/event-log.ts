@@ -12,7 +12,8 @@ import {
   type StreamConfig,
 } from "@nats-io/jetstream";
 import { type NatsConnection, nanos } from "@nats-io/transport-node";
-import type { AgentEvent } from "../events/types.js";
+import { parseEventJson } from "../events/parse-event.js";
+import type { AgentEvent, UnknownEvent } from "../events/types.js";
 import { BusError } from "./bus-errors.js";
 import { allEventsPattern, DEFAULT_PREFIX } from "./subjects.js";
 
@@ -99,10 +100,22 @@ export interface ReplayEventsOptions {
   signal?: AbortSignal;
   /** Clock for `durationMs` (injectable for tests). */
   now?: () => number;
+  /**
+   * Told about each stored record that is not an event (the stream captures whatever is published
+   * on its subjects), with the reason; such records are skipped. Default: skipped silently.
+   */
+  onSkipped?: (record: SkippedRecord) => void;
 }
 
-/** One event read back from the log. */
-export interface StoredEvent {
+/** A stored record the replay skipped: not JSON, or not a valid event. */
+export interface SkippedRecord {
+  seq: number;
+  subject: string;
+  reason: string;
+}
+
+/** Where an event read back from the log was stored. */
+interface StoredRecord {
   /** Stream sequence: resume a later replay with `{ seq: seq + 1 }`. */
   seq: number;
   subject: string;
@@ -110,14 +123,21 @@ export interface StoredEvent {
   time: Date;
   /** The payload as published (JSON). */
   data: string;
-  event: AgentEvent;
 }
 
 /**
+ * One event read back from the log: of a kind this version knows, or (forward compatibility) of a
+ * newer kind with valid common fields, kept as it was published.
+ */
+export type StoredEvent =
+  | (StoredRecord & { isKnownKind: true; event: AgentEvent })
+  | (StoredRecord & { isKnownKind: false; event: UnknownEvent });
+
+/**
  * Replays stored events in stream order and finishes once caught up (nothing pending). Runs an
- * ordered consumer (ephemeral, in memory, no acks) with a single filter subject. Payloads that are
- * not JSON objects with a `kind` are skipped: the stream captures whatever is published on its
- * subjects.
+ * ordered consumer (ephemeral, in memory, no acks) with a single filter subject. Every record is
+ * checked by the one event parser ({@link parseEventJson}); records that are not events are skipped
+ * and reported to `onSkipped`: the stream captures whatever is published on its subjects.
  */
 export async function* replayEvents(
   connection: NatsConnection,
@@ -155,16 +175,13 @@ export async function* replayEvents(
       for await (const message of messages) {
         // stop() ends the fetching, not the batch already buffered.
         if (signal?.aborted) break;
-        const event = parseEvent(message.string());
-        if (event !== undefined) {
-          yield {
-            seq: message.seq,
-            subject: message.subject,
-            time: message.time,
-            data: message.string(),
-            event,
-          };
-        }
+        const data = message.string();
+        const parsed = parseEventJson(data);
+        const record = { seq: message.seq, subject: message.subject, time: message.time, data };
+        if (parsed.status === "known") yield { ...record, isKnownKind: true, event: parsed.event };
+        else if (parsed.status === "unknown-kind")
+          yield { ...record, isKnownKind: false, event: parsed.event };
+        else options.onSkipped?.({ seq: message.seq, subject: message.subject, reason: parsed.reason });
         if (message.info.pending === 0) break;
       }
     } finally {
@@ -189,22 +206,6 @@ function startOptions(since: ReplayStart, now: () => number): Partial<OrderedCon
   const time = "time" in since ? since.time : new Date(now() - since.durationMs);
   if (Number.isNaN(time.getTime())) throw new RangeError("the replay start time is invalid");
   return { deliver_policy: DeliverPolicy.StartTime, opt_start_time: time.toISOString() };
-}
-
-function parseEvent(data: string): AgentEvent | undefined {
-  try {
-    const value: unknown = JSON.parse(data);
-    if (
-      typeof value === "object" &&
-      value !== null &&
-      typeof (value as { kind?: unknown }).kind === "string"
-    ) {
-      return value as AgentEvent;
-    }
-  } catch {
-    // Not JSON: not one of ours.
-  }
-  return undefined;
 }
 
 function isStreamNotFound(error: unknown): boolean {

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { processEnvironment } from "../config/process-environment.js";
 import { main } from "./main.js";
 
 /**
@@ -21,7 +22,7 @@ main(process.argv.slice(2), {
   stdout: process.stdout,
   stderr: process.stderr,
   stdin: process.stdin,
-  env: process.env,
+  env: processEnvironment(),
   signal: controller.signal,
   urgentSignal: urgent.signal,
 }).then(

@@ -1,28 +1,8 @@
-import { AgentloopError } from "../errors/agentloop-error.js";
-import type { ProviderName } from "../llm/create-backend.js";
-import type { ReasoningEffort } from "../llm/types.js";
+import type { RuntimeConfig } from "../config/runtime-config.js";
 
-/** Provider settings and shared flags, resolved from flags, then env, then defaults (SPEC §12). */
-export interface RuntimeConfig {
-  provider: ProviderName;
-  /** Model name; the provider's default when unset. */
-  model: string;
-  baseUrl?: string;
-  apiKey?: string;
-  maxIterations?: number;
-  reasoningEffort?: ReasoningEffort;
-  /** Token limit the compaction ratio is measured against. */
-  contextWindow: number;
-  /** `--stream-idle-timeout` / `AGENTLOOP_STREAM_IDLE_TIMEOUT`; undefined = the backends' default (120 s). */
-  streamIdleTimeoutMs?: number;
-  /** NATS URL (flag --nats, env NATS_URL, default nats://127.0.0.1:4222). */
-  natsUrl: string;
-  natsCreds?: string;
-  /** SQLite file (flag --db, env AGENTLOOP_DB); undefined = in memory. */
-  db?: string;
-  /** Subject prefix (flag --prefix, env AGENTLOOP_PREFIX, default "agentloop"). */
-  prefix: string;
-}
+// The configuration's types live in src/config (the host reads them too); commands import them from here.
+export type { RuntimeConfig } from "../config/runtime-config.js";
+export { UsageError } from "../config/usage-error.js";
 
 /** What every command receives. Commands resolve to an exit code; they never call process.exit. */
 export interface CliContext {
@@ -44,12 +24,6 @@ export interface CliContext {
    * history) and resolve. A third signal exits at once.
    */
   urgentSignal?: AbortSignal;
-}
-
-/** A user's mistake on the command line: printed as one line, exit code 2. */
-export class UsageError extends AgentloopError {
-  readonly code = "usage";
-  readonly retryable = false;
 }
 
 export type Command = (context: CliContext) => Promise<number>;

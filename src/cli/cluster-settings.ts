@@ -1,5 +1,5 @@
+import { parseDuration } from "../config/runtime-config.js";
 import { UsageError } from "./cli-context.js";
-import { parseDuration } from "./runtime-config.js";
 
 type Flags = Record<string, string | boolean | undefined>;
 

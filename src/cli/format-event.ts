@@ -1,4 +1,5 @@
-import type { AgentEvent } from "../events/types.js";
+import { EVENT_BODY_SCHEMAS } from "../events/event-schemas.js";
+import type { AgentEvent, UnknownEvent } from "../events/types.js";
 import { truncateText } from "../text/truncate-text.js";
 
 /** ANSI styles, or none when the output is not a terminal. */
@@ -61,15 +62,19 @@ function stateText(state: unknown): string {
 /**
  * The part of the line after the header that says what happened. Never throws: anything may be
  * published on the event subjects, and an event whose kind-specific fields are missing or of the
- * wrong type (another service's, a newer or older host's) is shown as its JSON instead.
+ * wrong type (another service's, a newer or older host's) is shown as its JSON instead, and so is an
+ * event of a kind newer than this version.
  */
-export function describeEvent(event: AgentEvent, palette: Palette): string {
-  try {
-    return describeKnownEvent(event, palette);
-  } catch {
-    const { kind: _kind, agent: _agent, session: _session, seq: _seq, ts: _ts, ...rest } = event;
-    return palette.dim(oneLine(JSON.stringify(rest) ?? "", 200));
+export function describeEvent(event: AgentEvent | UnknownEvent, palette: Palette): string {
+  if (Object.hasOwn(EVENT_BODY_SCHEMAS, event.kind)) {
+    try {
+      return describeKnownEvent(event as AgentEvent, palette);
+    } catch {
+      // Shown as its JSON below.
+    }
   }
+  const { kind: _kind, agent: _agent, session: _session, seq: _seq, ts: _ts, ...rest } = event;
+  return palette.dim(oneLine(JSON.stringify(rest) ?? "", 200));
 }
 
 function describeKnownEvent(event: AgentEvent, palette: Palette): string {
@@ -120,7 +125,10 @@ function describeKnownEvent(event: AgentEvent, palette: Palette): string {
 }
 
 /** `12:04:05.123 bot/s42 #17 i1 ToolCallStarted current_time({}) call_1` */
-export function formatEventLine(event: AgentEvent, palette: Palette = createPalette(false)): string {
+export function formatEventLine(
+  event: AgentEvent | UnknownEvent,
+  palette: Palette = createPalette(false),
+): string {
   const time =
     typeof event.ts === "string" && event.ts.length >= 23 ? event.ts.slice(11, 23) : String(event.ts);
   const where = palette.magenta(`${event.agent}/${event.session}`);

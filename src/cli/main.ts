@@ -1,4 +1,5 @@
 import { ChatFailedError } from "../agent/chat-errors.js";
+import { resolveRuntimeConfig, secretRedactorFor } from "../config/runtime-config.js";
 import { EXIT_USER_MISTAKE, mappingOf } from "../errors/error-code.js";
 import { toErrorInfo } from "../errors/error-info.js";
 import { NO_SECRETS } from "../text/secret-redactor.js";
@@ -14,7 +15,6 @@ import { uiCommand } from "./commands/ui.js";
 import { upCommand } from "./commands/up.js";
 import { vizCommand } from "./commands/viz.js";
 import { type FlagKind, parseArgs } from "./parse-args.js";
-import { resolveRuntimeConfig, secretRedactorFor } from "./runtime-config.js";
 import { withTelemetry } from "./telemetry.js";
 
 const GLOBAL_FLAGS: Record<string, FlagKind> = {

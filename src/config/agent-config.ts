@@ -3,6 +3,7 @@ import { AgentDefinition } from "../host/agent-definitions.js";
 import type { LlmBackend } from "../llm/types.js";
 import type { Tool } from "../tools/define-tool.js";
 import type { ToolSet } from "../tools/tool-set.js";
+import { checkUniqueAgentNames } from "./unique-agent-names.js";
 
 /** A ToolSet from any copy of this package (checked by shape: a config file may import another copy). */
 export function isToolSet(value: unknown): value is ToolSet {
@@ -65,19 +66,7 @@ export type AgentConfig = z.input<typeof AgentConfig>;
 export const AgentloopConfig = z
   .object({ agents: z.array(AgentConfig).min(1, { error: "must list at least one agent" }) })
   .strict()
-  .superRefine((config, context) => {
-    const seen = new Set<string>();
-    config.agents.forEach((agent, index) => {
-      if (seen.has(agent.name)) {
-        context.addIssue({
-          code: "custom",
-          path: ["agents", index, "name"],
-          message: `duplicate agent "${agent.name}"`,
-        });
-      }
-      seen.add(agent.name);
-    });
-  });
+  .superRefine((config, context) => checkUniqueAgentNames(config.agents, context));
 /** The configuration a config file exports (see {@link defineConfig}). */
 export type AgentloopConfig = z.input<typeof AgentloopConfig>;
 

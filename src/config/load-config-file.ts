@@ -1,7 +1,6 @@
 import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { RuntimeConfig } from "../cli/cli-context.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
 import {
   describeIssue,
@@ -11,6 +10,7 @@ import {
 import { AgentloopConfig } from "./agent-config.js";
 import { ConfigFileError } from "./config-file-error.js";
 import { resolveAgentConfigs } from "./resolve-agent-configs.js";
+import type { RuntimeConfig } from "./runtime-config.js";
 
 /**
  * Loads `--config FILE`: an ES module whose default export is a configuration

@@ -1,4 +1,3 @@
-import type { RuntimeConfig } from "../cli/cli-context.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
 import {
   type AgentDefinition,
@@ -11,6 +10,7 @@ import type { Tool } from "../tools/define-tool.js";
 import type { ToolSet } from "../tools/tool-set.js";
 import type { AgentloopConfig } from "./agent-config.js";
 import { isToolSet } from "./agent-config.js";
+import type { RuntimeConfig } from "./runtime-config.js";
 
 /** A validated configuration (the output of the {@link AgentloopConfig} schema). */
 type ParsedConfig = ReturnType<typeof AgentloopConfig.parse>;

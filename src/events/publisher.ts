@@ -1,4 +1,5 @@
 import type { Bus } from "../bus/bus.js";
+import { BusError } from "../bus/bus-errors.js";
 import { isOverMaxPayload } from "../bus/payload-size.js";
 import { DEFAULT_PREFIX, eventSubject } from "../bus/subjects.js";
 import { fitEventToPayload } from "./fit-event.js";
@@ -11,7 +12,12 @@ export interface BusEventPublisherOptions {
   onError?: (error: unknown, event: AgentEvent) => void;
 }
 
-/** Publishes one event; never throws. `failures` counts events that could not be published. */
+/**
+ * Publishes one event; never throws. `failures` is THE count of the host's lost events: events that
+ * could not be serialised, a bus that threw, and events the bus dropped (which it reports only by
+ * its own `droppedPublishes`, a count of every message kind). The host logs the first of them and
+ * shows the count in its `$SRV.STATS` (see `SessionAgentFactoryHandle.eventPublishFailures`).
+ */
 export interface BusEventPublisher {
   (event: AgentEvent): void;
   readonly failures: number;
@@ -34,16 +40,20 @@ export function createBusEventPublisher(bus: Bus, options: BusEventPublisherOpti
     try {
       let data = JSON.stringify(event);
       if (isOverMaxPayload(data, bus.maxPayload)) data = fitEventToPayload(event, bus.maxPayload) ?? data;
+      const droppedBefore = bus.droppedPublishes;
       bus.publish(eventSubject(prefix, event.agent, event.session, event.kind), data);
+      if (bus.droppedPublishes !== droppedBefore) fail(new BusError("the bus dropped the event"), event);
     } catch (error) {
-      failures++;
-      if (onError !== undefined) {
-        try {
-          onError(error, event);
-        } catch {
-          // Best-effort all the way down.
-        }
-      }
+      fail(error, event);
+    }
+  };
+  const fail = (error: unknown, event: AgentEvent): void => {
+    failures++;
+    if (onError === undefined) return;
+    try {
+      onError(error, event);
+    } catch {
+      // Best-effort all the way down.
     }
   };
   return Object.defineProperty(publish, "failures", { get: () => failures }) as BusEventPublisher;

@@ -1,7 +1,8 @@
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { NAME_PATTERN } from "../bus/subjects.js";
-import type { RuntimeConfig } from "../cli/cli-context.js";
+import type { RuntimeConfig } from "../config/runtime-config.js";
+import { checkUniqueAgentNames } from "../config/unique-agent-names.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
 import { knownContextWindow, ProviderName } from "../llm/create-backend.js";
 import type { LlmBackend, ReasoningEffort } from "../llm/types.js";
@@ -47,17 +48,7 @@ export const AgentsFile = z
   .object({ agents: z.array(AgentDefinition).min(1, { error: "must list at least one agent" }) })
   .strict()
   .superRefine((file, context) => {
-    const seen = new Set<string>();
-    file.agents.forEach((agent, index) => {
-      if (seen.has(agent.name)) {
-        context.addIssue({
-          code: "custom",
-          path: ["agents", index, "name"],
-          message: `duplicate agent "${agent.name}"`,
-        });
-      }
-      seen.add(agent.name);
-    });
+    checkUniqueAgentNames(file.agents, context);
     for (const conflict of findMcpServerConflicts(file.agents)) {
       context.addIssue({
         code: "custom",

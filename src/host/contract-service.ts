@@ -41,15 +41,26 @@ export class ContractService {
     });
   }
 
+  /**
+   * @param options.statsData host-wide counters shown as each endpoint's `data` in `$SRV.STATS`
+   *   (e.g. `{ eventPublishFailures }`).
+   */
   static async start(
     bus: NatsBus,
-    options: { prefix: string; hostId?: string; log?: (line: string) => void },
+    options: {
+      prefix: string;
+      hostId?: string;
+      log?: (line: string) => void;
+      statsData?: () => Record<string, unknown>;
+    },
   ): Promise<ContractService> {
+    const { statsData } = options;
     const service = await servicesOn(bus.connection).add({
       name: CONTRACT_SERVICE_NAME,
       version: VERSION,
       description: "agentloop agent host: chat and control for every agent it serves",
       metadata: { prefix: options.prefix, ...(options.hostId === undefined ? {} : { host: options.hostId }) },
+      ...(statsData === undefined ? {} : { statsHandler: async () => statsData() }),
     });
     return new ContractService(service, bus, options.log ?? (() => {}));
   }

@@ -8,7 +8,7 @@ import type { ContextHistory } from "../context/context-history.js";
 import { InMemoryContextHistory } from "../context/in-memory-history.js";
 import { SqliteContextHistory } from "../context/sqlite-context-history.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
-import { createBusEventPublisher } from "../events/publisher.js";
+import { type BusEventPublisher, createBusEventPublisher } from "../events/publisher.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
 import { SqliteChatJournal } from "../journal/sqlite-chat-journal.js";
@@ -44,6 +44,8 @@ export interface SessionAgentFactoryOptions {
   createClient?: (backend: LlmBackend) => LlmClient;
   /** Extra event listener besides the bus (e.g. a local logger). */
   onEvent?: (event: AgentEvent) => void;
+  /** One-line notices: the first event that could not be published (the rest are counted). */
+  log?: (line: string) => void;
   /** Settings of the opt-in `shell` ToolSet (an agent's `shellEnv` adds to its `passEnv`). */
   shell?: ShellToolSetOptions;
   /** Hides the configured secrets in tool results, events and chat errors. Default: none. */
@@ -69,6 +71,8 @@ export interface SessionAgentFactoryHandle {
   readonly toolNames: readonly string[];
   /** Where sessions journal their unfinished work, if anywhere (see `journal`). */
   readonly journal: ChatJournal | undefined;
+  /** Events that could not be published on the bus, since the start (see {@link BusEventPublisher}). */
+  readonly eventPublishFailures: number;
   /** Closes the history database. Call after the host has closed. */
   close(): void;
 }
@@ -118,7 +122,18 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
     ...options,
     peers: options.definitions.map((definition) => definition.name),
   });
-  const publish = createBusEventPublisher(options.bus, { prefix });
+  const { log } = options;
+  const publish = createBusEventPublisher(options.bus, {
+    prefix,
+    // Once: a broken bus would repeat it for every token. The count goes on (the host's $SRV.STATS).
+    onError: (error, event) => {
+      if (publish.failures !== 1 || log === undefined) return;
+      const reason = error instanceof Error ? error.message : String(error);
+      log(
+        `could not publish a ${event.kind} event of ${event.agent}/${event.session}: ${reason}; further lost events are counted in $SRV.STATS (eventPublishFailures)`,
+      );
+    },
+  });
   const { onEvent } = options;
   const onLog =
     onEvent === undefined
@@ -211,6 +226,9 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
     toolNames: registry.names(),
     get journal() {
       return journalOf();
+    },
+    get eventPublishFailures() {
+      return publish.failures;
     },
     close: () => {
       database?.close();

@@ -1,11 +1,11 @@
 import type { Bus } from "../bus/bus.js";
 import { ensureEventStream } from "../bus/event-log.js";
 import { NatsBus } from "../bus/nats-bus.js";
-import type { RuntimeConfig } from "../cli/cli-context.js";
-import type { HistoryBackendName, ProtocolSettings } from "../cli/runtime-config.js";
-import { secretRedactorFor } from "../cli/runtime-config.js";
 import { SessionCluster } from "../cluster/session-cluster.js";
 import { leaseTiming } from "../cluster/session-lease.js";
+import { processEnvironment } from "../config/process-environment.js";
+import type { HistoryBackendName, ProtocolSettings, RuntimeConfig } from "../config/runtime-config.js";
+import { secretRedactorFor } from "../config/runtime-config.js";
 import { NatsHistoryStore } from "../context/nats-history-store.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
@@ -70,7 +70,7 @@ export interface HostService {
  */
 export async function startHostService(options: HostServiceOptions): Promise<HostService> {
   const { bus, config } = options;
-  const env = options.env ?? process.env;
+  const env = options.env ?? processEnvironment();
   // API keys and NATS credentials never leave in a tool result, an event, a reply or a log line.
   const redactor = secretRedactorFor(config, env);
   const log = (line: string) => options.log(redactor.redact(line));
@@ -103,6 +103,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
     hostId,
     ...(options.env === undefined ? {} : { env: options.env }),
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
+    log,
     mcpServers,
   });
   // Servers that cannot start are logged and retried: the host serves without their tools meanwhile.
@@ -143,7 +144,12 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   try {
     contract =
       bus instanceof NatsBus
-        ? await ContractService.start(bus, { prefix: config.prefix, hostId, log })
+        ? await ContractService.start(bus, {
+            prefix: config.prefix,
+            hostId,
+            log,
+            statsData: () => ({ eventPublishFailures: factory.eventPublishFailures }),
+          })
         : undefined;
     host = new AgentHost({
       bus,

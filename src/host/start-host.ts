@@ -1,9 +1,11 @@
 import type { Bus } from "../bus/bus.js";
 import { DEFAULT_PREFIX } from "../bus/subjects.js";
-import { type RuntimeConfig, UsageError } from "../cli/cli-context.js";
-import { DEFAULT_MODELS, resolveRuntimeConfig } from "../cli/runtime-config.js";
 import type { AgentConfig } from "../config/agent-config.js";
 import { parseConfig } from "../config/load-config-file.js";
+import { processEnvironment } from "../config/process-environment.js";
+import type { RuntimeConfig } from "../config/runtime-config.js";
+import { DEFAULT_MODELS, resolveRuntimeConfig } from "../config/runtime-config.js";
+import { UsageError } from "../config/usage-error.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
 import type { AgentEvent } from "../events/types.js";
 import { createHostToolSetRegistry } from "./create-session-agent.js";
@@ -67,7 +69,7 @@ export interface RunningHost {
  *   agent, or when a provider cannot be built (e.g. no API key).
  */
 export async function startHost(options: StartHostOptions): Promise<RunningHost> {
-  const env = options.env ?? process.env;
+  const env = options.env ?? processEnvironment();
   let config: RuntimeConfig;
   let definitions: ReturnType<typeof parseConfig>;
   try {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { processEnvironment } from "../config/process-environment.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
 import { AnthropicBackend } from "./anthropic/anthropic-backend.js";
 import { DemoBackend } from "./demo/demo-backend.js";
@@ -32,7 +33,10 @@ const BASE_URL_VARIABLE = { anthropic: "ANTHROPIC_BASE_URL", openai: "OPENAI_BAS
  *
  * @throws ConfigurationError when a hosted provider has neither an API key nor a base URL.
  */
-export function createBackend(config: BackendConfig, env: ProviderEnvironment = process.env): LlmBackend {
+export function createBackend(
+  config: BackendConfig,
+  env: ProviderEnvironment = processEnvironment(),
+): LlmBackend {
   const provider = parseProvider(config.provider, "provider");
   if (provider === "demo") return new DemoBackend();
   const family = provider === "anthropic" ? "anthropic" : "openai";
@@ -41,7 +45,8 @@ export function createBackend(config: BackendConfig, env: ProviderEnvironment = 
   if (apiKey === undefined && baseUrl === undefined) {
     throw missingApiKeyError(provider, KEY_VARIABLE[family]);
   }
-  const options = { apiKey, baseUrl };
+  // The environment goes along: the backends read nothing else (not the process's).
+  const options = { apiKey, baseUrl, env };
   if (provider === "anthropic") return new AnthropicBackend(options);
   if (provider === "openai-chat") return new OpenAIChatBackend(options);
   return new OpenAIResponsesBackend(options);

@@ -4,6 +4,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError, type Tool as SdkTool } from "@modelcontextprotocol/sdk/types.js";
+import { processEnvironment } from "../config/process-environment.js";
 import { SHELL_BASE_ENV } from "../tools/shell.js";
 import { McpServerNotRunningError, McpToolCallError } from "./mcp-errors.js";
 import { isStdioServerConfig, type McpServerConfig } from "./mcp-server-config.js";
@@ -239,7 +240,7 @@ export class McpServerConnection {
     const transport = new StdioClientTransport({
       command: config.command,
       args: config.args ?? [],
-      env: serverEnvironment(this.#options.env ?? process.env, config.env),
+      env: serverEnvironment(this.#options.env ?? processEnvironment(), config.env),
       // Piped, not inherited: a server's chatter must not reach the host's stderr; its last words
       // are kept for the log line that says why it stopped.
       stderr: "pipe",

@@ -1,4 +1,5 @@
 import { type Tracer, type TracerProvider, trace } from "@opentelemetry/api";
+import { processEnvironment } from "../config/process-environment.js";
 import type { EventListener } from "../events/types.js";
 import type { LlmClient } from "../llm/llm-client.js";
 import { VERSION } from "../version.js";
@@ -60,7 +61,7 @@ export function registeredTracer(): Tracer | undefined {
 export function createAgentTracing(params: AgentTracingParams): AgentTracing | undefined {
   const tracer = params.tracer ?? registeredTracer();
   if (tracer === undefined) return undefined;
-  const env = params.env ?? process.env;
+  const env = params.env ?? processEnvironment();
   const captureContent = params.captureContent ?? env[CAPTURE_CONTENT_ENV]?.trim().toLowerCase() === "true";
   const { llm } = params;
   const recorder = new ChatSpanRecorder({

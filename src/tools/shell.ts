@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { realpath } from "node:fs/promises";
 import { isAbsolute, relative, resolve, sep } from "node:path";
 import { z } from "zod";
+import { processEnvironment } from "../config/process-environment.js";
 import type { ToolCall, ToolDefinition } from "../llm/types.js";
 import { sliceCodePoints } from "../text/truncate-text.js";
 import { BackgroundTasks } from "./background-tasks.js";
@@ -98,7 +99,7 @@ class ShellToolSet implements ToolSet {
   constructor(options: ShellToolSetOptions) {
     this.#options = options;
     this.#workspace = resolve(options.workingDirectory ?? process.cwd());
-    this.#env = shellEnvironment(options.env ?? process.env, options.passEnv);
+    this.#env = shellEnvironment(options.env ?? processEnvironment(), options.passEnv);
     this.#tasks = new BackgroundTasks(
       options.createTaskId === undefined ? {} : { createId: options.createTaskId },
     );

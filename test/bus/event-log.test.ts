@@ -206,6 +206,44 @@ describe("replayEvents", () => {
     expect(stored.map((item) => item.seq)).toEqual([3]);
   });
 
+  it("reports each skipped record with its reason: not JSON, a bad common field, a malformed known kind", async () => {
+    const noisyPrefix = newPrefix();
+    await ensureEventStream(bus.connection, { prefix: noisyPrefix });
+    const subject = `${noisyPrefix}.events.bot.s1.ModelTextDelta`;
+    bus.publish(subject, "not json");
+    bus.publish(subject, JSON.stringify({ ...delta("s1", 1, "x"), seq: "one" }));
+    bus.publish(subject, JSON.stringify({ ...delta("s1", 2, "x"), delta: 42 }));
+    await publishStored(noisyPrefix, [delta("s1", 3, "real")]);
+    const skipped: Array<{ seq: number; subject: string; reason: string }> = [];
+    const stored = await collect(
+      replayEvents(bus.connection, {
+        prefix: noisyPrefix,
+        since: { seq: 1 },
+        onSkipped: (record) => skipped.push(record),
+      }),
+    );
+    expect(stored.map((item) => item.seq)).toEqual([4]);
+    expect(skipped.map((record) => record.seq)).toEqual([1, 2, 3]);
+    expect(skipped.every((record) => record.subject === subject)).toBe(true);
+    expect(skipped[0]?.reason).toBe("not JSON");
+    expect(skipped[1]?.reason).toMatch(/^seq: .*number/);
+    expect(skipped[2]?.reason).toMatch(/^ModelTextDelta: delta: .*string/);
+  });
+
+  it("keeps an event of a kind newer than this version, marked as not known (forward compatibility)", async () => {
+    const newerPrefix = newPrefix();
+    await ensureEventStream(bus.connection, { prefix: newerPrefix });
+    const newer = { ...delta("s1", 1, "x"), kind: "ModelThoughtSummary", summary: "thinking" };
+    bus.publish(`${newerPrefix}.events.bot.s1.ModelThoughtSummary`, JSON.stringify(newer));
+    await publishStored(newerPrefix, [delta("s1", 2, "real")]);
+    const stored = await collect(replayEvents(bus.connection, { prefix: newerPrefix, since: { seq: 1 } }));
+    expect(stored.map((item) => [item.isKnownKind, item.event.kind])).toEqual([
+      [false, "ModelThoughtSummary"],
+      [true, "ModelTextDelta"],
+    ]);
+    expect(stored[0]?.event).toEqual(newer);
+  });
+
   it("stops with the abort reason when its signal aborts", async () => {
     const controller = new AbortController();
     const seen: number[] = [];

@@ -5,7 +5,7 @@ import {
   DEFAULT_CONTEXT_WINDOW,
   DEFAULT_MODELS,
   resolveRuntimeConfig,
-} from "../../src/cli/runtime-config.js";
+} from "../../src/config/runtime-config.js";
 import { ConfigurationError } from "../../src/llm/configuration-error.js";
 
 const KNOWN = { provider: "string", local: "boolean", events: "string", session: "string" } as const;
@@ -136,7 +136,7 @@ describe("resolveRuntimeConfig", () => {
 
 describe("durations (--idle-timeout)", () => {
   it("reads units and refuses what is not a duration", async () => {
-    const { parseDuration, idleTimeoutFrom } = await import("../../src/cli/runtime-config.js");
+    const { parseDuration, idleTimeoutFrom } = await import("../../src/config/runtime-config.js");
     expect(parseDuration("500ms", "--x")).toBe(500);
     expect(parseDuration("90s", "--x")).toBe(90_000);
     expect(parseDuration("12h", "--x")).toBe(12 * 3_600_000);
@@ -151,7 +151,7 @@ describe("durations (--idle-timeout)", () => {
 
 describe("the NATS hold buffer (--nats-hold-mb)", () => {
   it("reads MiB from the flag, then the environment, and refuses what is not a positive integer", async () => {
-    const { natsHoldBytesFrom } = await import("../../src/cli/runtime-config.js");
+    const { natsHoldBytesFrom } = await import("../../src/config/runtime-config.js");
     expect(natsHoldBytesFrom({}, {})).toBeUndefined();
     expect(natsHoldBytesFrom({}, { AGENTLOOP_NATS_HOLD_MB: "8" })).toBe(8 * 1024 * 1024);
     expect(natsHoldBytesFrom({ "nats-hold-mb": "2" }, { AGENTLOOP_NATS_HOLD_MB: "8" })).toBe(2 * 1024 * 1024);

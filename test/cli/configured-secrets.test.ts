@@ -2,7 +2,11 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { configuredSecrets, resolveRuntimeConfig, secretRedactorFor } from "../../src/cli/runtime-config.js";
+import {
+  configuredSecrets,
+  resolveRuntimeConfig,
+  secretRedactorFor,
+} from "../../src/config/runtime-config.js";
 
 /** Issue 9, defect 4: which secrets a process hides from tool results, events and error lines. */
 

@@ -87,7 +87,7 @@ async function loggedEvents(bus: NatsBus, prefix: string, session: string): Prom
     filter: sessionEventsPattern(prefix, "assistant", session),
     since: { seq: 1 },
   })) {
-    events.push(stored.event);
+    if (stored.isKnownKind) events.push(stored.event);
   }
   return events;
 }

@@ -77,6 +77,20 @@ describe("createBusEventPublisher", () => {
     expect(errors).toEqual(["transport down @ 1", "transport down @ 2"]);
   });
 
+  it("counts the events the bus dropped, in the same count, telling onError", async () => {
+    const bus = new LocalBus();
+    await bus.close();
+    const errors: string[] = [];
+    const publish = createBusEventPublisher(bus, {
+      onError: (error, event) =>
+        errors.push(`${(error as Error).name}: ${(error as Error).message} @ ${event.seq}`),
+    });
+    publish(delta("s1", 1));
+    expect(publish.failures).toBe(1);
+    expect(bus.droppedPublishes).toBe(1);
+    expect(errors).toEqual(["BusError: the bus dropped the event @ 1"]);
+  });
+
   it("survives an onError that throws too", () => {
     const publish = createBusEventPublisher(throwingBus(), {
       onError: () => {

@@ -22,8 +22,16 @@ afterAll(async () => {
   await server.stop();
 });
 
-async function startHost(prefix: string, log: (line: string) => void) {
-  const contract = await ContractService.start(bus, { prefix, log });
+async function startHost(
+  prefix: string,
+  log: (line: string) => void,
+  statsData?: () => Record<string, unknown>,
+) {
+  const contract = await ContractService.start(bus, {
+    prefix,
+    log,
+    ...(statsData === undefined ? {} : { statsData }),
+  });
   const host = new AgentHost({
     bus,
     prefix,
@@ -62,6 +70,23 @@ describe("ContractService", () => {
     });
     await host.close();
     expect(contract.service.isStopped).toBe(true);
+  });
+
+  it("shows the host's counters (lost events) as each endpoint's data in $SRV.STATS", async () => {
+    const prefix = uniqueRoot();
+    let lost = 0;
+    const { contract, host } = await startHost(
+      prefix,
+      () => {},
+      () => ({ eventPublishFailures: lost }),
+    );
+    lost = 3;
+    const reply = await bus.request(`$SRV.STATS.agentloop.${contract.service.info().id}`, "");
+    const endpoints = (JSON.parse(reply.data) as { endpoints: Array<{ name: string; data?: unknown }> })
+      .endpoints;
+    expect(endpoints.map((endpoint) => endpoint.name).sort()).toEqual(["chat", "control"]);
+    for (const endpoint of endpoints) expect(endpoint.data).toEqual({ eventPublishFailures: 3 });
+    await host.close();
   });
 
   it("goes on answering on plain subscriptions when the service stops on an error, and says so", async () => {

@@ -28,3 +28,25 @@ describe("createSessionAgentFactory with an agent whose provider cannot be built
     await bus.close();
   });
 });
+
+describe("createSessionAgentFactory's lost events", () => {
+  it("counts every event the bus could not take in one count and logs only the first", async () => {
+    const bus = new LocalBus();
+    await bus.close();
+    const lines: string[] = [];
+    const factory = createSessionAgentFactory({
+      definitions: [{ name: "writer", provider: "demo", model: "demo", tools: [], contextWindow: 128_000 }],
+      bus,
+      env: {},
+      log: (line) => lines.push(line),
+    });
+    const agent = await factory.createAgent("writer", "s1", { post: () => {} });
+    await agent.chat("hello");
+    expect(factory.eventPublishFailures).toBeGreaterThan(1);
+    expect(factory.eventPublishFailures).toBe(bus.droppedPublishes);
+    expect(lines).toEqual([
+      "could not publish a ChatStarted event of writer/s1: the bus dropped the event; further lost events are counted in $SRV.STATS (eventPublishFailures)",
+    ]);
+    factory.close();
+  });
+});

@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { type AgentDatabase, openAgentDatabase } from "../../src/context/agent-database.js";
 import { SqliteContextHistory } from "../../src/context/sqlite-context-history.js";
+import { parseEventJson } from "../../src/events/parse-event.js";
 import { SessionActor } from "../../src/host/session-actor.js";
 import { INTERRUPTED_TOOL_RESULT } from "../../src/journal/resume-plan.js";
 import { SqliteChatJournal } from "../../src/journal/sqlite-chat-journal.js";
@@ -89,6 +90,10 @@ describe("resuming a journaled chat", () => {
     ]);
     expect(second.eventsOf("ToolCallStarted")).toEqual([]);
     expect(second.eventsOf("ChatCompleted")).toMatchObject([{ chatId }]);
+    // The resume's own kinds are valid events for every reader (one parser, src/events).
+    for (const event of [...second.eventsOf("ChatResumed"), ...second.eventsOf("ToolCallInDoubt")]) {
+      expect(parseEventJson(JSON.stringify(event))).toMatchObject({ status: "known" });
+    }
     const history = await stored();
     expect(history.map((message) => message.role)).toEqual(["user", "assistant", "tool", "assistant"]);
     expect(danglingToolCalls(history)).toEqual([]);

@@ -1,8 +1,8 @@
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
+import { parseDuration } from "../../config/runtime-config.js";
 import { type AgentListing, listAgents } from "../../protocol/agent-directory.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
-import { parseDuration } from "../runtime-config.js";
 
 /** How long `agentloop agents` watches by default: longer than a few heartbeat intervals' worth of 1 s. */
 export const DEFAULT_AGENTS_WINDOW_MS = 5_000;

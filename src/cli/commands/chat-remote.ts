@@ -6,8 +6,8 @@ import { redactNatsUrl } from "../../bus/nats-url.js";
 import { HostSilentError, requestWithHeartbeat } from "../../bus/request-with-heartbeat.js";
 import { chatSubject, sessionEventsPattern, sessionHeartbeatSubject } from "../../bus/subjects.js";
 import { exitCodeOfReply } from "../../errors/error-code.js";
+import { parseEventJson } from "../../events/parse-event.js";
 import type { AgentEvent } from "../../events/types.js";
-import { parseAgentEvent } from "../../ui/parse-agent-event.js";
 import type { CliContext } from "../cli-context.js";
 import { createApprovalPrompt } from "./approval-prompt.js";
 import { createEventPrinter } from "./chat.js";
@@ -80,8 +80,9 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
     const subscription = bus.subscribe(
       sessionEventsPattern(config.prefix, args.agent, args.session),
       (message) => {
-        const event = parseAgentEvent(message.data);
-        if (event !== undefined) onEvent(event);
+        // Only known kinds: the printer and the approval prompt need the kind's fields.
+        const parsed = parseEventJson(message.data);
+        if (parsed.status === "known") onEvent(parsed.event);
       },
     );
     try {

@@ -1,6 +1,7 @@
 import { ChatCancelledError } from "../../agent/chat-errors.js";
 import { createAgent } from "../../agent/create-agent.js";
 import { isValidName } from "../../bus/subjects.js";
+import { secretRedactorFor } from "../../config/runtime-config.js";
 import { SqliteContextHistory } from "../../context/sqlite-context-history.js";
 import { ConfigurationError } from "../../errors/configuration-error.js";
 import type { AgentEvent } from "../../events/types.js";
@@ -11,7 +12,6 @@ import { RetryingLlmClient } from "../../llm/retrying-client.js";
 import { builtinToolSets } from "../../tools/builtin/index.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
 import { createPalette, describeEvent } from "../format-event.js";
-import { secretRedactorFor } from "../runtime-config.js";
 import { runRemoteChat } from "./chat-remote.js";
 
 export const EVENT_MODES = ["jsonl", "pretty", "none"] as const;

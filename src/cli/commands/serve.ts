@@ -1,13 +1,6 @@
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { loadConfigFile } from "../../config/load-config-file.js";
-import { loadAgentDefinitions, type ResolvedAgentDefinition } from "../../host/agent-definitions.js";
-import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
-import { describeAgents, startHostService } from "../../host/host-service.js";
-import type { ProviderName } from "../../llm/create-backend.js";
-import { type CliContext, type Command, UsageError } from "../cli-context.js";
-import { clusterSettingsFrom } from "../cluster-settings.js";
-import { untilAborted } from "../command-helpers.js";
 import {
   DEFAULT_MODELS,
   historyBackendFrom,
@@ -16,7 +9,14 @@ import {
   maxSessionsFrom,
   natsHoldBytesFrom,
   protocolSettingsFrom,
-} from "../runtime-config.js";
+} from "../../config/runtime-config.js";
+import { loadAgentDefinitions, type ResolvedAgentDefinition } from "../../host/agent-definitions.js";
+import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
+import { describeAgents, startHostService } from "../../host/host-service.js";
+import type { ProviderName } from "../../llm/create-backend.js";
+import { type CliContext, type Command, UsageError } from "../cli-context.js";
+import { clusterSettingsFrom } from "../cluster-settings.js";
+import { untilAborted } from "../command-helpers.js";
 
 /** `--agents FILE` (JSON) or `--config FILE` (code) read, validated and completed from the CLI configuration. */
 export function loadAgentsFromFlags(context: CliContext): Promise<ResolvedAgentDefinition[]> {

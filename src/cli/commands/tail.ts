@@ -4,8 +4,8 @@ import { type ReplayStart, replayEvents } from "../../bus/event-log.js";
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { allEventsPattern, isValidPattern } from "../../bus/subjects.js";
-import type { AgentEvent, EventKind } from "../../events/types.js";
-import { parseAgentEvent } from "../../ui/parse-agent-event.js";
+import { parseEventJson } from "../../events/parse-event.js";
+import type { AgentEvent, EventKind, UnknownEvent } from "../../events/types.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
 import { untilAborted } from "../command-helpers.js";
 import { createPalette, formatEventLine } from "../format-event.js";
@@ -18,8 +18,11 @@ export const NOISY_EVENT_KINDS: readonly EventKind[] = [
 ];
 
 export interface EventLogger {
-  /** Prints the event (and appends it to the JSONL file when there is one). */
-  write(event: AgentEvent): void;
+  /**
+   * Prints the event (and appends it to the JSONL file when there is one). An event of a kind newer
+   * than this version is logged too, as it came: the logging service keeps everything.
+   */
+  write(event: AgentEvent | UnknownEvent): void;
   /** Flushes and closes the JSONL file. */
   close(): Promise<void>;
 }
@@ -67,7 +70,7 @@ export function createEventLogger(options: {
   return {
     write(event) {
       file?.write(`${JSON.stringify(event)}\n`);
-      if (!skip.has(event.kind)) options.stdout.write(`${formatEventLine(event, palette)}\n`);
+      if (!skip.has(event.kind as EventKind)) options.stdout.write(`${formatEventLine(event, palette)}\n`);
     },
     close: () =>
       new Promise<void>((resolve) => {
@@ -98,7 +101,7 @@ export function parseSince(value: string | boolean | undefined): ReplayStart | u
 }
 
 /** Identity of an event across the log and the live feed (seq restarts for a session without a history). */
-function eventKey(event: AgentEvent): string {
+function eventKey(event: AgentEvent | UnknownEvent): string {
   return `${event.agent}\u0000${event.session}\u0000${event.chatId}\u0000${event.seq}\u0000${event.kind}`;
 }
 
@@ -114,19 +117,19 @@ export async function followEvents(options: {
   since?: ReplayStart;
   logger: EventLogger;
   signal: AbortSignal;
-  /** Told about payloads on the filter that are not events. */
-  onInvalid?: (subject: string) => void;
+  /** Told about payloads on the filter (live or stored) that are not events, with the reason. */
+  onInvalid?: (subject: string, reason: string) => void;
 }): Promise<void> {
   const { bus, logger } = options;
-  let held: AgentEvent[] | undefined = options.since === undefined ? undefined : [];
+  let held: Array<AgentEvent | UnknownEvent> | undefined = options.since === undefined ? undefined : [];
   const subscription = bus.subscribe(options.filter, (message) => {
-    const event = parseAgentEvent(message.data);
-    if (event === undefined) {
-      options.onInvalid?.(message.subject);
+    const parsed = parseEventJson(message.data);
+    if (parsed.status === "invalid") {
+      options.onInvalid?.(message.subject, parsed.reason);
       return;
     }
-    if (held !== undefined) held.push(event);
-    else logger.write(event);
+    if (held !== undefined) held.push(parsed.event);
+    else logger.write(parsed.event);
   });
   try {
     if (options.since !== undefined) {
@@ -139,6 +142,9 @@ export async function followEvents(options: {
         since: options.since,
         prefix: options.prefix,
         signal: options.signal,
+        ...(options.onInvalid === undefined
+          ? {}
+          : { onSkipped: (record) => options.onInvalid?.(record.subject, record.reason) }),
       })) {
         replayed.add(eventKey(stored.event));
         logger.write(stored.event);
@@ -201,10 +207,12 @@ export const tailCommand: Command = async (context) => {
       ...(since === undefined ? {} : { since }),
       logger,
       signal: context.signal,
-      onInvalid: (subject) => {
+      onInvalid: (subject, reason) => {
         if (hasWarned) return;
         hasWarned = true;
-        context.stderr.write(`agentloop tail: skipping payloads that are not events (first on ${subject})\n`);
+        context.stderr.write(
+          `agentloop tail: skipping payloads that are not events (first on ${subject}: ${reason})\n`,
+        );
       },
     });
     return 0;

@@ -3,11 +3,6 @@ import { LocalBus } from "../../bus/local-bus.js";
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { allEventsPattern } from "../../bus/subjects.js";
-import { describeAgents, startHostService } from "../../host/host-service.js";
-import { startUiServer } from "../../ui/ui-server.js";
-import type { Command } from "../cli-context.js";
-import { clusterSettingsFrom } from "../cluster-settings.js";
-import { parsePort, untilAborted } from "../command-helpers.js";
 import {
   historyBackendFrom,
   hostIdFrom,
@@ -15,7 +10,12 @@ import {
   maxSessionsFrom,
   natsHoldBytesFrom,
   protocolSettingsFrom,
-} from "../runtime-config.js";
+} from "../../config/runtime-config.js";
+import { describeAgents, startHostService } from "../../host/host-service.js";
+import { startUiServer } from "../../ui/ui-server.js";
+import type { Command } from "../cli-context.js";
+import { clusterSettingsFrom } from "../cluster-settings.js";
+import { parsePort, untilAborted } from "../command-helpers.js";
 import { loadAgentsFromFlags } from "./serve.js";
 import { createEventLogger, followEvents, NOISY_EVENT_KINDS } from "./tail.js";
 

@@ -1,5 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { z } from "zod";
+import { processEnvironment } from "../../config/process-environment.js";
+import type { ProviderEnvironment } from "../create-backend.js";
 import { InvalidResponseError, type LlmError, RequestTimeoutError } from "../errors.js";
 import {
   DEFAULT_FIRST_BYTE_TIMEOUT_MS,
@@ -8,6 +10,7 @@ import {
   DEFAULT_TOTAL_TIMEOUT_MS,
   RequestDeadline,
 } from "../request-deadline.js";
+import { sdkLogLevel } from "../sdk-log-level.js";
 import type { BackendSink, GenerateRequest, GenerateResponse, LlmBackend } from "../types.js";
 import { AnthropicStreamAccumulator, type StreamDelta } from "./anthropic-stream-accumulator.js";
 import { AnthropicMessageResponse, AnthropicStreamEvent } from "./anthropic-wire-schema.js";
@@ -17,16 +20,24 @@ import { toAnthropicRequest } from "./to-anthropic-request.js";
 
 export interface AnthropicBackendOptions {
   /**
-   * Default: `ANTHROPIC_API_KEY`; without either the SDK's own chain applies
-   * (`ANTHROPIC_AUTH_TOKEN`, profiles), and with a `baseUrl` but no credential at all requests go
-   * out without one (a keyless local server).
+   * Default: `ANTHROPIC_API_KEY` of `env`; without either, `ANTHROPIC_AUTH_TOKEN` of `env` is sent
+   * as a bearer token, and with a `baseUrl` but no credential at all requests go out without one
+   * (a keyless local server).
    */
   apiKey?: string;
-  /** Default: `ANTHROPIC_BASE_URL`, else the SDK's (https://api.anthropic.com). */
+  /** Default: `ANTHROPIC_BASE_URL` of `env`, else https://api.anthropic.com. */
   baseUrl?: string;
   /** Sent with every request (e.g. `anthropic-beta`, or a proxy's own header). */
   defaultHeaders?: Record<string, string>;
+  /**
+   * The only environment the backend reads (the SDK is given every value, so it reads none):
+   * default the process's. A key missing here never reaches the server, even if the process has one.
+   */
+  env?: ProviderEnvironment;
 }
+
+/** Where the SDK sends requests when neither the options nor the environment say otherwise. */
+const ANTHROPIC_API_URL = "https://api.anthropic.com";
 
 /** A sink callback threw: that is the caller's error, passed on as it is, never mapped. */
 class SinkFailure {
@@ -47,21 +58,21 @@ export class AnthropicBackend implements LlmBackend {
   private readonly client: Anthropic;
 
   constructor(options: AnthropicBackendOptions = {}) {
-    const apiKey = options.apiKey ?? nonEmpty(process.env.ANTHROPIC_API_KEY);
+    const env = options.env ?? processEnvironment();
+    const apiKey = options.apiKey ?? nonEmpty(env.ANTHROPIC_API_KEY);
+    const authToken = apiKey === undefined ? nonEmpty(env.ANTHROPIC_AUTH_TOKEN) : undefined;
+    const baseUrl = options.baseUrl ?? nonEmpty(env.ANTHROPIC_BASE_URL);
     // A server of our own given without any credential (a local proxy, an Anthropic-compatible
     // server) is keyless: the explicit null stops the SDK from refusing to send without one.
-    const isKeyless =
-      apiKey === undefined && options.baseUrl !== undefined && !nonEmpty(process.env.ANTHROPIC_AUTH_TOKEN);
+    const isKeyless = apiKey === undefined && authToken === undefined && baseUrl !== undefined;
     this.client = new Anthropic({
-      // null: ANTHROPIC_API_KEY was read above, the SDK must not fall back to it again.
+      // null, never undefined: the SDK would read the process's ANTHROPIC_API_KEY / _AUTH_TOKEN.
       apiKey: apiKey ?? null,
-      // undefined lets the SDK read ANTHROPIC_BASE_URL.
-      baseURL: options.baseUrl,
+      authToken: authToken ?? null,
+      baseURL: baseUrl ?? ANTHROPIC_API_URL,
       defaultHeaders: isKeyless ? { authorization: null, ...options.defaultHeaders } : options.defaultHeaders,
       maxRetries: 0,
-      // Every SDK failure reaches the caller as an error, so the SDK's own log lines (e.g. a
-      // malformed frame, logged before it throws) would only repeat it. ANTHROPIC_LOG still wins.
-      logLevel: process.env.ANTHROPIC_LOG ? undefined : "off",
+      logLevel: sdkLogLevel(env.ANTHROPIC_LOG),
     });
   }
 

@@ -1,6 +1,8 @@
 import OpenAI from "openai";
+import { processEnvironment } from "../../config/process-environment.js";
 import type { ConfigurationError } from "../../errors/configuration-error.js";
 import { missingApiKeyError } from "../missing-api-key.js";
+import { sdkLogLevel } from "../sdk-log-level.js";
 
 /** How to reach an OpenAI (or OpenAI-compatible) server. Every field is optional. */
 export interface OpenAIBackendOptions {
@@ -11,7 +13,15 @@ export interface OpenAIBackendOptions {
   defaultHeaders?: Record<string, string>;
   /** Injected for tests and proxies; defaults to the global `fetch`. */
   fetch?: typeof globalThis.fetch;
+  /**
+   * The only environment the client reads (the SDK is given every value, so it reads none):
+   * default the process's. A key missing here never reaches the server, even if the process has one.
+   */
+  env?: OpenAIEnvironment;
 }
+
+/** Where the SDK sends requests when neither the options nor the environment say otherwise. */
+const OPENAI_API_URL = "https://api.openai.com/v1";
 
 /** Sent to keyless OpenAI-compatible servers: the SDK refuses to build a client without a key. */
 export const PLACEHOLDER_API_KEY = "not-needed";
@@ -29,7 +39,7 @@ export type OpenAIEnvironment = Record<string, string | undefined>;
  */
 export function createOpenAIClient(
   options: OpenAIBackendOptions,
-  env: OpenAIEnvironment = process.env,
+  env: OpenAIEnvironment = options.env ?? processEnvironment(),
 ): OpenAI {
   const baseURL = options.baseUrl ?? env.OPENAI_BASE_URL;
   const apiKey = options.apiKey ?? env.OPENAI_API_KEY ?? (baseURL ? PLACEHOLDER_API_KEY : undefined);
@@ -38,10 +48,13 @@ export function createOpenAIClient(
   }
   return new OpenAI({
     apiKey,
-    baseURL,
+    // Given explicitly (null for none): left undefined, the SDK reads the process's variables.
+    baseURL: baseURL ?? OPENAI_API_URL,
+    organization: env.OPENAI_ORG_ID ?? null,
+    project: env.OPENAI_PROJECT_ID ?? null,
     maxRetries: 0,
     defaultHeaders: options.defaultHeaders,
     fetch: options.fetch,
-    logLevel: env.OPENAI_LOG ? undefined : "off",
+    logLevel: sdkLogLevel(env.OPENAI_LOG),
   });
 }

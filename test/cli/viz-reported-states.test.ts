@@ -11,7 +11,7 @@ import {
 } from "../support/cli.js";
 
 /**
- * Review: `agentloop viz` (the built binary) names the states SPEC §2–§3 and §7.3 ask for in all
+ * `agentloop viz` (the built binary) names the states SPEC §2–§3 and §7.3 ask for in all
  * three formats, and every state a real chat reports in `StateChanged` events is a state the
  * exported diagram of that machine has, so a live diagram can always highlight it.
  */
@@ -43,7 +43,7 @@ const NAMED_STATES = {
   session: ["idle", "processing", "compacting", "resetting"],
 } as const;
 
-describe("review: viz exports through the binary", () => {
+describe("viz exports through the binary", () => {
   it.each(
     Object.entries(NAMED_STATES),
   )("--machine %s names its states in mermaid, json and svg", async (machine, states) => {
@@ -73,7 +73,7 @@ afterEach(async () => {
   fake = undefined;
 });
 
-describe("review: StateChanged events match the exported diagrams", () => {
+describe("StateChanged events match the exported diagrams", () => {
   it("a tool loop that compacts reports only states the diagrams have, ending in done", async () => {
     fake = await startFakeProvider("openai-chat", [
       turn({ toolCalls: [{ id: "call_1", name: "current_time", arguments: "{}" }] }),

@@ -1,10 +1,37 @@
 import { readFileSync } from "node:fs";
 import { parseNatsUrl } from "../bus/nats-url.js";
 import { isValidHostId } from "../host/host-id.js";
-import { knownContextWindow, resolveProvider } from "../llm/create-backend.js";
+import { knownContextWindow, type ProviderName, resolveProvider } from "../llm/create-backend.js";
 import type { ReasoningEffort } from "../llm/types.js";
 import { createSecretRedactor, type SecretRedactor } from "../text/secret-redactor.js";
-import { type RuntimeConfig, UsageError } from "./cli-context.js";
+import { UsageError } from "./usage-error.js";
+
+/**
+ * The runtime configuration the CLI and the host share: provider settings and the shared flags,
+ * resolved from flags, then the environment (given, never read here), then defaults (SPEC §12).
+ */
+
+/** Provider settings and shared flags, resolved from flags, then env, then defaults (SPEC §12). */
+export interface RuntimeConfig {
+  provider: ProviderName;
+  /** Model name; the provider's default when unset. */
+  model: string;
+  baseUrl?: string;
+  apiKey?: string;
+  maxIterations?: number;
+  reasoningEffort?: ReasoningEffort;
+  /** Token limit the compaction ratio is measured against. */
+  contextWindow: number;
+  /** `--stream-idle-timeout` / `AGENTLOOP_STREAM_IDLE_TIMEOUT`; undefined = the backends' default (120 s). */
+  streamIdleTimeoutMs?: number;
+  /** NATS URL (flag --nats, env NATS_URL, default nats://127.0.0.1:4222). */
+  natsUrl: string;
+  natsCreds?: string;
+  /** SQLite file (flag --db, env AGENTLOOP_DB); undefined = in memory. */
+  db?: string;
+  /** Subject prefix (flag --prefix, env AGENTLOOP_PREFIX, default "agentloop"). */
+  prefix: string;
+}
 
 /** The model each provider uses when none is given. */
 export const DEFAULT_MODELS: Record<RuntimeConfig["provider"], string> = {

@@ -1,37 +1,17 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { AgentEvent } from "../../src/events/types.js";
 import { turn } from "../../src/testing/index.js";
-import {
-  callableTools,
-  type FakeProvider,
-  HOSTED_PROVIDERS,
-  type HostedProvider,
-  type ProviderReply,
-  parseJsonl,
-  runCli,
-  startFakeProvider,
-  textTurn,
-  toolResults,
-} from "../support/cli.js";
+import { callableTools, HOSTED_PROVIDERS, parseJsonl, textTurn, toolResults } from "../support/cli.js";
+import { useLocalChat } from "../support/local-chat.js";
 
 /**
- * Review: tool errors the model causes (SPEC §6.2) through `agentloop chat --local`: arguments
+ * Tool errors the model causes (SPEC §6.2) through `agentloop chat --local`: arguments
  * that fail the schema, arguments that are not JSON, an unknown tool name. Each becomes a
  * `ToolCallFailed` event and an `{"error": …}` result in the next request; the chat goes on.
  * Also the iteration cap with reasoning on (SPEC §2.2).
  */
 
-let fake: FakeProvider | undefined;
-afterEach(async () => {
-  await fake?.close();
-  fake = undefined;
-});
-
-async function chat(provider: HostedProvider, script: readonly ProviderReply[], args: readonly string[]) {
-  fake = await startFakeProvider(provider, script);
-  const run = await runCli(["chat", "--local", ...fake.flags, ...args], { env: fake.env });
-  return { run, bodies: fake.bodies() };
-}
+const chat = useLocalChat();
 
 function errorOf(output: string): string {
   const parsed = JSON.parse(output) as { error?: unknown };
@@ -40,7 +20,7 @@ function errorOf(output: string): string {
   return parsed.error as string;
 }
 
-describe.each(HOSTED_PROVIDERS)("review: tool errors with --provider %s", (provider) => {
+describe.each(HOSTED_PROVIDERS)("tool errors with --provider %s", (provider) => {
   it("bad todo_list arguments and an unknown tool → ToolCallFailed and {error} results; the chat goes on", async () => {
     const calls = [
       {
@@ -124,7 +104,7 @@ describe.each(HOSTED_PROVIDERS)("review: tool errors with --provider %s", (provi
   });
 });
 
-describe.each(HOSTED_PROVIDERS)("review: the iteration cap with reasoning on (--provider %s)", (provider) => {
+describe.each(HOSTED_PROVIDERS)("the iteration cap with reasoning on (--provider %s)", (provider) => {
   it("the final request forbids tool calls but keeps the reasoning settings", async () => {
     const model = provider === "anthropic" ? "claude-sonnet-4-5-20250929" : "gpt-5-mini";
     const call = (id: string) => ({ id, name: "current_time", arguments: "{}" });

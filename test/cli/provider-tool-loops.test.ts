@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { AgentEvent } from "../../src/events/types.js";
 import {
   type AnthropicEvent,
@@ -8,35 +8,17 @@ import {
   responsesSse,
   turn,
 } from "../../src/testing/index.js";
-import {
-  callableTools,
-  type FakeProvider,
-  type HostedProvider,
-  type ProviderReply,
-  parseJsonl,
-  runCli,
-  startFakeProvider,
-  toolResults,
-} from "../support/cli.js";
+import { callableTools, parseJsonl, toolResults } from "../support/cli.js";
+import { useLocalChat } from "../support/local-chat.js";
 
 /**
- * Review: tool loops through `agentloop chat --local` in each provider's real wire format, with
+ * Tool loops through `agentloop chat --local` in each provider's real wire format, with
  * the reasoning each provider streams alongside (Anthropic thinking + signature + redacted
  * thinking, Responses reasoning summaries, DeepSeek-style `reasoning_content`), tool calls streamed
  * in fragments, and the replay the second request must carry.
  */
 
-let fake: FakeProvider | undefined;
-afterEach(async () => {
-  await fake?.close();
-  fake = undefined;
-});
-
-async function chat(provider: HostedProvider, script: readonly ProviderReply[], args: readonly string[]) {
-  fake = await startFakeProvider(provider, script);
-  const run = await runCli(["chat", "--local", ...fake.flags, ...args], { env: fake.env });
-  return { run, bodies: fake.bodies() };
-}
+const chat = useLocalChat();
 
 type Body = Record<string, unknown>;
 
@@ -181,7 +163,7 @@ function deltas(events: AgentEvent[], kind: "ModelTextDelta" | "ModelReasoningDe
   return events.flatMap((event) => (event.kind === kind ? [event.delta] : [])).join("");
 }
 
-describe("review: anthropic tool loop with thinking", () => {
+describe("anthropic tool loop with thinking", () => {
   it("replays thinking (with its signature) and redacted thinking verbatim before the tool_use blocks", async () => {
     const { run, bodies } = await chat(
       "anthropic",
@@ -233,7 +215,7 @@ describe("review: anthropic tool loop with thinking", () => {
   });
 });
 
-describe("review: openai-responses tool loop", () => {
+describe("openai-responses tool loop", () => {
   function responsesToolTurn(): FakeResponse {
     const response = (status: string, output: unknown[], usage: unknown = null) => ({
       id: "resp_68879c3e5a7c8190",
@@ -395,7 +377,7 @@ describe("review: openai-responses tool loop", () => {
   });
 });
 
-describe("review: openai-chat tool calls fragmented by index", () => {
+describe("openai-chat tool calls fragmented by index", () => {
   const base = {
     id: "chatcmpl-BxQ4nT1ZkV9sYH2p",
     object: "chat.completion.chunk",

@@ -1,43 +1,35 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { turn } from "../../src/testing/index.js";
 import {
-  type FakeProvider,
   HOSTED_PROVIDERS,
   type HostedProvider,
   type ProviderReply,
   parseJsonl,
-  runCli,
-  startFakeProvider,
   textTurn,
 } from "../support/cli.js";
+import { useLocalChat } from "../support/local-chat.js";
 
 /**
- * Review: when the CLI compacts (SPEC §2.4–2.5, §12 `--context-window`): the ratio is the LAST
+ * When the CLI compacts (SPEC §2.4–2.5, §12 `--context-window`): the ratio is the LAST
  * request's prompt + completion tokens over the window (never the sum over a tool loop), compared
  * with ≥ 0.7; the window defaults to the model's known one, else 128,000; the env variable works.
  */
 
-let fake: FakeProvider | undefined;
-afterEach(async () => {
-  await fake?.close();
-  fake = undefined;
-});
+const localChat = useLocalChat();
 
+/** A chat whose events come as JSONL, with the compaction phases it went through. */
 async function chat(
   provider: HostedProvider,
   script: readonly ProviderReply[],
   args: readonly string[],
   env: Record<string, string> = {},
 ) {
-  fake = await startFakeProvider(provider, script);
-  const run = await runCli(["chat", "--local", ...fake.flags, "--events", "jsonl", ...args], {
-    env: { ...fake.env, ...env },
-  });
+  const { run, bodies } = await localChat(provider, script, ["--events", "jsonl", ...args], env);
   expect(run.stderr).toBe("");
   expect(run.code).toBe(0);
   const { events, last } = parseJsonl(run.stdout);
   const phases = events.flatMap((event) => (event.kind === "ContextCompaction" ? [event.phase] : []));
-  return { run, bodies: fake.bodies(), events, last, phases };
+  return { run, bodies, events, last, phases };
 }
 
 const TOOL_TURN = (prompt: number, completion: number) =>
@@ -46,7 +38,7 @@ const TOOL_TURN = (prompt: number, completion: number) =>
     usage: { prompt, completion },
   });
 
-describe.each(HOSTED_PROVIDERS)("review: the compaction threshold (--provider %s)", (provider) => {
+describe.each(HOSTED_PROVIDERS)("the compaction threshold (--provider %s)", (provider) => {
   it("a tool loop whose sum is over the window but whose last request is at 69% does not compact", async () => {
     const { bodies, phases, last, events } = await chat(
       provider,
@@ -76,7 +68,6 @@ describe.each(HOSTED_PROVIDERS)("review: the compaction threshold (--provider %s
       AGENTLOOP_CONTEXT_WINDOW: "100",
     });
     expect(fromEnv.phases).toEqual(["started", "completed"]);
-    await fake?.close();
     const flagWins = await chat(provider, [turn({ text: "A", usage })], ["--context-window", "1000", "hi"], {
       AGENTLOOP_CONTEXT_WINDOW: "100",
     });
@@ -93,14 +84,13 @@ describe.each(HOSTED_PROVIDERS)("review: the compaction threshold (--provider %s
       ["--model", "my-local-model", "hi"],
     );
     expect(unknownModel.phases).toEqual(["started", "completed"]);
-    await fake?.close();
     const knownModel = provider === "anthropic" ? "claude-sonnet-4-5" : "gpt-4.1-mini";
     const known = await chat(provider, [turn({ text: "A", usage })], ["--model", knownModel, "hi"]);
     expect(known.phases).toEqual([]);
   });
 });
 
-describe("review: anthropic prompt-cache tokens count toward the context", () => {
+describe("anthropic prompt-cache tokens count toward the context", () => {
   it("input_tokens + cache_read_input_tokens + output reaching 70% compacts", async () => {
     const { phases, last } = await chat(
       "anthropic",

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { AgentEvent } from "../../src/events/types.js";
 import {
   anthropicSse,
@@ -12,36 +12,23 @@ import {
 } from "../../src/testing/index.js";
 import {
   anthropicTurn,
-  type FakeProvider,
   HOSTED_PROVIDERS,
   type HostedProvider,
   linesOf,
-  type ProviderReply,
   parseJsonl,
   providerError,
-  runCli,
   stackLines,
-  startFakeProvider,
   textTurn,
 } from "../support/cli.js";
 import { anthropicFixture } from "../support/fixtures.js";
+import { useLocalChat } from "../support/local-chat.js";
 
 /**
- * Review: provider faults through `agentloop chat --local`, for each wire format: a 429 with
+ * Provider faults through `agentloop chat --local`, for each wire format: a 429 with
  * retry-after, a 400, a stream cut mid-answer, an empty reply, malformed JSON.
  */
 
-let fake: FakeProvider | undefined;
-afterEach(async () => {
-  await fake?.close();
-  fake = undefined;
-});
-
-async function chat(provider: HostedProvider, script: readonly ProviderReply[], args: readonly string[]) {
-  fake = await startFakeProvider(provider, script);
-  const run = await runCli(["chat", "--local", ...fake.flags, ...args], { env: fake.env });
-  return { run, bodies: fake.bodies() };
-}
+const chat = useLocalChat();
 
 /** A text turn rendered as the provider's stream (to cut it or tamper with it). */
 function streamedTurn(provider: HostedProvider, text: string[]): Extract<FakeResponse, { type: "sse" }> {
@@ -72,7 +59,7 @@ function withoutStates(events: AgentEvent[]): AgentEvent[] {
   return events.filter((event) => event.kind !== "StateChanged");
 }
 
-describe.each(HOSTED_PROVIDERS)("review: faults with --provider %s", (provider) => {
+describe.each(HOSTED_PROVIDERS)("faults with --provider %s", (provider) => {
   it("a 429 with retry-after: 1 → one reset, the same request again, then the answer", async () => {
     const { run, bodies } = await chat(
       provider,
@@ -209,7 +196,7 @@ describe.each(HOSTED_PROVIDERS)("review: faults with --provider %s", (provider) 
   });
 });
 
-describe("review: anthropic overloaded error event mid-stream", () => {
+describe("anthropic overloaded error event mid-stream", () => {
   it("resets and retries; the Result holds only the retried text", async () => {
     const { run, bodies } = await chat(
       "anthropic",
@@ -226,7 +213,7 @@ describe("review: anthropic overloaded error event mid-stream", () => {
   });
 });
 
-describe.each(HOSTED_PROVIDERS)("review: a cut during reasoning (--provider %s)", (provider) => {
+describe.each(HOSTED_PROVIDERS)("a cut during reasoning (--provider %s)", (provider) => {
   /** A stream that sends two reasoning deltas and is then cut. */
   function reasoningThenCut(): FakeResponse {
     if (provider === "anthropic") {
@@ -295,7 +282,7 @@ describe.each(HOSTED_PROVIDERS)("review: a cut during reasoning (--provider %s)"
   });
 });
 
-describe.each(HOSTED_PROVIDERS)("review: resets around a tool turn (--provider %s)", (provider) => {
+describe.each(HOSTED_PROVIDERS)("resets around a tool turn (--provider %s)", (provider) => {
   it("a cut inside the tool call's arguments and a 429 on the next iteration run the tool exactly once", async () => {
     const spec = { toolCalls: [{ id: "call_once", name: "current_time", arguments: '{"unused": true}' }] };
     const full =

@@ -21,7 +21,7 @@ import {
 } from "../support/cli.js";
 
 /**
- * Review: history in SQLite across processes (SPEC §7, §12): a tool loop restored by a second
+ * History in SQLite across processes (SPEC §7, §12): a tool loop restored by a second
  * process, Anthropic thinking restored with its signatures, compaction replacing the history with
  * one user message, a failed compaction losing nothing, and a final-turn tool call that must not
  * leave a dangling call behind.
@@ -39,7 +39,7 @@ afterEach(async () => {
 type Body = Record<string, unknown>;
 
 function dbPath(): string {
-  directory = mkdtempSync(join(tmpdir(), "agentloop-review-"));
+  directory = mkdtempSync(join(tmpdir(), "agentloop-history-"));
   return join(directory, "history.db");
 }
 
@@ -84,7 +84,7 @@ function expectNoDanglingCalls(provider: HostedProvider, body: Body) {
   expect(results.sort()).toEqual(calls.sort());
 }
 
-describe.each(HOSTED_PROVIDERS)("review: history across two processes (--provider %s)", (provider) => {
+describe.each(HOSTED_PROVIDERS)("history across two processes (--provider %s)", (provider) => {
   it("a tool loop is restored by the next process with calls and results paired and in order", async () => {
     const db = dbPath();
     fake = await startFakeProvider(provider, [
@@ -248,7 +248,7 @@ describe.each(HOSTED_PROVIDERS)("review: history across two processes (--provide
   });
 });
 
-describe("review: anthropic thinking restored from history", () => {
+describe("anthropic thinking restored from history", () => {
   const SIGNATURE = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds9lKnKsgPV2v";
   const REDACTED = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP";
 
