@@ -338,8 +338,11 @@ export class NatsBus implements Bus {
   /** Publishes now; false (counted and logged) when the client refuses. */
   private send(subject: string, data: string, headers: Record<string, string> | undefined): boolean {
     try {
-      if (headers === undefined) this.connection.publish(subject, data);
-      else this.connection.publish(subject, data, { headers: toNatsHeaders(headers) });
+      // Encoded here from Node's shared buffer pool: the client's own encoding allocates a fresh
+      // ArrayBuffer per message, the largest per-publish cost after the socket write.
+      const payload = Buffer.from(data, "utf8");
+      if (headers === undefined) this.connection.publish(subject, payload);
+      else this.connection.publish(subject, payload, { headers: toNatsHeaders(headers) });
       return true;
     } catch (error) {
       // Best-effort by contract (closed, draining, payload over max_payload): count, never throw.
