@@ -1,6 +1,7 @@
 import type { Bus } from "../bus/bus.js";
 import { isOverMaxPayload } from "../bus/payload-size.js";
 import { DEFAULT_PREFIX, eventSubject } from "../bus/subjects.js";
+import { createEventJsonWriter } from "./event-json.js";
 import { fitEventToPayload } from "./fit-event.js";
 import type { AgentEvent } from "./types.js";
 
@@ -19,8 +20,9 @@ export interface BusEventPublisher {
 
 /**
  * Publishes each event as JSON on `<prefix>.events.<agent>.<session>.<Kind>` (SPEC §9, §11).
- * On the hot path (one call per text delta), so it does nothing but build the subject and
- * stringify: no validation, no copies. Best-effort: a failing bus or an unserialisable event is
+ * On the hot path (one call per text delta), so it does nothing but build the subject and the
+ * JSON (with the chat's stamp encoded once, see {@link createEventJsonWriter}): no validation, no
+ * copies. Best-effort: a failing bus or an unserialisable event is
  * counted and swallowed, never thrown into the chat.
  *
  * An event over the bus's max payload (a long result or tool output) is not lost: its long strings
@@ -29,10 +31,11 @@ export interface BusEventPublisher {
 export function createBusEventPublisher(bus: Bus, options: BusEventPublisherOptions = {}): BusEventPublisher {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const { onError } = options;
+  const toJson = createEventJsonWriter();
   let failures = 0;
   const publish = (event: AgentEvent): void => {
     try {
-      let data = JSON.stringify(event);
+      let data = toJson(event);
       if (isOverMaxPayload(data, bus.maxPayload)) data = fitEventToPayload(event, bus.maxPayload) ?? data;
       bus.publish(eventSubject(prefix, event.agent, event.session, event.kind), data);
     } catch (error) {
