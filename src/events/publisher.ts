@@ -3,7 +3,7 @@ import { isOverMaxPayload } from "../bus/payload-size.js";
 import { DEFAULT_PREFIX, eventSubject } from "../bus/subjects.js";
 import { createEventJsonWriter } from "./event-json.js";
 import { fitEventToPayload } from "./fit-event.js";
-import type { AgentEvent } from "./types.js";
+import type { AgentEvent, EventKind } from "./types.js";
 
 export interface BusEventPublisherOptions {
   /** Subject prefix (default `agentloop`). */
@@ -32,12 +32,30 @@ export function createBusEventPublisher(bus: Bus, options: BusEventPublisherOpti
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const { onError } = options;
   const toJson = createEventJsonWriter();
+  // A session publishes on a handful of subjects: the same string each time, so the bus sees a
+  // subject it has already checked and the client a flat string.
+  const subjects = new Map<EventKind, string>();
+  let agent = "";
+  let session = "";
+  const subjectOf = (event: AgentEvent): string => {
+    if (event.agent !== agent || event.session !== session) {
+      subjects.clear();
+      agent = event.agent;
+      session = event.session;
+    }
+    let subject = subjects.get(event.kind);
+    if (subject === undefined) {
+      subject = eventSubject(prefix, agent, session, event.kind);
+      subjects.set(event.kind, subject);
+    }
+    return subject;
+  };
   let failures = 0;
   const publish = (event: AgentEvent): void => {
     try {
       let data = toJson(event);
       if (isOverMaxPayload(data, bus.maxPayload)) data = fitEventToPayload(event, bus.maxPayload) ?? data;
-      bus.publish(eventSubject(prefix, event.agent, event.session, event.kind), data);
+      bus.publish(subjectOf(event), data);
     } catch (error) {
       failures++;
       if (onError !== undefined) {
