@@ -74,7 +74,7 @@ describe("createBusEventPublisher", () => {
     publish(delta("s1", 1));
     publish({ ...delta("s2", 2), agent: "other" });
     publish(delta("s2", 3));
-    publish({ ...delta("s1", 4), kind: "ModelReasoningDelta" });
+    publish({ ...delta("s1", 4), kind: "ModelReasoningDelta", delta: "thinking" } as AgentEvent);
     publish(delta("s1", 5));
     await bus.flush();
     expect(received).toEqual([
