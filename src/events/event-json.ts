@@ -2,6 +2,8 @@ import type { AgentEvent } from "./types.js";
 
 /** The fields a session's event emitter stamps on every event, in the order it writes them. */
 const STAMP_KEYS = ["agent", "session", "chatId", "seq", "ts", "iteration"] as const;
+/** Field names whose `,"name":` is kept: the event kinds' fields are a few dozen. */
+const QUOTED_KEYS_KEPT = 128;
 
 /**
  * A JSON writer for one publisher's events: returns exactly `JSON.stringify(event)`, but the stamp
@@ -19,6 +21,16 @@ export function createEventJsonWriter(): (event: AgentEvent) => string {
   let ts: string | undefined;
   /** `,"ts":"…","iteration":` for the last timestamp seen (it changes once a millisecond). */
   let middle = "";
+  /** `,"name":` per field name seen. */
+  const quotedKeys = new Map<string, string>();
+  const quote = (key: string): string => {
+    let quoted = quotedKeys.get(key);
+    if (quoted === undefined) {
+      quoted = `,${JSON.stringify(key)}:`;
+      if (quotedKeys.size < QUOTED_KEYS_KEPT) quotedKeys.set(key, quoted);
+    }
+    return quoted;
+  };
   return (event) => {
     if (!isStampedPlainEvent(event)) return JSON.stringify(event);
     const record = event as unknown as Record<string, unknown>;
@@ -32,7 +44,7 @@ export function createEventJsonWriter(): (event: AgentEvent) => string {
       }
       const value = JSON.stringify(record[key]);
       // JSON.stringify leaves out a field whose value has no JSON form (undefined, a function).
-      if (value !== undefined) body += `,${JSON.stringify(key)}:${value}`;
+      if (value !== undefined) body += quote(key) + value;
     }
     if (stamped < STAMP_KEYS.length) return JSON.stringify(event);
     if (event.agent !== agent || event.session !== session || event.chatId !== chatId) {
