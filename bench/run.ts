@@ -108,7 +108,7 @@ async function main(): Promise<void> {
   const generated = [
     "## Results",
     environment,
-    "Each cell: the median, then (min–max) over the runs. Ratio = agentloop ÷ baseline (for µs, KB and MB lower is better; for /s higher is better).",
+    "Each cell: the median, then (min–max) over the runs. Ratio = agentloop ÷ baseline (for µs, KB and MB lower is better; for /s and sessions higher is better).",
     table,
     "## Targets",
     targets,

@@ -134,37 +134,41 @@ async function active(task: Extract<WorkerTask, { task: "active" }>): Promise<nu
 }
 
 /**
- * Chats per second with `sessions` chats of 3 iterations running at once. The sessions of every
- * kind are created first (untimed) and reused: `reset()` (untimed) before each round.
+ * Chats per second with `sessions` chats running at once. The sessions of every kind are created
+ * first (untimed) and reused, `reset()` (untimed) before each round; or, with `isFresh`, each
+ * conversation creates its session inside the timing and drops it after its chat.
  */
 async function concurrency(
   task: Extract<WorkerTask, { task: "concurrency" }>,
 ): Promise<Record<string, number[]>> {
-  const { llm, baseline, xstateLoop } = workload(2);
-  const sessionsOf = new Map<string, Session[]>();
-  for (const kind of task.kinds) {
-    const sessions: Session[] = [];
-    for (let index = 0; index < task.sessions; index++) {
-      if (kind === "agentloop") {
-        const agent = await createBenchAgent({ llm, session: `s${index}` });
-        sessions.push({ chat: () => agent.chat("hello"), reset: () => agent.reset() });
-      } else if (kind === "xstate") {
-        const session = `s${index}`;
-        sessions.push({ chat: () => xstateLoop.chat(session, "hello"), reset: async () => {} });
-      } else {
-        const session = `s${index}`;
-        sessions.push({ chat: () => runPlainChat(baseline, session, "hello"), reset: async () => {} });
-      }
+  const { llm, baseline, xstateLoop } = workload(task.toolSteps ?? 2);
+  let nextFresh = 0;
+  const converse = async (kind: string, session: string): Promise<Session> => {
+    if (kind === "agentloop") {
+      const agent = await createBenchAgent({ llm, session });
+      return { chat: () => agent.chat("hello"), reset: () => agent.reset() };
     }
-    sessionsOf.set(kind, sessions);
+    if (kind === "xstate") return { chat: () => xstateLoop.chat(session, "hello"), reset: async () => {} };
+    return { chat: () => runPlainChat(baseline, session, "hello"), reset: async () => {} };
+  };
+  const sessionsOf = new Map<string, Session[]>();
+  if (task.isFresh !== true) {
+    for (const kind of task.kinds) {
+      const sessions: Session[] = [];
+      for (let index = 0; index < task.sessions; index++) sessions.push(await converse(kind, `s${index}`));
+      sessionsOf.set(kind, sessions);
+    }
   }
+  const freshChat = async (kind: string): Promise<unknown> =>
+    (await converse(kind, `f${nextFresh++}`)).chat();
   const round = async (kind: string): Promise<number> => {
-    const sessions = sessionsOf.get(kind)!;
-    await Promise.all(sessions.map((session) => session.reset()));
+    const sessions = sessionsOf.get(kind);
+    if (sessions !== undefined) await Promise.all(sessions.map((session) => session.reset()));
     forceGc();
     const start = nowMs();
-    await Promise.all(sessions.map((session) => session.chat()));
-    return sessions.length / ((nowMs() - start) / 1000);
+    if (sessions !== undefined) await Promise.all(sessions.map((session) => session.chat()));
+    else await Promise.all(Array.from({ length: task.sessions }, () => freshChat(kind)));
+    return task.sessions / ((nowMs() - start) / 1000);
   };
   for (const kind of task.kinds) await round(kind);
   const samples: Record<string, number[]> = Object.fromEntries(task.kinds.map((kind) => [kind, []]));

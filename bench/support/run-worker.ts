@@ -19,6 +19,13 @@ export type WorkerTask =
       sessions: number;
       /** Measured rounds after one warm-up round; 0 runs the warm-up round only (for peak RSS). */
       runs: number;
+      /** Tool steps per chat (default 2: a 3-iteration chat). */
+      toolSteps?: number;
+      /**
+       * Each conversation creates its session, chats once and drops it, all inside the timing
+       * (default: sessions created untimed and reused, reset between rounds).
+       */
+      isFresh?: boolean;
     };
 
 export interface WorkerResult {

@@ -62,6 +62,8 @@ const REPLY_PROBE_MS = 2_000;
 const RETRY_INTERVAL_MS = 250;
 /** After a reconnect, how long "no responders" may just mean the responders are still reconnecting. */
 const RESPONDERS_RECONNECT_MS = 5_000;
+/** Subjects remembered as valid (a session's event subjects repeat): the set starts over past this. */
+const VALID_SUBJECTS_KEPT = 1_024;
 
 /**
  * The bus on a real nats-server (`@nats-io/transport-node` v3). Reconnects forever once connected;
@@ -98,6 +100,8 @@ export class NatsBus implements Bus {
   /** When the connection last came back (ms since the epoch). */
   private reconnectedAt = 0;
   private readonly reconnectWaiters = new Set<() => void>();
+  /** Subjects already checked: an event publisher hands the bus the same subject string each time. */
+  private readonly validSubjects = new Set<string>();
 
   private constructor(connection: NatsConnection, options: NatsBusOptions) {
     this.connection = connection;
@@ -181,9 +185,17 @@ export class NatsBus implements Bus {
   }
 
   publish(subject: string, data: string, headers?: Record<string, string>): void {
-    if (!isValidSubject(subject)) this.drop(subject, "the subject is not valid");
+    if (!this.isValidSubject(subject)) this.drop(subject, "the subject is not valid");
     else if (this.held === undefined) this.send(subject, data, headers);
     else this.hold(subject, data, headers, false);
+  }
+
+  private isValidSubject(subject: string): boolean {
+    if (this.validSubjects.has(subject)) return true;
+    if (!isValidSubject(subject)) return false;
+    if (this.validSubjects.size >= VALID_SUBJECTS_KEPT) this.validSubjects.clear();
+    this.validSubjects.add(subject);
+    return true;
   }
 
   subscribe(
@@ -338,8 +350,11 @@ export class NatsBus implements Bus {
   /** Publishes now; false (counted and logged) when the client refuses. */
   private send(subject: string, data: string, headers: Record<string, string> | undefined): boolean {
     try {
-      if (headers === undefined) this.connection.publish(subject, data);
-      else this.connection.publish(subject, data, { headers: toNatsHeaders(headers) });
+      // Encoded here from Node's shared buffer pool: the client's own encoding allocates a fresh
+      // ArrayBuffer per message, the largest per-publish cost after the socket write.
+      const payload = Buffer.from(data, "utf8");
+      if (headers === undefined) this.connection.publish(subject, payload);
+      else this.connection.publish(subject, payload, { headers: toNatsHeaders(headers) });
       return true;
     } catch (error) {
       // Best-effort by contract (closed, draining, payload over max_payload): count, never throw.

@@ -2,8 +2,9 @@ import type { Bus } from "../bus/bus.js";
 import { BusError } from "../bus/bus-errors.js";
 import { isOverMaxPayload } from "../bus/payload-size.js";
 import { DEFAULT_PREFIX, eventSubject } from "../bus/subjects.js";
+import { createEventJsonWriter } from "./event-json.js";
 import { fitEventToPayload } from "./fit-event.js";
-import type { AgentEvent } from "./types.js";
+import type { AgentEvent, EventKind } from "./types.js";
 
 export interface BusEventPublisherOptions {
   /** Subject prefix (default `agentloop`). */
@@ -25,8 +26,9 @@ export interface BusEventPublisher {
 
 /**
  * Publishes each event as JSON on `<prefix>.events.<agent>.<session>.<Kind>` (SPEC §9, §11).
- * On the hot path (one call per text delta), so it does nothing but build the subject and
- * stringify: no validation, no copies. Best-effort: a failing bus or an unserialisable event is
+ * On the hot path (one call per text delta), so it does nothing but build the subject and the
+ * JSON (with the chat's stamp encoded once, see {@link createEventJsonWriter}): no validation, no
+ * copies. Best-effort: a failing bus or an unserialisable event is
  * counted and swallowed, never thrown into the chat.
  *
  * An event over the bus's max payload (a long result or tool output) is not lost: its long strings
@@ -35,13 +37,32 @@ export interface BusEventPublisher {
 export function createBusEventPublisher(bus: Bus, options: BusEventPublisherOptions = {}): BusEventPublisher {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const { onError } = options;
+  const toJson = createEventJsonWriter();
+  // A session publishes on a handful of subjects: the same string each time, so the bus sees a
+  // subject it has already checked and the client a flat string.
+  const subjects = new Map<EventKind, string>();
+  let agent = "";
+  let session = "";
+  const subjectOf = (event: AgentEvent): string => {
+    if (event.agent !== agent || event.session !== session) {
+      subjects.clear();
+      agent = event.agent;
+      session = event.session;
+    }
+    let subject = subjects.get(event.kind);
+    if (subject === undefined) {
+      subject = eventSubject(prefix, agent, session, event.kind);
+      subjects.set(event.kind, subject);
+    }
+    return subject;
+  };
   let failures = 0;
   const publish = (event: AgentEvent): void => {
     try {
-      let data = JSON.stringify(event);
+      let data = toJson(event);
       if (isOverMaxPayload(data, bus.maxPayload)) data = fitEventToPayload(event, bus.maxPayload) ?? data;
       const droppedBefore = bus.droppedPublishes;
-      bus.publish(eventSubject(prefix, event.agent, event.session, event.kind), data);
+      bus.publish(subjectOf(event), data);
       if (bus.droppedPublishes !== droppedBefore) fail(new BusError("the bus dropped the event"), event);
     } catch (error) {
       fail(error, event);

@@ -66,6 +66,27 @@ describe("createBusEventPublisher", () => {
     await bus.close();
   });
 
+  it("publishes each event on its own agent, session and kind when they alternate", async () => {
+    const bus = new LocalBus();
+    const received: string[] = [];
+    bus.subscribe("agentloop.events.>", (message) => received.push(message.subject));
+    const publish = createBusEventPublisher(bus);
+    publish(delta("s1", 1));
+    publish({ ...delta("s2", 2), agent: "other" });
+    publish(delta("s2", 3));
+    publish({ ...delta("s1", 4), kind: "ModelReasoningDelta", delta: "thinking" } as AgentEvent);
+    publish(delta("s1", 5));
+    await bus.flush();
+    expect(received).toEqual([
+      "agentloop.events.bot.s1.ModelTextDelta",
+      "agentloop.events.other.s2.ModelTextDelta",
+      "agentloop.events.bot.s2.ModelTextDelta",
+      "agentloop.events.bot.s1.ModelReasoningDelta",
+      "agentloop.events.bot.s1.ModelTextDelta",
+    ]);
+    await bus.close();
+  });
+
   it("swallows and counts a throwing bus, telling onError", () => {
     const errors: string[] = [];
     const publish = createBusEventPublisher(throwingBus(), {
