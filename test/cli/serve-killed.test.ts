@@ -103,8 +103,9 @@ describe("a host killed with SIGKILL mid-chat", () => {
       expect((await serve.run).code).toBe(128);
 
       // The host comes back on the same database (on Anthropic, which wants alternating turns): the
-      // interrupted message is there, and the next one follows it in one user turn.
-      const answering = await provider("anthropic", [textTurn("It was 42.")]);
+      // interrupted message is there — the journal resumes its chat first (issue 11), then the next
+      // message follows the resumed answer.
+      const answering = await provider("anthropic", [textTurn("Noted: 42."), textTurn("It was 42.")]);
       const again = startServeProcess([...common, ...answering.flags], answering.env);
       await waitUntilServing(bus, prefix, again);
       const second = await runBinary(
@@ -112,8 +113,14 @@ describe("a host killed with SIGKILL mid-chat", () => {
         { timeoutMs: 60_000 },
       );
       expect(second).toMatchObject({ code: 0, stdout: "It was 42.\n" });
-      const messages = answering.bodies()[0]?.messages as Array<Record<string, unknown>>;
-      expect(messages.map(turnTexts)).toEqual([["user", ["remember the number 42", "what number?"]]]);
+      const resumed = answering.bodies()[0]?.messages as Array<Record<string, unknown>>;
+      expect(resumed.map(turnTexts)).toEqual([["user", ["remember the number 42"]]]);
+      const messages = answering.bodies()[1]?.messages as Array<Record<string, unknown>>;
+      expect(messages.map(turnTexts)).toEqual([
+        ["user", ["remember the number 42"]],
+        ["assistant", ["Noted: 42."]],
+        ["user", ["what number?"]],
+      ]);
       again.child.kill("SIGTERM");
       expect((await again.run).code).toBe(0);
     },
