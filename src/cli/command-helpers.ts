@@ -1,4 +1,6 @@
-import { UsageError } from "./cli-context.js";
+import { NatsBus } from "../bus/nats-bus.js";
+import { redactNatsUrl } from "../bus/nats-url.js";
+import { type CliContext, UsageError } from "./cli-context.js";
 
 /** Resolves when a long-running command is told to stop (SIGINT / SIGTERM). */
 export function untilAborted(signal: AbortSignal): Promise<void> {
@@ -14,4 +16,29 @@ export function parsePort(value: string | boolean | undefined): number {
     throw new UsageError(`--port must be a number from 0 to 65535, got "${String(value)}"`);
   }
   return port;
+}
+
+/**
+ * Connects a short-lived command (`agents`, `sessions`, `tail`) to the configured NATS server; when
+ * it cannot, says so in one line on stderr (`agentloop <command>: cannot reach NATS at …`) and
+ * resolves undefined: the command exits 1.
+ */
+export async function connectCommandToNats(
+  context: CliContext,
+  command: string,
+): Promise<NatsBus | undefined> {
+  const { config } = context;
+  try {
+    return await NatsBus.connect({
+      url: config.natsUrl,
+      name: `agentloop ${command}`,
+      ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
+    });
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    context.stderr.write(
+      `agentloop ${command}: cannot reach NATS at ${redactNatsUrl(config.natsUrl)}: ${reason}\n`,
+    );
+    return undefined;
+  }
 }

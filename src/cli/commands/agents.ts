@@ -1,8 +1,8 @@
-import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { parseDuration } from "../../config/runtime-config.js";
 import { type AgentListing, listAgents } from "../../protocol/agent-directory.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
+import { connectCommandToNats } from "../command-helpers.js";
 
 /** How long `agentloop agents` watches by default: longer than a few heartbeat intervals' worth of 1 s. */
 export const DEFAULT_AGENTS_WINDOW_MS = 5_000;
@@ -19,18 +19,8 @@ export const agentsCommand: Command = async (context) => {
   const { config, flags } = context;
   const windowMs = parseWindow(flags.timeout);
   const url = redactNatsUrl(config.natsUrl);
-  let bus: NatsBus;
-  try {
-    bus = await NatsBus.connect({
-      url: config.natsUrl,
-      name: "agentloop agents",
-      ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
-    });
-  } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
-    context.stderr.write(`agentloop agents: cannot reach NATS at ${url}: ${reason}\n`);
-    return 1;
-  }
+  const bus = await connectCommandToNats(context, "agents");
+  if (bus === undefined) return 1;
   try {
     let listings: AgentListing[];
     try {

@@ -1,7 +1,7 @@
-import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { SessionLeaseStore, type StoredLease } from "../../cluster/session-lease.js";
 import type { Command } from "../cli-context.js";
+import { connectCommandToNats } from "../command-helpers.js";
 
 /** One session as `agentloop sessions` shows it. */
 export interface SessionListing {
@@ -25,18 +25,8 @@ export interface SessionListing {
 export const sessionsCommand: Command = async (context) => {
   const { config } = context;
   const url = redactNatsUrl(config.natsUrl);
-  let bus: NatsBus;
-  try {
-    bus = await NatsBus.connect({
-      url: config.natsUrl,
-      name: "agentloop sessions",
-      ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
-    });
-  } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
-    context.stderr.write(`agentloop sessions: cannot reach NATS at ${url}: ${reason}\n`);
-    return 1;
-  }
+  const bus = await connectCommandToNats(context, "sessions");
+  if (bus === undefined) return 1;
   try {
     let leases: StoredLease[];
     try {

@@ -2,12 +2,11 @@ import { createWriteStream, openSync, type WriteStream } from "node:fs";
 import type { Bus } from "../../bus/bus.js";
 import { type ReplayStart, replayEvents } from "../../bus/event-log.js";
 import { NatsBus } from "../../bus/nats-bus.js";
-import { redactNatsUrl } from "../../bus/nats-url.js";
 import { allEventsPattern, isValidPattern } from "../../bus/subjects.js";
 import { parseEventJson } from "../../events/parse-event.js";
 import type { AgentEvent, EventKind, UnknownEvent } from "../../events/types.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
-import { untilAborted } from "../command-helpers.js";
+import { connectCommandToNats, untilAborted } from "../command-helpers.js";
 import { createPalette, formatEventLine } from "../format-event.js";
 
 /** Events `up`'s built-in logger leaves out: one per token or per state, they would drown the rest. */
@@ -184,18 +183,9 @@ export const tailCommand: Command = async (context) => {
       context.stderr.write(`agentloop tail: stopped writing ${String(flags.jsonl)}: ${reason}\n`);
     },
   });
-  const url = redactNatsUrl(config.natsUrl);
-  let bus: NatsBus;
-  try {
-    bus = await NatsBus.connect({
-      url: config.natsUrl,
-      name: "agentloop tail",
-      ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
-    });
-  } catch (error) {
+  const bus = await connectCommandToNats(context, "tail");
+  if (bus === undefined) {
     await logger.close();
-    const reason = error instanceof Error ? error.message : String(error);
-    context.stderr.write(`agentloop tail: cannot reach NATS at ${url}: ${reason}\n`);
     return 1;
   }
   let hasWarned = false;
