@@ -2,7 +2,7 @@ import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
 import { type KV, type KvEntry, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
-import { DEFAULT_PREFIX } from "../bus/subjects.js";
+import { DEFAULT_PREFIX, jetStreamName } from "../bus/subjects.js";
 
 /**
  * Session leases in a JetStream KV bucket (issue 11: single activation). Key `<agent>.<session>`,
@@ -91,8 +91,7 @@ export class LeaseConflictError extends Error {
 
 /** `AGENTLOOP_SESSIONS` for the default prefix, `<PREFIX>_SESSIONS` otherwise. */
 export function sessionBucketName(prefix: string = DEFAULT_PREFIX): string {
-  if (prefix === DEFAULT_PREFIX) return SESSION_BUCKET;
-  return `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_SESSIONS`;
+  return jetStreamName(prefix, "SESSIONS");
 }
 
 /** `<agent>.<session>`: both are single tokens of `[A-Za-z0-9_-]`, valid KV key characters. */

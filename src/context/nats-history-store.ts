@@ -10,7 +10,7 @@ import {
   StorageType,
 } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { DEFAULT_PREFIX } from "../bus/subjects.js";
+import { DEFAULT_PREFIX, jetStreamName } from "../bus/subjects.js";
 import { PART_HEADER_ALLOWANCE } from "./history-records.js";
 import { NatsContextHistory } from "./nats-context-history.js";
 
@@ -20,13 +20,9 @@ export const HISTORY_STREAM_NAME = "AGENTLOOP_HISTORY";
 /** The server's default max payload, when the connection does not say. */
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
-/**
- * `AGENTLOOP_HISTORY` for the default prefix, `<PREFIX>_HISTORY` otherwise (two streams may not
- * claim overlapping subjects, so hosts with different prefixes keep separate histories).
- */
+/** `AGENTLOOP_HISTORY` for the default prefix, `<PREFIX>_HISTORY` otherwise. */
 export function historyStreamName(prefix: string = DEFAULT_PREFIX): string {
-  if (prefix === DEFAULT_PREFIX) return HISTORY_STREAM_NAME;
-  return `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_HISTORY`;
+  return jetStreamName(prefix, "HISTORY");
 }
 
 /** `<prefix>.history.<agent>.<session>`: a session's messages. Its marks live one token below. */

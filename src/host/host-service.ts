@@ -1,6 +1,7 @@
 import type { Bus } from "../bus/bus.js";
 import { ensureEventStream } from "../bus/event-log.js";
 import { NatsBus } from "../bus/nats-bus.js";
+import { jetStreamName } from "../bus/subjects.js";
 import { SessionCluster } from "../cluster/session-cluster.js";
 import { leaseTiming } from "../cluster/session-lease.js";
 import { processEnvironment } from "../config/process-environment.js";
@@ -85,7 +86,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   // Shared histories need a shared journal: the next owner of a session resumes from it.
   const sharedJournal =
     histories !== undefined && bus instanceof NatsBus
-      ? await KvChatJournal.open(bus.connection, { bucket: journalBucketName(config.prefix) })
+      ? await KvChatJournal.open(bus.connection, { bucket: jetStreamName(config.prefix, "JOURNAL") })
       : undefined;
   const mcpServers = new McpServerPool(options.definitions, { env, log });
   const factory = createSessionAgentFactory({
@@ -247,11 +248,4 @@ export function describeAgents(definitions: readonly ResolvedAgentDefinition[]):
   });
   const isDemo = definitions.some((definition) => definition.provider === "demo");
   return `${names.join(", ")}${isDemo ? " — the demo model is offline and deterministic: set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real one" : ""}`;
-}
-
-/** `AGENTLOOP_JOURNAL` for the default prefix, `<PREFIX>_JOURNAL` otherwise. */
-function journalBucketName(prefix: string): string {
-  return prefix === "agentloop"
-    ? "AGENTLOOP_JOURNAL"
-    : `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_JOURNAL`;
 }
