@@ -75,7 +75,10 @@ describe("agentloop sessions", () => {
     [["--lease-ttl", "5"], '--lease-ttl must be a duration such as 90s, 30m or 12h, got "5"'],
     [["--lease-ttl", "100ms"], '--lease-ttl must be between 300ms and 1h, got "100ms"'],
     [["--dedupe-window", "30d"], '--dedupe-window must be between 1s and 7d, got "30d"'],
-    [["--host-id", "a.b"], '--host-id must be 1-64 letters, digits, _ or -, got "a.b"'],
+    [
+      ["--host-id", "a.b"],
+      '--host-id must be one subject token of letters, digits, _ and - (at most 128), got "a.b"',
+    ],
   ])("serve refuses %j before connecting (exit 2)", async (flags, message) => {
     const run = await runCli(["serve", "--nats", "nats://127.0.0.1:1", ...flags]);
     expect(run).toEqual({ code: 2, stdout: "", stderr: `agentloop: ${message}\n` });
