@@ -45,6 +45,8 @@ export interface EnsureEventStreamOptions {
   maxAgeMs?: number;
   /** Overrides the name derived from the prefix. */
   streamName?: string;
+  /** Replicas when the stream is created (default 1); an existing stream keeps its own. */
+  replicas?: number;
 }
 
 /**
@@ -77,6 +79,7 @@ export async function ensureEventStream(
       ...settings,
       storage: StorageType.File,
       retention: RetentionPolicy.Limits,
+      num_replicas: options.replicas ?? 1,
     });
   }
   return name;

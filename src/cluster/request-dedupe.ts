@@ -73,12 +73,13 @@ export class RequestDedupe {
   /** Creates the bucket if needed (max age = the window) and opens it. */
   static async open(
     connection: NatsConnection,
-    options: RequestDedupeOptions & { prefix?: string },
+    options: RequestDedupeOptions & { prefix?: string; replicas?: number },
   ): Promise<RequestDedupe> {
     const windowMs = options.windowMs ?? DEFAULT_DEDUPE_WINDOW_MS;
     const kv = await new Kvm(connection).create(replyBucketName(options.prefix), {
       history: 1,
       ttl: windowMs,
+      replicas: options.replicas ?? 1,
     });
     return new RequestDedupe(kv, { ...options, windowMs });
   }

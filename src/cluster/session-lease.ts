@@ -122,13 +122,17 @@ export class SessionLeaseStore {
     this.#now = options.now ?? Date.now;
   }
 
-  /** Creates the bucket if needed (idempotent) and opens it. */
+  /** Creates the bucket if needed (idempotent; an existing one keeps its settings) and opens it. */
   static async open(
     connection: NatsConnection,
-    options: SessionLeaseStoreOptions & { prefix?: string; bucket?: string } = {},
+    options: SessionLeaseStoreOptions & { prefix?: string; bucket?: string; replicas?: number } = {},
   ): Promise<SessionLeaseStore> {
     const name = options.bucket ?? sessionBucketName(options.prefix);
-    const kv = await new Kvm(connection).create(name, { history: 1, ttl: BUCKET_MAX_AGE_MS });
+    const kv = await new Kvm(connection).create(name, {
+      history: 1,
+      ttl: BUCKET_MAX_AGE_MS,
+      replicas: options.replicas ?? 1,
+    });
     return new SessionLeaseStore(kv, options);
   }
 

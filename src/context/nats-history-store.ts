@@ -41,6 +41,8 @@ export interface NatsHistoryStoreOptions {
   streamName?: string;
   /** Caps a part's body below the server's max payload (tests: splitting without megabytes). */
   maxPartBytes?: number;
+  /** Replicas when the stream is created (default 1); an existing stream keeps its own. */
+  replicas?: number;
 }
 
 /** Per history: called before each write; throws when this host may no longer write the session. */
@@ -83,7 +85,7 @@ export class NatsHistoryStore {
     const prefix = options.prefix ?? DEFAULT_PREFIX;
     const stream = options.streamName ?? historyStreamName(prefix);
     const jsm = await jetstreamManager(connection);
-    await ensureHistoryStream(jsm, stream, allHistoryPattern(prefix));
+    await ensureHistoryStream(jsm, stream, allHistoryPattern(prefix), options.replicas ?? 1);
     return new NatsHistoryStore(connection, jsm, { prefix, stream }, options.maxPartBytes);
   }
 
@@ -108,7 +110,12 @@ export class NatsHistoryStore {
   }
 }
 
-async function ensureHistoryStream(manager: JetStreamManager, name: string, subjects: string): Promise<void> {
+async function ensureHistoryStream(
+  manager: JetStreamManager,
+  name: string,
+  subjects: string,
+  replicas: number,
+): Promise<void> {
   try {
     const existing = await manager.streams.info(name);
     // An operator's settings (replicas, placement) stay; only our subjects are made sure of.
@@ -126,6 +133,7 @@ async function ensureHistoryStream(manager: JetStreamManager, name: string, subj
       storage: StorageType.File,
       retention: RetentionPolicy.Limits,
       discard: DiscardPolicy.Old,
+      num_replicas: replicas,
     });
   }
 }
