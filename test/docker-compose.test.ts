@@ -2,10 +2,12 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { parseNatsUrl } from "../src/bus/nats-url.js";
 import { runCli } from "./support/cli.js";
 
 /**
- * `docker-compose.yml` (SPEC §13): NATS with JetStream, the host, the logger and the UI. Checked
+ * `docker-compose.yml` (SPEC §13, issue 11): a three-node NATS cluster with JetStream, two hosts
+ * sharing the sessions, the logger and the UI. Checked
  * with `docker compose config` where the compose plugin is installed, and always structurally: the
  * file is parsed here (a small YAML subset parser: the file keeps to block maps, `- item` lists,
  * JSON-style flow lists and plain or double-quoted scalars) and every agentloop command in it is
@@ -79,6 +81,7 @@ type Service = {
   environment?: Record<string, string>;
   ports?: string[];
   depends_on?: Record<string, { condition: string }>;
+  volumes?: string[];
   healthcheck?: { test: string[] };
   stop_grace_period?: string;
 };
@@ -87,28 +90,92 @@ function loadCompose(): { services: Record<string, Service>; volumes: Record<str
   return parseYamlSubset(readFileSync(COMPOSE_PATH, "utf8")) as never;
 }
 
+/** The value after `flag` in a command line (undefined when the flag is absent). */
+function flagValue(command: readonly string[] | undefined, flag: string): string | undefined {
+  const index = command?.indexOf(flag) ?? -1;
+  return index < 0 ? undefined : command?.[index + 1];
+}
+
+const NATS_SERVICES = ["nats1", "nats2", "nats3"];
+const HOST_SERVICES = ["host-1", "host-2"];
+const AGENTLOOP_SERVICES = [...HOST_SERVICES, "logger", "ui"];
+
 describe("docker-compose.yml", () => {
-  it("defines nats with JetStream, the host, the logger and the UI", () => {
+  it("defines a three-node NATS cluster with JetStream, two hosts, the logger and the UI", () => {
     const { services, volumes } = loadCompose();
-    expect(Object.keys(services).sort()).toEqual(["host", "logger", "nats", "ui"]);
-    const { nats, host, logger, ui } = services as Record<string, Service>;
-    expect(nats?.command).toContain("-js");
-    expect(nats?.healthcheck?.test.join(" ")).toContain("js-enabled-only=true");
-    expect(host?.command?.[0]).toBe("serve");
-    expect(logger?.command?.[0]).toBe("tail");
-    expect(ui?.command?.[0]).toBe("ui");
-    expect(ui?.ports).toContain("8080:8080");
-    for (const name of ["host", "logger", "ui"]) {
+    expect(Object.keys(services).sort()).toEqual([...HOST_SERVICES, "logger", ...NATS_SERVICES, "ui"]);
+    expect(services.logger?.command?.[0]).toBe("tail");
+    expect(services.ui?.command?.[0]).toBe("ui");
+    expect(services.ui?.ports).toContain("8080:8080");
+    expect(Object.keys(volumes).sort()).toEqual(["logs", "nats1-data", "nats2-data", "nats3-data"]);
+  });
+
+  it("routes each NATS node to the other two, one cluster, each with JetStream on its own volume", () => {
+    const { services } = loadCompose();
+    const nodes = NATS_SERVICES.map((name) => ({ name, service: services[name]! }));
+    // `--cluster nats://0.0.0.0:PORT`: where the node takes routes; the others reach it at `nats://<service>:PORT`.
+    const routeUrlOf = (name: string) => {
+      const listen = new URL(flagValue(services[name]?.command, "--cluster") ?? "nats://missing:0");
+      return `nats://${name}:${listen.port}`;
+    };
+    const clientPorts = new Set<string>();
+    for (const { name, service } of nodes) {
+      expect(service.image).toMatch(/^nats:2\.(9|1\d)/);
+      expect(service.command).toContain("-js");
+      expect(flagValue(service.command, "-n")).toBe(name);
+      expect(flagValue(service.command, "--cluster_name")).toBe("agentloop");
+      const routes = flagValue(service.command, "--routes")?.split(",").sort();
+      expect({ name, routes }).toEqual({
+        name,
+        routes: NATS_SERVICES.filter((other) => other !== name)
+          .map(routeUrlOf)
+          .sort(),
+      });
+      const storeDir = flagValue(service.command, "-sd");
+      expect(service.volumes).toEqual([`${name}-data:${storeDir}`]);
+      expect(service.healthcheck?.test.join(" ")).toContain(
+        `127.0.0.1:${flagValue(service.command, "-m")}/healthz`,
+      );
+      for (const mapping of service.ports ?? []) clientPorts.add(mapping.split(":")[0]!);
+    }
+    // Each node reachable from the machine running compose, on a port of its own.
+    expect([...clientPorts].sort()).toEqual(["4222", "4223", "4224"]);
+  });
+
+  it("runs two hosts with distinct ids, the JetStream history and 3 replicas", () => {
+    const { services } = loadCompose();
+    const ids = HOST_SERVICES.map((name) => {
+      const host = services[name]!;
+      expect(host.command?.[0]).toBe("serve");
+      expect(flagValue(host.command, "--history")).toBe("nats");
+      expect(flagValue(host.command, "--js-replicas")).toBe("3");
+      // Stateless: histories, leases, replies and the journal are in JetStream; no database file.
+      expect(host.environment?.AGENTLOOP_DB).toBeUndefined();
+      expect(host.volumes).toBeUndefined();
+      // Longer than the host's default 30 s grace period, so running chats can finish.
+      expect(Number.parseInt(host.stop_grace_period ?? "0", 10)).toBeGreaterThan(30);
+      return flagValue(host.command, "--host-id");
+    });
+    expect(ids).toEqual(["host-1", "host-2"]);
+  });
+
+  it("points every agentloop service at all three NATS nodes and starts it once they are healthy", () => {
+    const { services } = loadCompose();
+    for (const name of AGENTLOOP_SERVICES) {
       const service = services[name]!;
       expect(service.image).toBe("agentloop:local");
       expect(service.build).toBe(".");
-      expect(service.environment?.NATS_URL).toBe("nats://nats:4222");
-      expect(service.depends_on?.nats?.condition).toBe("service_healthy");
+      // The URL as the CLI reads it (a comma-separated list).
+      const { servers } = parseNatsUrl(service.environment?.NATS_URL ?? "");
+      expect({ name, servers }).toEqual({ name, servers: NATS_SERVICES.map((node) => `${node}:4222`) });
+      for (const node of NATS_SERVICES) {
+        expect({ name, node, condition: service.depends_on?.[node]?.condition }).toEqual({
+          name,
+          node,
+          condition: "service_healthy",
+        });
+      }
     }
-    expect(host?.environment?.AGENTLOOP_DB).toMatch(/^\/data\//);
-    // Longer than the host's default 30 s grace period, so running chats can finish.
-    expect(Number.parseInt(host?.stop_grace_period ?? "0", 10)).toBeGreaterThan(30);
-    expect(Object.keys(volumes).sort()).toEqual(["host-data", "logs", "nats-data"]);
   });
 
   it("runs the built CLI in its image", () => {
@@ -119,10 +186,17 @@ describe("docker-compose.yml", () => {
 
   it("gives every agentloop service a command line the CLI accepts", async () => {
     const { services } = loadCompose();
-    for (const name of ["host", "logger", "ui"]) {
+    for (const name of AGENTLOOP_SERVICES) {
       // --help makes the CLI parse every flag and stop before running anything.
       const run = await runCli([...(services[name]?.command ?? []), "--help"]);
       expect({ name, code: run.code, stderr: run.stderr }).toEqual({ name, code: 0, stderr: "" });
+    }
+    for (const name of HOST_SERVICES) {
+      // serve checks every flag's value before it connects: reaching "cannot reach NATS" (exit 1,
+      // not a usage error's 2) means --history, --js-replicas and --host-id were all accepted.
+      const run = await runCli([...(services[name]?.command ?? []), "--nats", "nats://127.0.0.1:1"]);
+      expect({ name, code: run.code }).toEqual({ name, code: 1 });
+      expect(run.stderr).toMatch(/^agentloop serve: cannot reach NATS at nats:\/\/127\.0\.0\.1:1: /);
     }
   });
 

@@ -15,7 +15,7 @@ import { type NatsConnection, nanos } from "@nats-io/transport-node";
 import { parseEventJson } from "../events/parse-event.js";
 import type { AgentEvent, UnknownEvent } from "../events/types.js";
 import { BusError } from "./bus-errors.js";
-import { allEventsPattern, DEFAULT_PREFIX } from "./subjects.js";
+import { allEventsPattern, DEFAULT_PREFIX, jetStreamName } from "./subjects.js";
 
 /**
  * The event log: a JetStream stream over `<prefix>.events.>`. Events are published with plain
@@ -34,13 +34,9 @@ export const DEFAULT_EVENT_MAX_AGE_MS = 7 * 24 * 60 * 60 * 1000;
 /** The dedupe window JetStream defaults to; it may not exceed `max_age`. */
 const DEFAULT_DUPLICATE_WINDOW_MS = 2 * 60 * 1000;
 
-/**
- * `AGENTLOOP_EVENTS` for the default prefix, `<PREFIX>_EVENTS` otherwise, so hosts with different
- * prefixes on one server keep separate logs (two streams may not claim overlapping subjects).
- */
+/** `AGENTLOOP_EVENTS` for the default prefix, `<PREFIX>_EVENTS` otherwise. */
 export function eventStreamName(prefix: string = DEFAULT_PREFIX): string {
-  if (prefix === DEFAULT_PREFIX) return EVENT_STREAM_NAME;
-  return `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_EVENTS`;
+  return jetStreamName(prefix, "EVENTS");
 }
 
 export interface EnsureEventStreamOptions {
@@ -49,6 +45,8 @@ export interface EnsureEventStreamOptions {
   maxAgeMs?: number;
   /** Overrides the name derived from the prefix. */
   streamName?: string;
+  /** Replicas when the stream is created (default 1); an existing stream keeps its own. */
+  replicas?: number;
 }
 
 /**
@@ -81,6 +79,7 @@ export async function ensureEventStream(
       ...settings,
       storage: StorageType.File,
       retention: RetentionPolicy.Limits,
+      num_replicas: options.replicas ?? 1,
     });
   }
   return name;

@@ -57,6 +57,7 @@ export {
   isValidPattern,
   isValidPrefix,
   isValidSubject,
+  jetStreamName,
   NAME_PATTERN,
   parseAgentSubject,
   sessionEventsPattern,

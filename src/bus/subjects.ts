@@ -31,6 +31,16 @@ export function isValidPrefix(prefix: string): boolean {
   return isValidSubject(prefix);
 }
 
+/**
+ * The name of one of agentloop's JetStream streams or KV buckets: `AGENTLOOP_<SUFFIX>` for the
+ * default prefix, `<PREFIX>_<SUFFIX>` otherwise (the prefix upper-cased, characters a stream name
+ * may not hold as `_`), so hosts with different prefixes on one server keep separate streams
+ * (two streams may not claim overlapping subjects).
+ */
+export function jetStreamName(prefix: string, suffix: string): string {
+  return `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_${suffix}`;
+}
+
 /** `<prefix>.agents.<agent>.chat`: request/reply for chat messages. */
 export function chatSubject(prefix: string, agent: string): string {
   return `${prefix}.agents.${agent}.chat`;

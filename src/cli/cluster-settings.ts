@@ -3,20 +3,24 @@ import { UsageError } from "./cli-context.js";
 
 type Flags = Record<string, string | boolean | undefined>;
 
-/** Issue 11's settings of `serve` / `up`: `--lease-ttl`, `--dedupe-window`. */
+/** Issue 11's settings of `serve` / `up`: `--lease-ttl`, `--dedupe-window`, `--js-replicas`. */
 export interface ClusterSettings {
   leaseTtlMs?: number;
   dedupeWindowMs?: number;
+  /** Replicas of the JetStream streams and KV buckets this host creates. */
+  jsReplicas?: number;
 }
 
 const MIN_LEASE_TTL_MS = 300;
 const MAX_LEASE_TTL_MS = 60 * 60 * 1000;
 const MIN_DEDUPE_WINDOW_MS = 1_000;
 const MAX_DEDUPE_WINDOW_MS = 7 * 24 * 60 * 60 * 1000;
+/** JetStream's own bound: a stream has at most 5 replicas. */
+const MAX_JS_REPLICAS = 5;
 
 /**
- * `--lease-ttl 10s` (AGENTLOOP_LEASE_TTL,
- * 300ms–1h), `--dedupe-window 10m` (AGENTLOOP_DEDUPE_WINDOW, 1s–7d).
+ * `--lease-ttl 10s` (AGENTLOOP_LEASE_TTL, 300ms–1h), `--dedupe-window 10m` (AGENTLOOP_DEDUPE_WINDOW,
+ * 1s–7d), `--js-replicas 3` (AGENTLOOP_JS_REPLICAS, 1–5).
  */
 export function clusterSettingsFrom(flags: Flags, env: NodeJS.ProcessEnv): ClusterSettings {
   const leaseTtlMs = bounded(
@@ -33,10 +37,21 @@ export function clusterSettingsFrom(flags: Flags, env: NodeJS.ProcessEnv): Clust
     MAX_DEDUPE_WINDOW_MS,
     "1s and 7d",
   );
+  const jsReplicas = replicas(pick(flags, "js-replicas", env, "AGENTLOOP_JS_REPLICAS"));
   return {
     ...(leaseTtlMs === undefined ? {} : { leaseTtlMs }),
     ...(dedupeWindowMs === undefined ? {} : { dedupeWindowMs }),
+    ...(jsReplicas === undefined ? {} : { jsReplicas }),
   };
+}
+
+function replicas(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const count = /^\d$/.test(value) ? Number(value) : Number.NaN;
+  if (!(count >= 1 && count <= MAX_JS_REPLICAS)) {
+    throw new UsageError(`--js-replicas must be a whole number from 1 to ${MAX_JS_REPLICAS}, got "${value}"`);
+  }
+  return count;
 }
 
 function bounded(value: string | undefined, option: string, min: number, max: number, range: string) {

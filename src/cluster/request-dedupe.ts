@@ -3,7 +3,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { ChatReply } from "../bus/contract.js";
-import { DEFAULT_PREFIX } from "../bus/subjects.js";
+import { DEFAULT_PREFIX, jetStreamName } from "../bus/subjects.js";
 
 /**
  * Client retries are safe (issue 11): a chat request with an `id` is answered at most once per
@@ -30,8 +30,7 @@ type StoredReply = z.infer<typeof StoredReply>;
 
 /** `AGENTLOOP_REPLIES` for the default prefix, `<PREFIX>_REPLIES` otherwise. */
 export function replyBucketName(prefix: string = DEFAULT_PREFIX): string {
-  if (prefix === DEFAULT_PREFIX) return REPLY_BUCKET;
-  return `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_REPLIES`;
+  return jetStreamName(prefix, "REPLIES");
 }
 
 /** `<agent>.<session>.<sha256(id), 40 hex>`: ids are free text, KV keys are not. */
@@ -74,12 +73,13 @@ export class RequestDedupe {
   /** Creates the bucket if needed (max age = the window) and opens it. */
   static async open(
     connection: NatsConnection,
-    options: RequestDedupeOptions & { prefix?: string },
+    options: RequestDedupeOptions & { prefix?: string; replicas?: number },
   ): Promise<RequestDedupe> {
     const windowMs = options.windowMs ?? DEFAULT_DEDUPE_WINDOW_MS;
     const kv = await new Kvm(connection).create(replyBucketName(options.prefix), {
       history: 1,
       ttl: windowMs,
+      replicas: options.replicas ?? 1,
     });
     return new RequestDedupe(kv, { ...options, windowMs });
   }

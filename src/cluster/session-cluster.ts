@@ -34,6 +34,8 @@ export interface SessionClusterOptions {
   timing: LeaseTiming;
   /** `--dedupe-window`. */
   dedupeWindowMs?: number;
+  /** `--js-replicas`: replicas of the lease and reply buckets when they are created. */
+  replicas?: number;
   stateOf?: (agent: string, session: string) => string | undefined;
   log?: (line: string) => void;
 }
@@ -83,11 +85,13 @@ export class SessionCluster {
     const store = await SessionLeaseStore.open(options.connection, {
       prefix: options.prefix,
       timing: options.timing,
+      ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
     });
     const dedupe = await RequestDedupe.open(options.connection, {
       prefix: options.prefix,
       hostId: options.hostId,
       ...(options.dedupeWindowMs === undefined ? {} : { windowMs: options.dedupeWindowMs }),
+      ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
       ...(options.log === undefined ? {} : { log: options.log }),
     });
     return new SessionCluster(options, store, dedupe);

@@ -2,7 +2,7 @@ import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
 import { type KV, type KvEntry, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
-import { DEFAULT_PREFIX } from "../bus/subjects.js";
+import { DEFAULT_PREFIX, jetStreamName } from "../bus/subjects.js";
 
 /**
  * Session leases in a JetStream KV bucket (issue 11: single activation). Key `<agent>.<session>`,
@@ -91,8 +91,7 @@ export class LeaseConflictError extends Error {
 
 /** `AGENTLOOP_SESSIONS` for the default prefix, `<PREFIX>_SESSIONS` otherwise. */
 export function sessionBucketName(prefix: string = DEFAULT_PREFIX): string {
-  if (prefix === DEFAULT_PREFIX) return SESSION_BUCKET;
-  return `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_SESSIONS`;
+  return jetStreamName(prefix, "SESSIONS");
 }
 
 /** `<agent>.<session>`: both are single tokens of `[A-Za-z0-9_-]`, valid KV key characters. */
@@ -123,13 +122,17 @@ export class SessionLeaseStore {
     this.#now = options.now ?? Date.now;
   }
 
-  /** Creates the bucket if needed (idempotent) and opens it. */
+  /** Creates the bucket if needed (idempotent; an existing one keeps its settings) and opens it. */
   static async open(
     connection: NatsConnection,
-    options: SessionLeaseStoreOptions & { prefix?: string; bucket?: string } = {},
+    options: SessionLeaseStoreOptions & { prefix?: string; bucket?: string; replicas?: number } = {},
   ): Promise<SessionLeaseStore> {
     const name = options.bucket ?? sessionBucketName(options.prefix);
-    const kv = await new Kvm(connection).create(name, { history: 1, ttl: BUCKET_MAX_AGE_MS });
+    const kv = await new Kvm(connection).create(name, {
+      history: 1,
+      ttl: BUCKET_MAX_AGE_MS,
+      replicas: options.replicas ?? 1,
+    });
     return new SessionLeaseStore(kv, options);
   }
 

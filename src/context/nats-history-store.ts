@@ -10,7 +10,7 @@ import {
   StorageType,
 } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { DEFAULT_PREFIX } from "../bus/subjects.js";
+import { DEFAULT_PREFIX, jetStreamName } from "../bus/subjects.js";
 import { PART_HEADER_ALLOWANCE } from "./history-records.js";
 import { NatsContextHistory } from "./nats-context-history.js";
 
@@ -20,13 +20,9 @@ export const HISTORY_STREAM_NAME = "AGENTLOOP_HISTORY";
 /** The server's default max payload, when the connection does not say. */
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
-/**
- * `AGENTLOOP_HISTORY` for the default prefix, `<PREFIX>_HISTORY` otherwise (two streams may not
- * claim overlapping subjects, so hosts with different prefixes keep separate histories).
- */
+/** `AGENTLOOP_HISTORY` for the default prefix, `<PREFIX>_HISTORY` otherwise. */
 export function historyStreamName(prefix: string = DEFAULT_PREFIX): string {
-  if (prefix === DEFAULT_PREFIX) return HISTORY_STREAM_NAME;
-  return `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_HISTORY`;
+  return jetStreamName(prefix, "HISTORY");
 }
 
 /** `<prefix>.history.<agent>.<session>`: a session's messages. Its marks live one token below. */
@@ -45,6 +41,8 @@ export interface NatsHistoryStoreOptions {
   streamName?: string;
   /** Caps a part's body below the server's max payload (tests: splitting without megabytes). */
   maxPartBytes?: number;
+  /** Replicas when the stream is created (default 1); an existing stream keeps its own. */
+  replicas?: number;
 }
 
 /** Per history: called before each write; throws when this host may no longer write the session. */
@@ -87,7 +85,7 @@ export class NatsHistoryStore {
     const prefix = options.prefix ?? DEFAULT_PREFIX;
     const stream = options.streamName ?? historyStreamName(prefix);
     const jsm = await jetstreamManager(connection);
-    await ensureHistoryStream(jsm, stream, allHistoryPattern(prefix));
+    await ensureHistoryStream(jsm, stream, allHistoryPattern(prefix), options.replicas ?? 1);
     return new NatsHistoryStore(connection, jsm, { prefix, stream }, options.maxPartBytes);
   }
 
@@ -112,7 +110,12 @@ export class NatsHistoryStore {
   }
 }
 
-async function ensureHistoryStream(manager: JetStreamManager, name: string, subjects: string): Promise<void> {
+async function ensureHistoryStream(
+  manager: JetStreamManager,
+  name: string,
+  subjects: string,
+  replicas: number,
+): Promise<void> {
   try {
     const existing = await manager.streams.info(name);
     // An operator's settings (replicas, placement) stay; only our subjects are made sure of.
@@ -130,6 +133,7 @@ async function ensureHistoryStream(manager: JetStreamManager, name: string, subj
       storage: StorageType.File,
       retention: RetentionPolicy.Limits,
       discard: DiscardPolicy.Old,
+      num_replicas: replicas,
     });
   }
 }

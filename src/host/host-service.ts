@@ -1,6 +1,7 @@
 import type { Bus } from "../bus/bus.js";
 import { ensureEventStream } from "../bus/event-log.js";
 import { NatsBus } from "../bus/nats-bus.js";
+import { jetStreamName } from "../bus/subjects.js";
 import { SessionCluster } from "../cluster/session-cluster.js";
 import { leaseTiming } from "../cluster/session-lease.js";
 import { processEnvironment } from "../config/process-environment.js";
@@ -43,6 +44,11 @@ export interface HostServiceOptions {
   /** Issue 11: session lease TTL (`--lease-ttl`, default 10 s) and dedupe window (`--dedupe-window`). */
   leaseTtlMs?: number;
   dedupeWindowMs?: number;
+  /**
+   * `--js-replicas`: replicas of the streams and KV buckets this host creates (events, history,
+   * sessions, replies, journal). Existing ones keep their settings. Default: the server's (1).
+   */
+  jsReplicas?: number;
 }
 
 /** A running agent host with what it holds open. */
@@ -81,11 +87,17 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
     );
   }
   const hostId = options.hostId ?? createHostId();
-  const histories = options.history === "nats" ? await openNatsHistories(bus, config.prefix) : undefined;
+  // Only what this host creates gets them: a stream or bucket that exists keeps its settings.
+  const replicas = options.jsReplicas === undefined ? {} : { replicas: options.jsReplicas };
+  const histories =
+    options.history === "nats" ? await openNatsHistories(bus, config.prefix, replicas) : undefined;
   // Shared histories need a shared journal: the next owner of a session resumes from it.
   const sharedJournal =
     histories !== undefined && bus instanceof NatsBus
-      ? await KvChatJournal.open(bus.connection, { bucket: journalBucketName(config.prefix) })
+      ? await KvChatJournal.open(bus.connection, {
+          bucket: jetStreamName(config.prefix, "JOURNAL"),
+          ...replicas,
+        })
       : undefined;
   const mcpServers = new McpServerPool(options.definitions, { env, log });
   const factory = createSessionAgentFactory({
@@ -110,7 +122,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   await mcpServers.start();
   if (bus instanceof NatsBus) {
     try {
-      await ensureEventStream(bus.connection, { prefix: config.prefix });
+      await ensureEventStream(bus.connection, { prefix: config.prefix, ...replicas });
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       log(`no event log (JetStream): ${reason}; events are still published, tail --since cannot replay them`);
@@ -129,6 +141,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
         prefix: config.prefix,
         hostId,
         timing: leaseTiming(options.leaseTtlMs),
+        ...replicas,
         ...(options.dedupeWindowMs === undefined ? {} : { dedupeWindowMs: options.dedupeWindowMs }),
         stateOf: (agent, session) => {
           const actor = host?.sessions.find(agent, session);
@@ -221,14 +234,18 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
  * without JetStream fails the start, not the first chat).
  * @throws ConfigurationError when the bus is not NATS or JetStream is not available.
  */
-async function openNatsHistories(bus: Bus, prefix: string): Promise<NatsHistoryStore> {
+async function openNatsHistories(
+  bus: Bus,
+  prefix: string,
+  replicas: { replicas?: number },
+): Promise<NatsHistoryStore> {
   if (!(bus instanceof NatsBus)) {
     throw new ConfigurationError(
       "the JetStream history (--history nats) needs a NATS bus, not the in-process bus",
     );
   }
   try {
-    return await NatsHistoryStore.open(bus.connection, { prefix });
+    return await NatsHistoryStore.open(bus.connection, { prefix, ...replicas });
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     throw new ConfigurationError(
@@ -247,11 +264,4 @@ export function describeAgents(definitions: readonly ResolvedAgentDefinition[]):
   });
   const isDemo = definitions.some((definition) => definition.provider === "demo");
   return `${names.join(", ")}${isDemo ? " — the demo model is offline and deterministic: set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real one" : ""}`;
-}
-
-/** `AGENTLOOP_JOURNAL` for the default prefix, `<PREFIX>_JOURNAL` otherwise. */
-function journalBucketName(prefix: string): string {
-  return prefix === "agentloop"
-    ? "AGENTLOOP_JOURNAL"
-    : `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_JOURNAL`;
 }

@@ -22,6 +22,8 @@ export interface SessionSummary {
   chats: number;
   /** Usage of the last completed chat. */
   usage?: TokenUsage;
+  /** The host of the latest event that named one: the session's owner as far as events tell. */
+  host?: string;
 }
 
 export interface SessionTrackerOptions {
@@ -113,6 +115,7 @@ function update(summary: SessionSummary, event: AgentEvent): void {
   summary.lastActivity = event.ts;
   summary.lastKind = event.kind;
   summary.lastSeq = event.seq;
+  if (event.host !== undefined) summary.host = event.host;
   switch (event.kind) {
     case "ChatStarted":
       summary.status = "running";

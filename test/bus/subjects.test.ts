@@ -11,6 +11,7 @@ import {
   isValidPattern,
   isValidPrefix,
   isValidSubject,
+  jetStreamName,
   NAME_PATTERN,
   parseAgentSubject,
   sessionEventsPattern,
@@ -37,6 +38,16 @@ describe("subject builders", () => {
     expect(isValidPrefix("acme.al")).toBe(true);
     expect(isValidPrefix("acme.*")).toBe(false);
     expect(isValidPrefix("")).toBe(false);
+  });
+});
+
+describe("jetStreamName", () => {
+  it("names every stream and bucket the same way: AGENTLOOP_<SUFFIX>, or the prefix upper-cased", () => {
+    expect(jetStreamName(DEFAULT_PREFIX, "EVENTS")).toBe("AGENTLOOP_EVENTS");
+    expect(jetStreamName("agentloop", "JOURNAL")).toBe("AGENTLOOP_JOURNAL");
+    // Dots and other characters a stream name may not hold become `_`; `-` stays.
+    expect(jetStreamName("acme.al-1", "SESSIONS")).toBe("ACME_AL-1_SESSIONS");
+    expect(jetStreamName("a.b", "HISTORY")).not.toBe(jetStreamName("a.c", "HISTORY"));
   });
 });
 

@@ -249,3 +249,57 @@ async function terminate(child: ChildProcess): Promise<void> {
   await exited;
   clearTimeout(timer);
 }
+
+/** Private nats-servers routed into one JetStream cluster. */
+export interface NatsCluster {
+  /** Each server's client URL. */
+  urls: string[];
+  /** The client URLs comma-separated: what `NATS_URL` / `--nats` take for a cluster. */
+  url: string;
+  /** Stops every server and removes their stores. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `size` private `nats-server -js` processes with `--cluster_name`, each with a cluster
+ * port and routes to the others (as docker-compose.yml runs them). Resolves once they accept
+ * clients; the JetStream meta group may still be electing its leader then, so a test waits for
+ * JetStream to answer before it creates streams.
+ */
+export async function startNatsCluster(size = 3, name = "agentloop-test"): Promise<NatsCluster> {
+  const binary = findNatsServerBinary();
+  const clusterPorts: number[] = [];
+  while (clusterPorts.length < size) {
+    const port = await findFreePort();
+    if (!clusterPorts.includes(port)) clusterPorts.push(port);
+  }
+  const routes = clusterPorts.map((port) => `nats://127.0.0.1:${port}`);
+  const servers: NatsServer[] = [];
+  try {
+    for (let index = 0; index < size; index++) {
+      const storeDir = await mkdtemp(join(tmpdir(), "agentloop-nats-cluster-"));
+      const args = [
+        "-n",
+        `${name}-${index + 1}`,
+        "--cluster_name",
+        name,
+        "--cluster",
+        routes[index]!,
+        "--routes",
+        routes.filter((_, other) => other !== index).join(","),
+      ];
+      servers.push(await launch(binary, await findFreePort(), storeDir, args));
+    }
+  } catch (error) {
+    await Promise.all(servers.map((server) => server.stop()));
+    throw error;
+  }
+  const urls = servers.map((server) => server.url);
+  return {
+    urls,
+    url: urls.join(","),
+    stop: async () => {
+      await Promise.all(servers.map((server) => server.stop()));
+    },
+  };
+}

@@ -2,7 +2,7 @@ import { mkdirSync } from "node:fs";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalBus } from "../../src/bus/local-bus.js";
-import type { EventBody } from "../../src/events/types.js";
+import type { AgentEvent, EventBody } from "../../src/events/types.js";
 import { startUiServer, type UiServer } from "../../src/ui/ui-server.js";
 import { iterationLikeMachine, loopLikeMachine } from "../viz/test-machines.js";
 import { createGate, type ScriptedAgent, startScriptedAgent } from "./scripted-agent.js";
@@ -259,19 +259,34 @@ describe("the UI page", () => {
 
   it("lists a new session as it starts and replays a session's history when selected", async () => {
     const make = createEventFactory("helper", "s2", "other-chat");
+    // The session starts on host-1 and is taken over by host-2: the list shows the latest owner.
+    const on = (host: string, event: AgentEvent): AgentEvent => ({ ...event, host });
     publishEvents(bus, PREFIX, [
-      make({ kind: "ChatStarted", text: "status report" }),
-      make({ kind: "ModelTextDelta", delta: "All " }, 1),
-      make({ kind: "ModelTextDelta", delta: "good." }, 1),
-      make({
-        kind: "ChatFailed",
-        error: { code: "server_error", retryable: true, name: "LlmError", message: "boom" },
-        cancelled: false,
-      }),
+      on("host-1", make({ kind: "ChatStarted", text: "status report" })),
+      on("host-1", make({ kind: "ModelTextDelta", delta: "All " }, 1)),
+      on("host-2", make({ kind: "ModelTextDelta", delta: "good." }, 1)),
+      on(
+        "host-2",
+        make({
+          kind: "ChatFailed",
+          error: { code: "server_error", retryable: true, name: "LlmError", message: "boom" },
+          cancelled: false,
+        }),
+      ),
     ]);
     const item = page.locator(`${byTestId("session-item")}[data-agent="helper"][data-session="s2"]`);
     await item.waitFor();
     await expect.poll(() => item.locator(byTestId("session-status")).textContent()).toBe("failed");
+    expect(await item.locator(byTestId("session-host")).textContent()).toBe("on host-2");
+    expect(await item.locator(byTestId("session-host")).isVisible()).toBe(true);
+    // The scripted agent's events name no host: nothing is shown for s1.
+    const first = page.locator(`${byTestId("session-item")}[data-session="s1"]`);
+    expect(await first.locator(byTestId("session-host")).isVisible()).toBe(false);
+    // The server's summaries carry it too (the list after a reload).
+    const listed = (await (await fetch(new URL("/api/sessions", server.url))).json()) as {
+      sessions: Array<{ session: string; host?: string }>;
+    };
+    expect(listed.sessions.find((summary) => summary.session === "s2")?.host).toBe("host-2");
     // Newest first.
     expect(await page.locator(byTestId("session-item")).first().getAttribute("data-session")).toBe("s2");
 

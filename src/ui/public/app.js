@@ -87,6 +87,8 @@ function recordEvent(event) {
   const summary = app.sessions.get(key);
   summary.lastActivity = event.ts;
   summary.lastSeq = event.seq;
+  // The owner: the host of the latest event (a session taken over moves to the next owner).
+  if (event.host) summary.host = event.host;
   if (event.kind === "ChatStarted") summary.status = "running";
   else if (event.kind === "ChatCompleted") summary.status = "completed";
   else if (event.kind === "ChatFailed") summary.status = event.cancelled ? "cancelled" : "failed";
@@ -124,6 +126,11 @@ function renderSession(key) {
       element("span", { className: "session-status", "data-testid": "session-status" }),
       element("span", { className: "session-state", "data-testid": "session-state" }),
       element("span", { className: "session-activity", "data-testid": "session-activity" }),
+      element("span", {
+        className: "session-host",
+        "data-testid": "session-host",
+        title: "the host that runs this session (the host of its latest event)",
+      }),
     );
     item.addEventListener("click", () => select(key));
     item.addEventListener("keydown", (event) => {
@@ -142,6 +149,9 @@ function renderSession(key) {
   status.setAttribute("data-status", summary.status);
   item.querySelector('[data-testid="session-state"]').textContent = summary.state || "–";
   item.querySelector('[data-testid="session-activity"]').textContent = formatTime(summary.lastActivity);
+  const host = item.querySelector('[data-testid="session-host"]');
+  host.textContent = summary.host ? `on ${summary.host}` : "";
+  host.hidden = !summary.host;
   if (key === app.selected) updateSelectedState();
 }
 
