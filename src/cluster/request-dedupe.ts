@@ -132,6 +132,7 @@ export class RequestDedupe {
       });
       const answer = await reply;
       if (answer !== undefined) await this.#store(key, answer, revision);
+      else if (stored !== undefined && revision !== undefined) await this.#restore(key, stored, revision);
       return answer;
     })();
     this.#track(key, run);
@@ -197,6 +198,15 @@ export class RequestDedupe {
     }
   }
 
+  /** Puts back the record an adopted chat replaced, when nothing was left to run (it names the host that ran it). */
+  async #restore(key: string, record: StoredReply, revision: number): Promise<void> {
+    try {
+      await this.#kv.update(key, JSON.stringify(record), revision);
+    } catch {
+      // Written by another host since: its record stands.
+    }
+  }
+
   /** Best-effort: a dedupe record that cannot be written does not stop the chat or its reply. */
   async #write(key: string, record: StoredReply): Promise<number | undefined> {
     try {
@@ -210,7 +220,7 @@ export class RequestDedupe {
 
 /** A retry of a run that left nothing to resume or join: never run a second time. */
 function interruptedReply(runHost: string, hostId: string): ChatReply {
-  const who = runHost === hostId ? "this host's earlier life" : `host ${runHost}`;
+  const who = runHost === hostId ? "this host (an earlier run)" : `host ${runHost}`;
   return {
     ok: false,
     error: {
