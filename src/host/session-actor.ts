@@ -11,7 +11,7 @@ import {
   type SessionMachineEmitted,
   sessionMachine,
 } from "../../machines/session.machine.js";
-import type { Agent, ChatOptions, ResumedChatOutcome } from "../agent/agent-types.js";
+import type { Agent, ChatOptions, ChatResult, ResumedChatOutcome } from "../agent/agent-types.js";
 import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
 import type { ChatRequest } from "../bus/contract.js";
 import { CancelledError } from "../llm/errors.js";
@@ -66,11 +66,14 @@ interface Waiter {
   chatOptions?: ChatWaiterOptions;
 }
 
+/** A chat's result as its answer (`chatId` only when known). */
+function chatAnswer({ result, usage, chatId }: ChatResult): ChatOutcome {
+  return chatId === undefined ? { ok: true, result, usage } : { ok: true, result, usage, chatId };
+}
+
 /** A resumed chat's outcome as a chat message's answer. */
 function chatOutcomeOf(outcome: ResumedChatOutcome): ChatOutcome {
-  if (!outcome.ok) return { ok: false, error: describeFailure(outcome.error) };
-  const { result, usage, chatId } = outcome.result;
-  return chatId === undefined ? { ok: true, result, usage } : { ok: true, result, usage, chatId };
+  return outcome.ok ? chatAnswer(outcome.result) : { ok: false, error: describeFailure(outcome.error) };
 }
 
 let nextActorNumber = 0;
@@ -239,8 +242,7 @@ export class SessionActor {
       if (!settlement.ok) return settlement;
       if (settlement.output.kind !== "chat")
         throw new TypeError(`a chat answered as ${settlement.output.kind}`);
-      const { result, usage, chatId } = settlement.output;
-      return chatId === undefined ? { ok: true, result, usage } : { ok: true, result, usage, chatId };
+      return chatAnswer(settlement.output);
     });
   }
 
