@@ -418,7 +418,10 @@ export class AgentSession implements Agent {
       signal?.removeEventListener("abort", cancel);
       isParked = await approvals.detach(actor);
       // Ended, or parked with its approval (that record is the one to go on from): nothing to resume.
-      journal?.endChat();
+      // An answer is kept until its reply is stored under the chat's request id (if it has one).
+      journal?.endChat(
+        !isParked && output?.status === "done" ? { result: output.result, usage: output.usage } : undefined,
+      );
     }
     if (isParked || output === undefined) {
       // Stopped on shutdown while a tool call awaited approval: the chat goes on after a restart.

@@ -118,9 +118,15 @@ export class RequestDedupe {
    * A chat this host resumed from the session's journal, carrying the client's request `id`:
    * marked `running` here, joined by retries, its reply stored as `done` once it ends. A reply
    * already stored stands (the dead host stored it, then died before its journal caught up); a
-   * `reply` resolving undefined (nothing was left to run) leaves the record as it was.
+   * `reply` resolving undefined (nothing was left to run) leaves the record as it was. Resolves
+   * once the reply is stored.
    */
-  adopt(agent: string, session: string, id: string, reply: Promise<ChatReply | undefined>): void {
+  adopt(
+    agent: string,
+    session: string,
+    id: string,
+    reply: Promise<ChatReply | undefined>,
+  ): Promise<ChatReply | undefined> {
     const key = replyKey(agent, session, id);
     const run = (async () => {
       const stored = await this.#read(key);
@@ -136,6 +142,7 @@ export class RequestDedupe {
       return answer;
     })();
     this.#track(key, run);
+    return run;
   }
 
   #track(key: string, run: Promise<ChatReply | undefined>): void {

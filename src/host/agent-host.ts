@@ -224,17 +224,15 @@ export class AgentHost {
       // Issue 11: what the session's last host left unfinished (its journal) runs first; a resumed
       // chat with a client request id answers that id's retries, and its reply is stored for later ones.
       const dedupe = this.#cluster?.dedupe;
+      const journal = created.journal;
       void actor.resumeUnfinished(
         dedupe === undefined
           ? {}
           : {
-              onResumed: (id, outcome) =>
-                dedupe.adopt(
-                  agent,
-                  session,
-                  id,
-                  outcome.then((answer) => answer && chatReplyOf(session, answer, { id })),
-                ),
+              onResumed: (id, outcome) => {
+                const reply = outcome.then((answer) => answer && chatReplyOf(session, answer, { id }));
+                void dedupe.adopt(agent, session, id, reply).then(() => journal?.forgetAnswer(id));
+              },
             },
       );
       return actor;
@@ -336,6 +334,7 @@ export class AgentHost {
     const depth = readRequestDepth(message.data);
     if (!depth.ok) return this.#reply(message, { ...depth, ...echo });
     let chatId: string | undefined;
+    const dedupe = this.#cluster?.dedupe;
     // False when the session could not even start (closing, full): no chat ran.
     let ran = true;
     const run = async (): Promise<ChatReply> => {
@@ -346,7 +345,8 @@ export class AgentHost {
             type: request.type,
             stackable: request.stackable,
             depth: depth.value,
-            ...(request.id === undefined ? {} : { requestId: request.id }),
+            // Journaled with the chat (issue 11): a chat resumed elsewhere answers this id's retries.
+            ...(request.id === undefined || dedupe === undefined ? {} : { requestId: request.id }),
           }),
         );
         if (outcome.ok) chatId = outcome.chatId;
@@ -357,17 +357,16 @@ export class AgentHost {
         return { ok: false, error: sessionStartError(error), ...echo };
       }
     };
-    const dedupe = this.#cluster?.dedupe;
     if (dedupe === undefined || request.id === undefined) return this.#reply(message, await run(), chatId);
     // Issue 11: one run per id. The session is taken first, so a request to forward marks nothing.
     await this.sessions.get(agent, request.session).catch((error: unknown) => {
       if (error instanceof SessionOwnedElsewhereError) throw error;
     });
-    const answer = dedupe.answer(agent, request.session, request.id, async () => ({
-      reply: await run(),
-      ran,
-    }));
-    return this.#reply(message, await answer, chatId);
+    const id = request.id;
+    const answer = await dedupe.answer(agent, request.session, id, async () => ({ reply: await run(), ran }));
+    // Stored under the id: the journal need not keep the chat's answer any more.
+    this.sessions.find(agent, request.session)?.agent.journal?.forgetAnswer(id);
+    return this.#reply(message, answer, chatId);
   }
 
   async #handleControl(message: BusMessage, agent: string): Promise<ChatReply | ControlReply> {

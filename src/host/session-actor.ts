@@ -338,6 +338,12 @@ export class SessionActor {
     if (agent.journal === undefined || agent.resumeUnfinishedChat === undefined || this.isStopped) {
       return Promise.resolve();
     }
+    // Answers the last host had not stored under their request ids yet.
+    for (const answered of agent.journal.answered) {
+      const { requestId, result, usage, chatId } = answered;
+      if (onResumed === undefined) agent.journal.forgetAnswer(requestId);
+      else onResumed(requestId, Promise.resolve({ ok: true, result, usage, chatId }));
+    }
     const requestId = agent.journal.unfinishedChat?.requestId;
     let answered: (outcome: ChatOutcome | undefined) => void = () => {};
     if (requestId !== undefined && onResumed !== undefined) {

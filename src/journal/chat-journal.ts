@@ -49,10 +49,24 @@ export const QueuedChat = z.object({
 });
 export type QueuedChat = z.infer<typeof QueuedChat>;
 
+/**
+ * A chat with a client request id that ended with an answer, kept until its reply is stored under
+ * that id (so a host that dies in between leaves the answer to the next owner).
+ */
+export const AnsweredChat = z.object({
+  requestId: z.string(),
+  chatId: z.string(),
+  result: z.string(),
+  usage: z.object({ prompt: z.number(), completion: z.number(), total: z.number(), cached: z.number() }),
+});
+export type AnsweredChat = z.infer<typeof AnsweredChat>;
+
 /** What a session has not finished: the running chat and the chats queued behind it, in order. */
 export const JournalEntry = z.object({
   chat: ChatProgress.nullable(),
   queued: z.array(QueuedChat),
+  /** Answers whose replies are not stored yet under their request ids. */
+  answered: z.array(AnsweredChat).optional(),
 });
 export type JournalEntry = z.infer<typeof JournalEntry>;
 
@@ -89,5 +103,5 @@ export function parseJournalEntry(text: string): JournalEntry | undefined {
 
 /** Whether an entry holds nothing to finish. */
 export function isEmptyEntry(entry: JournalEntry): boolean {
-  return entry.chat === null && entry.queued.length === 0;
+  return entry.chat === null && entry.queued.length === 0 && !entry.answered?.length;
 }

@@ -281,4 +281,27 @@ describe("resuming a journaled chat", () => {
     expect(second.eventsOf("ChatResumed")).toEqual([]);
     await secondSession.shutdown();
   });
+
+  it("keeps a chat's answer until its reply is stored under its request id; the next life hands it on", async () => {
+    const first = await host([{ text: "Hi." }], []);
+    const firstSession = new SessionActor({ agent: first.agent });
+    expect(await firstSession.chat({ text: "hello", requestId: "r5" })).toMatchObject({ ok: true });
+    // The host died before it stored the reply (nobody called forgetAnswer).
+    await first.agent.journal?.flush();
+    const journal = new SqliteChatJournal(database);
+    expect((await journal.load("tester", "s1"))?.answered).toMatchObject([
+      { requestId: "r5", result: "Hi." },
+    ]);
+
+    const second = await host([], []);
+    const secondSession = new SessionActor({ agent: second.agent });
+    const answers = new Map<string, Promise<unknown>>();
+    await secondSession.resumeUnfinished({ onResumed: (id, outcome) => answers.set(id, outcome) });
+    expect(await answers.get("r5")).toMatchObject({ ok: true, result: "Hi." });
+    second.agent.journal?.forgetAnswer("r5");
+    await second.agent.journal?.flush();
+    expect(await journal.load("tester", "s1")).toBeUndefined();
+    await secondSession.shutdown();
+    await firstSession.shutdown();
+  });
 });
