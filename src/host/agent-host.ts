@@ -231,7 +231,13 @@ export class AgentHost {
           : {
               onResumed: (id, outcome) => {
                 const reply = outcome.then((answer) => answer && chatReplyOf(session, answer, { id }));
-                void dedupe.adopt(agent, session, id, reply).then(() => journal?.forgetAnswer(id));
+                void dedupe.adopt(agent, session, id, reply).then(
+                  () => journal?.forgetAnswer(id),
+                  (error: unknown) =>
+                    this.#log(
+                      `could not answer request ${id} of ${agent}/${session}: ${describeFailure(error).message}`,
+                    ),
+                );
               },
             },
       );
