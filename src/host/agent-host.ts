@@ -16,7 +16,7 @@ import type { SessionCluster } from "../cluster/session-cluster.js";
 import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestDepth } from "./request-depth.js";
-import { SessionActor } from "./session-actor.js";
+import { type ChatOutcome, SessionActor } from "./session-actor.js";
 import { SessionHeartbeats } from "./session-heartbeats.js";
 import {
   type ManagerTimers,
@@ -221,8 +221,26 @@ export class AgentHost {
         ...(this.#maxQueue === undefined ? {} : { maxQueue: this.#maxQueue }),
         ...(this.#now === undefined ? {} : { now: this.#now }),
       });
-      // Issue 11: what the session's last host left unfinished (its journal) runs first.
-      void actor.resumeUnfinished();
+      // Issue 11: what the session's last host left unfinished (its journal) runs first; a resumed
+      // chat with a client request id answers that id's retries, and its reply is stored for later ones.
+      const dedupe = this.#cluster?.dedupe;
+      const journal = created.journal;
+      void actor.resumeUnfinished(
+        dedupe === undefined
+          ? {}
+          : {
+              onResumed: (id, outcome) => {
+                const reply = outcome.then((answer) => answer && chatReplyOf(session, answer, { id }));
+                void dedupe.adopt(agent, session, id, reply).then(
+                  () => journal?.forgetAnswer(id),
+                  (error: unknown) =>
+                    this.#log(
+                      `could not answer request ${id} of ${agent}/${session}: ${describeFailure(error).message}`,
+                    ),
+                );
+              },
+            },
+      );
       return actor;
     } catch (error) {
       this.#cluster?.leases.release(agent, session);
@@ -322,6 +340,7 @@ export class AgentHost {
     const depth = readRequestDepth(message.data);
     if (!depth.ok) return this.#reply(message, { ...depth, ...echo });
     let chatId: string | undefined;
+    const dedupe = this.#cluster?.dedupe;
     // False when the session could not even start (closing, full): no chat ran.
     let ran = true;
     const run = async (): Promise<ChatReply> => {
@@ -332,29 +351,28 @@ export class AgentHost {
             type: request.type,
             stackable: request.stackable,
             depth: depth.value,
+            // Journaled with the chat (issue 11): a chat resumed elsewhere answers this id's retries.
+            ...(request.id === undefined || dedupe === undefined ? {} : { requestId: request.id }),
           }),
         );
         if (outcome.ok) chatId = outcome.chatId;
-        return outcome.ok
-          ? { ok: true, session: request.session, result: outcome.result, usage: outcome.usage, ...echo }
-          : { ok: false, error: outcome.error, ...echo };
+        return chatReplyOf(request.session, outcome, echo);
       } catch (error) {
         if (error instanceof SessionOwnedElsewhereError) throw error;
         ran = false;
         return { ok: false, error: sessionStartError(error), ...echo };
       }
     };
-    const dedupe = this.#cluster?.dedupe;
     if (dedupe === undefined || request.id === undefined) return this.#reply(message, await run(), chatId);
     // Issue 11: one run per id. The session is taken first, so a request to forward marks nothing.
     await this.sessions.get(agent, request.session).catch((error: unknown) => {
       if (error instanceof SessionOwnedElsewhereError) throw error;
     });
-    const answer = dedupe.answer(agent, request.session, request.id, async () => ({
-      reply: await run(),
-      ran,
-    }));
-    return this.#reply(message, await answer, chatId);
+    const id = request.id;
+    const answer = await dedupe.answer(agent, request.session, id, async () => ({ reply: await run(), ran }));
+    // Stored under the id: the journal need not keep the chat's answer any more.
+    this.sessions.find(agent, request.session)?.agent.journal?.forgetAnswer(id);
+    return this.#reply(message, answer, chatId);
   }
 
   async #handleControl(message: BusMessage, agent: string): Promise<ChatReply | ControlReply> {
@@ -416,6 +434,13 @@ export class AgentHost {
     this.#bus.respond(message, JSON.stringify(tooLarge));
     return tooLarge;
   }
+}
+
+/** A chat's outcome as the reply to its request (`echo`: the request's `id`, if it had one). */
+function chatReplyOf(session: string, outcome: ChatOutcome, echo: { id?: string }): ChatReply {
+  return outcome.ok
+    ? { ok: true, session, result: outcome.result, usage: outcome.usage, ...echo }
+    : { ok: false, error: outcome.error, ...echo };
 }
 
 /** The `reply_too_large` answer: the client reads the full result from the history by `chatId`. */

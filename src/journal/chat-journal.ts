@@ -26,6 +26,8 @@ export const ChatProgress = z.object({
   chatId: z.string(),
   /** The user's text (the chat starts over from it when not even the user message was written). */
   userText: z.string(),
+  /** The chat request's client `id`: the resumed chat's reply is stored under it for retries. */
+  requestId: z.string().optional(),
   /** How many messages the history held before this chat. */
   chatStart: z.number().int().nonnegative(),
   /** The iteration in flight (1-based; 0 before the first). */
@@ -42,13 +44,29 @@ export const QueuedChat = z.object({
   type: z.string().optional(),
   stackable: z.boolean().optional(),
   depth: z.number().int().nonnegative().optional(),
+  /** The chat request's client `id` (see {@link ChatProgress}). */
+  requestId: z.string().optional(),
 });
 export type QueuedChat = z.infer<typeof QueuedChat>;
+
+/**
+ * A chat with a client request id that ended with an answer, kept until its reply is stored under
+ * that id (so a host that dies in between leaves the answer to the next owner).
+ */
+export const AnsweredChat = z.object({
+  requestId: z.string(),
+  chatId: z.string(),
+  result: z.string(),
+  usage: z.object({ prompt: z.number(), completion: z.number(), total: z.number(), cached: z.number() }),
+});
+export type AnsweredChat = z.infer<typeof AnsweredChat>;
 
 /** What a session has not finished: the running chat and the chats queued behind it, in order. */
 export const JournalEntry = z.object({
   chat: ChatProgress.nullable(),
   queued: z.array(QueuedChat),
+  /** Answers whose replies are not stored yet under their request ids. */
+  answered: z.array(AnsweredChat).optional(),
 });
 export type JournalEntry = z.infer<typeof JournalEntry>;
 
@@ -85,5 +103,5 @@ export function parseJournalEntry(text: string): JournalEntry | undefined {
 
 /** Whether an entry holds nothing to finish. */
 export function isEmptyEntry(entry: JournalEntry): boolean {
-  return entry.chat === null && entry.queued.length === 0;
+  return entry.chat === null && entry.queued.length === 0 && !entry.answered?.length;
 }

@@ -1,5 +1,6 @@
 import type { Message } from "../llm/types.js";
 import {
+  type AnsweredChat,
   type ChatJournal,
   type ChatProgress,
   type InFlightIteration,
@@ -50,9 +51,17 @@ export class SessionJournal {
     return this.#entry.queued;
   }
 
-  /** A chat starts: the history holds `chatStart` messages before it. */
-  beginChat(chatId: string, userText: string, chatStart: number): void {
-    this.#entry.chat = { chatId, userText, chatStart, iteration: 0, messages: [], inFlight: null };
+  /** A chat starts: the history holds `chatStart` messages before it; `requestId` is the client's `id`. */
+  beginChat(chatId: string, userText: string, chatStart: number, requestId?: string): void {
+    this.#entry.chat = {
+      chatId,
+      userText,
+      ...(requestId === undefined ? {} : { requestId }),
+      chatStart,
+      iteration: 0,
+      messages: [],
+      inFlight: null,
+    };
     this.#write();
   }
 
@@ -107,10 +116,33 @@ export class SessionJournal {
     return this.#write();
   }
 
-  /** The chat ended (done, failed, cancelled, or parked with its approval): nothing to resume. */
-  endChat(): void {
-    if (this.#entry.chat === null) return;
+  /**
+   * The chat ended (done, failed, cancelled, or parked with its approval): nothing to resume. With
+   * its `answer` (done) and a client request id, the answer is kept until {@link forgetAnswer}.
+   */
+  endChat(answer?: Pick<AnsweredChat, "result" | "usage">): void {
+    const chat = this.#entry.chat;
+    if (chat === null) return;
     this.#entry.chat = null;
+    if (answer !== undefined && chat.requestId !== undefined) {
+      const answered = { requestId: chat.requestId, chatId: chat.chatId, ...answer };
+      this.#entry.answered = [...(this.#entry.answered ?? []), answered];
+    }
+    this.#write();
+  }
+
+  /** Chats that ended with an answer whose reply is not stored yet (see {@link endChat}). */
+  get answered(): readonly AnsweredChat[] {
+    return this.#entry.answered ?? [];
+  }
+
+  /** The reply to the chat with this request id is stored: its answer need not be kept. */
+  forgetAnswer(requestId: string): void {
+    const answered = this.#entry.answered;
+    if (!answered?.some((chat) => chat.requestId === requestId)) return;
+    const left = answered.filter((chat) => chat.requestId !== requestId);
+    if (left.length === 0) delete this.#entry.answered;
+    else this.#entry.answered = left;
     this.#write();
   }
 
