@@ -80,7 +80,16 @@ const DELTA_MS = 80;
 const ATTEMPT_TIMEOUT_MS = 6_000;
 const FIRST_ATTEMPT_TIMEOUT_MS = 20_000;
 const RUN_DEADLINE_MS = 90_000;
-const BIN_PATH = join(dirname(fileURLToPath(import.meta.url)), "../../src/cli/bin.js");
+const BIN_PATH = join(packageRoot(), "dist/src/cli/bin.js");
+
+/** The directory of agentloop's package.json (this file runs from bench/soak or dist/bench/soak). */
+function packageRoot(): string {
+  let directory = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(directory, "package.json")) && dirname(directory) !== directory) {
+    directory = dirname(directory);
+  }
+  return directory;
+}
 
 /** mulberry32: a small seeded generator, so a seed replays the same choices. */
 function seededRandom(seed: number): () => number {
