@@ -19,11 +19,11 @@ import type { AgentEvent, EventBody } from "../events/types.js";
 import { type ResumedChat, settleUnfinishedChat } from "../journal/resume-chat.js";
 import type { SessionJournal } from "../journal/session-journal.js";
 import type { LlmClient } from "../llm/llm-client.js";
-import type { LlmOptions, Message, ToolCall } from "../llm/types.js";
+import { emptyUsage, type LlmOptions, type Message, type ToolCall } from "../llm/types.js";
 import { toWellFormed } from "../llm/well-formed-message.js";
 import type { SecretRedactor } from "../text/secret-redactor.js";
 import type { ToolSet } from "../tools/tool-set.js";
-import type { Agent, ChatOptions, ChatResult } from "./agent-types.js";
+import type { Agent, ChatOptions, ChatResult, ResumeChatOptions } from "./agent-types.js";
 import { boundMachines } from "./bound-machines.js";
 import { ChatCancelledError, ChatFailedError } from "./chat-errors.js";
 import { createSessionDeps, type SessionDeps, withSessionDeps } from "./session-deps.js";
@@ -156,7 +156,7 @@ export class AgentSession implements Agent {
    * Issue 11: the chat the session's last host left unfinished goes on, first in the queue. Its
    * calls in flight are settled first (an idempotent one runs again, any other is `interrupted`).
    */
-  resumeUnfinishedChat(options: { signal?: AbortSignal } = {}): Promise<boolean> {
+  resumeUnfinishedChat(options: ResumeChatOptions = {}): Promise<boolean> {
     return this.#serialise(async () => {
       const { journal, parked, events } = this.#params;
       const progress = journal?.unfinishedChat;
@@ -178,9 +178,18 @@ export class AgentSession implements Agent {
           actor.start();
           return toPromise(actor);
         },
+        onFinished: (result) =>
+          options.onOutcome?.({ ok: true, result: { result, usage: emptyUsage(), chatId: progress.chatId } }),
       });
       if (resumed === undefined) return false;
-      await this.#runChat(resumed.userText, options, resumed).catch(() => {});
+      const chatOptions = {
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+        ...(progress.requestId === undefined ? {} : { requestId: progress.requestId }),
+      };
+      await this.#runChat(resumed.userText, chatOptions, resumed).then(
+        (result) => options.onOutcome?.({ ok: true, result }),
+        (error: unknown) => options.onOutcome?.({ ok: false, error }),
+      );
       return true;
     });
   }
@@ -376,7 +385,9 @@ export class AgentSession implements Agent {
         contextCompactRatio: settings.contextCompactRatio,
       });
     }
-    if (resumed?.continueFrom === undefined) journal?.beginChat(events.chatId, text, context.messages.length);
+    if (resumed?.continueFrom === undefined) {
+      journal?.beginChat(events.chatId, text, context.messages.length, options.requestId);
+    }
     // `preparing` is left within the start's macrostep, so no inspection event shows it.
     events.emit(0, { kind: "StateChanged", machine: "chat", state: "preparing" });
     const actor = this.#startActor(boundMachines.chat, {

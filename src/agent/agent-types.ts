@@ -82,6 +82,24 @@ export interface ChatOptions {
   depth?: number;
   /** Sees this chat's events only (e.g. to stream its text to one caller); exceptions swallowed. */
   onEvent?: (event: AgentEvent) => void;
+  /**
+   * The chat request's client `id` (issue 11): journaled with the chat, so a chat resumed on
+   * another host can store its reply under it for the client's retries.
+   */
+  requestId?: string;
+}
+
+/** How a chat resumed from the journal ended: its result, or why it failed (ChatFailedError…). */
+export type ResumedChatOutcome = { ok: true; result: ChatResult } | { ok: false; error: unknown };
+
+/** Options of {@link Agent.resumeUnfinishedChat}. */
+export interface ResumeChatOptions {
+  signal?: AbortSignal;
+  /**
+   * Called once when the resumed chat ended, or when the journal shows it had ended before its
+   * host stopped (then with its answer from the history, usage 0). Not called when nothing ran.
+   */
+  onOutcome?: (outcome: ResumedChatOutcome) => void;
 }
 
 /** What a successful chat resolves with. */
@@ -133,5 +151,5 @@ export interface Agent {
    * the agent's queue; nobody waits for its answer: it ends in the history and the events).
    * Resolves with whether one ran.
    */
-  resumeUnfinishedChat?(options?: { signal?: AbortSignal }): Promise<boolean>;
+  resumeUnfinishedChat?(options?: ResumeChatOptions): Promise<boolean>;
 }

@@ -11,7 +11,18 @@ import { DEFAULT_PREFIX } from "../bus/subjects.js";
  * finished gets the stored reply from the KV bucket `AGENTLOOP_REPLIES` for the dedupe window
  * (the bucket's max age, plus a `storedAt` check by the reader). A chat is marked `running` in the
  * bucket before it starts, so a retry that reaches another host after a failover is never run a
- * second time: it is told the first run was interrupted (the user message is in the history).
+ * second time.
+ *
+ * After a failover the chat's request id travels in the session's journal: the next owner resumes
+ * the chat (or the queued one) and {@link RequestDedupe.adopt}s it — marks it `running` under its
+ * own host id, lets retries join it, stores its reply as `done`. Retries are forwarded to the
+ * session's owner, and the owner resumes the journal when it takes the session, before it answers
+ * any request; so a retry that still finds another host's `running` mark and nothing to join is
+ * for a run that left nothing to resume (lost before its journal entry was written, or ended just
+ * before the crash): it is answered `cancelled`, never run again.
+ *
+ * Records are written with compare-and-set on the revision the host last wrote: a host that lost
+ * the session (paused past its lease) cannot overwrite the reply its successor stored.
  */
 
 /** The bucket for the default prefix. */
@@ -61,7 +72,7 @@ export class RequestDedupe {
   readonly #hostId: string;
   readonly #now: () => number;
   readonly #log: (line: string) => void;
-  readonly #running = new Map<string, Promise<ChatReply>>();
+  readonly #running = new Map<string, Promise<ChatReply | undefined>>();
 
   private constructor(kv: KV, options: RequestDedupeOptions) {
     this.#kv = kv;
@@ -96,32 +107,55 @@ export class RequestDedupe {
   answer(agent: string, session: string, id: string, chat: () => Promise<DedupedChat>): Promise<ChatReply> {
     const key = replyKey(agent, session, id);
     const joined = this.#running.get(key);
-    if (joined !== undefined) return joined;
-    const run = this.#answer(key, chat).finally(() => {
-      if (this.#running.get(key) === run) this.#running.delete(key);
-    });
-    this.#running.set(key, run);
+    // An adopted chat that turned out to have nothing to run answers from the record.
+    if (joined !== undefined) return joined.then((reply) => reply ?? this.#answer(key, chat));
+    const run = this.#answer(key, chat);
+    this.#track(key, run);
     return run;
+  }
+
+  /**
+   * A chat this host resumed from the session's journal, carrying the client's request `id`:
+   * marked `running` here, joined by retries, its reply stored as `done` once it ends. A reply
+   * already stored stands (the dead host stored it, then died before its journal caught up); a
+   * `reply` resolving undefined (nothing was left to run) leaves the record as it was.
+   */
+  adopt(agent: string, session: string, id: string, reply: Promise<ChatReply | undefined>): void {
+    const key = replyKey(agent, session, id);
+    const run = (async () => {
+      const stored = await this.#read(key);
+      if (stored?.state === "done" && stored.reply !== undefined) return stored.reply;
+      const revision = await this.#write(key, {
+        state: "running",
+        host: this.#hostId,
+        storedAt: this.#now(),
+      });
+      const answer = await reply;
+      if (answer !== undefined) await this.#store(key, answer, revision);
+      else if (stored !== undefined && revision !== undefined) await this.#restore(key, stored, revision);
+      return answer;
+    })();
+    this.#track(key, run);
+  }
+
+  #track(key: string, run: Promise<ChatReply | undefined>): void {
+    this.#running.set(key, run);
+    const untrack = () => {
+      if (this.#running.get(key) === run) this.#running.delete(key);
+    };
+    run.then(untrack, untrack);
   }
 
   async #answer(key: string, chat: () => Promise<DedupedChat>): Promise<ChatReply> {
     const stored = await this.#read(key);
     if (stored !== undefined && this.#now() - stored.storedAt <= this.windowMs) {
       if (stored.state === "done" && stored.reply !== undefined) return stored.reply;
-      if (stored.state === "running") {
-        return {
-          ok: false,
-          error: {
-            code: "cancelled",
-            message: `a chat with this id was started by host ${stored.host} and interrupted before it answered; it is not run a second time (its user message is in the history)`,
-          },
-        };
-      }
+      if (stored.state === "running") return interruptedReply(stored.host, this.#hostId);
     }
-    await this.#write(key, { state: "running", host: this.#hostId, storedAt: this.#now() });
+    const revision = await this.#write(key, { state: "running", host: this.#hostId, storedAt: this.#now() });
     const { reply, ran } = await chat();
-    if (ran === false) await this.#forget(key);
-    else await this.#write(key, { state: "done", host: this.#hostId, storedAt: this.#now(), reply });
+    if (ran === false) await this.#forget(key, revision);
+    else await this.#store(key, reply, revision);
     return reply;
   }
 
@@ -138,22 +172,62 @@ export class RequestDedupe {
   }
 
   /** A chat that never ran leaves no record: a retry runs it. */
-  async #forget(key: string): Promise<void> {
+  async #forget(key: string, revision: number | undefined): Promise<void> {
     try {
-      await this.#kv.delete(key);
+      await this.#kv.delete(key, revision === undefined ? {} : { previousSeq: revision });
     } catch (error) {
-      this.#log(`could not remove the dedupe record ${key}: ${describe(error)}`);
+      if (revision === undefined) this.#log(`could not remove the dedupe record ${key}: ${describe(error)}`);
+    }
+  }
+
+  /**
+   * Stores the reply over this host's own `running` mark (compare-and-set on its revision): when
+   * another host has written the record since — it took the session over and resumed the chat —
+   * its record stands.
+   */
+  async #store(key: string, reply: ChatReply, revision: number | undefined): Promise<void> {
+    const record: StoredReply = { state: "done", host: this.#hostId, storedAt: this.#now(), reply };
+    if (revision === undefined) {
+      await this.#write(key, record);
+      return;
+    }
+    try {
+      await this.#kv.update(key, JSON.stringify(record), revision);
+    } catch (error) {
+      this.#log(`the dedupe record ${key} was not stored: another host wrote it since (${describe(error)})`);
+    }
+  }
+
+  /** Puts back the record an adopted chat replaced, when nothing was left to run (it names the host that ran it). */
+  async #restore(key: string, record: StoredReply, revision: number): Promise<void> {
+    try {
+      await this.#kv.update(key, JSON.stringify(record), revision);
+    } catch {
+      // Written by another host since: its record stands.
     }
   }
 
   /** Best-effort: a dedupe record that cannot be written does not stop the chat or its reply. */
-  async #write(key: string, record: StoredReply): Promise<void> {
+  async #write(key: string, record: StoredReply): Promise<number | undefined> {
     try {
-      await this.#kv.put(key, JSON.stringify(record));
+      return await this.#kv.put(key, JSON.stringify(record));
     } catch (error) {
       this.#log(`could not store the dedupe record ${key}: ${describe(error)}`);
+      return undefined;
     }
   }
+}
+
+/** A retry of a run that left nothing to resume or join: never run a second time. */
+function interruptedReply(runHost: string, hostId: string): ChatReply {
+  const who = runHost === hostId ? "this host (an earlier run)" : `host ${runHost}`;
+  return {
+    ok: false,
+    error: {
+      code: "cancelled",
+      message: `a chat with this id was started by ${who}, which stopped before it answered, and nothing of it was left to resume; it is not run a second time (its user message, and its answer if it got one, are in the session history)`,
+    },
+  };
 }
 
 function describe(error: unknown): string {

@@ -16,7 +16,7 @@ import type { SessionCluster } from "../cluster/session-cluster.js";
 import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestDepth } from "./request-depth.js";
-import { SessionActor } from "./session-actor.js";
+import { type ChatOutcome, SessionActor } from "./session-actor.js";
 import { SessionHeartbeats } from "./session-heartbeats.js";
 import {
   type ManagerTimers,
@@ -221,8 +221,22 @@ export class AgentHost {
         ...(this.#maxQueue === undefined ? {} : { maxQueue: this.#maxQueue }),
         ...(this.#now === undefined ? {} : { now: this.#now }),
       });
-      // Issue 11: what the session's last host left unfinished (its journal) runs first.
-      void actor.resumeUnfinished();
+      // Issue 11: what the session's last host left unfinished (its journal) runs first; a resumed
+      // chat with a client request id answers that id's retries, and its reply is stored for later ones.
+      const dedupe = this.#cluster?.dedupe;
+      void actor.resumeUnfinished(
+        dedupe === undefined
+          ? {}
+          : {
+              onResumed: (id, outcome) =>
+                dedupe.adopt(
+                  agent,
+                  session,
+                  id,
+                  outcome.then((answer) => answer && chatReplyOf(session, answer, { id })),
+                ),
+            },
+      );
       return actor;
     } catch (error) {
       this.#cluster?.leases.release(agent, session);
@@ -332,12 +346,11 @@ export class AgentHost {
             type: request.type,
             stackable: request.stackable,
             depth: depth.value,
+            ...(request.id === undefined ? {} : { requestId: request.id }),
           }),
         );
         if (outcome.ok) chatId = outcome.chatId;
-        return outcome.ok
-          ? { ok: true, session: request.session, result: outcome.result, usage: outcome.usage, ...echo }
-          : { ok: false, error: outcome.error, ...echo };
+        return chatReplyOf(request.session, outcome, echo);
       } catch (error) {
         if (error instanceof SessionOwnedElsewhereError) throw error;
         ran = false;
@@ -416,6 +429,13 @@ export class AgentHost {
     this.#bus.respond(message, JSON.stringify(tooLarge));
     return tooLarge;
   }
+}
+
+/** A chat's outcome as the reply to its request (`echo`: the request's `id`, if it had one). */
+function chatReplyOf(session: string, outcome: ChatOutcome, echo: { id?: string }): ChatReply {
+  return outcome.ok
+    ? { ok: true, session, result: outcome.result, usage: outcome.usage, ...echo }
+    : { ok: false, error: outcome.error, ...echo };
 }
 
 /** The `reply_too_large` answer: the client reads the full result from the history by `chatId`. */

@@ -11,7 +11,7 @@ import {
   type SessionMachineEmitted,
   sessionMachine,
 } from "../../machines/session.machine.js";
-import type { Agent, ChatOptions } from "../agent/agent-types.js";
+import type { Agent, ChatOptions, ResumedChatOutcome } from "../agent/agent-types.js";
 import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
 import type { ChatRequest } from "../bus/contract.js";
 import { CancelledError } from "../llm/errors.js";
@@ -46,6 +46,14 @@ export interface SessionActorOptions {
   createId?: () => string;
 }
 
+type ChatWaiterOptions = Pick<SessionChatRequest, "signal" | "onEvent" | "requestId">;
+
+/**
+ * Issue 11: a chat resumed from the journal that carries its client's request `id`: `outcome`
+ * resolves with its answer, or undefined when nothing was left to run (no answer is known).
+ */
+export type ResumedRequestHandler = (requestId: string, outcome: Promise<ChatOutcome | undefined>) => void;
+
 type Settlement = { ok: true; output: MessageOutput } | { ok: false; error: SessionError };
 
 interface Waiter {
@@ -54,8 +62,15 @@ interface Waiter {
   touches: boolean;
   /** A chat message's text (reported as a cancelled chat if it never runs). */
   chatText: string | undefined;
-  /** A chat's own cancellation and event listener (not serialisable: kept out of the machine). */
-  chatOptions?: Pick<SessionChatRequest, "signal" | "onEvent">;
+  /** A chat's own cancellation, event listener and client id (kept out of the machine). */
+  chatOptions?: ChatWaiterOptions;
+}
+
+/** A resumed chat's outcome as a chat message's answer. */
+function chatOutcomeOf(outcome: ResumedChatOutcome): ChatOutcome {
+  if (!outcome.ok) return { ok: false, error: describeFailure(outcome.error) };
+  const { result, usage, chatId } = outcome.result;
+  return chatId === undefined ? { ok: true, result, usage } : { ok: true, result, usage, chatId };
 }
 
 let nextActorNumber = 0;
@@ -219,7 +234,7 @@ export class SessionActor {
         depth: request.depth ?? 0,
       }),
       true,
-      { signal: request.signal, onEvent: request.onEvent },
+      { signal: request.signal, onEvent: request.onEvent, requestId: request.requestId },
     ).then((settlement) => {
       if (!settlement.ok) return settlement;
       if (settlement.output.kind !== "chat")
@@ -311,32 +326,52 @@ export class SessionActor {
   /**
    * Issue 11: finishes what the session's last host left unfinished — the chat it was running
    * (first), then the chats that were queued, in order, as new messages of this mailbox. Nobody
-   * waits for their answers. `stop` and shutdown cancel the resumed chat like a running one.
+   * waits for their answers here; those that carry a client request id are handed to `onResumed`
+   * (before this returns), so retries of that id can join them. `stop` and shutdown cancel the
+   * resumed chat like a running one.
    */
-  resumeUnfinished(): Promise<void> {
+  resumeUnfinished(options: { onResumed?: ResumedRequestHandler } = {}): Promise<void> {
     const { agent } = this;
+    const { onResumed } = options;
     if (agent.journal === undefined || agent.resumeUnfinishedChat === undefined || this.isStopped) {
       return Promise.resolve();
+    }
+    const requestId = agent.journal.unfinishedChat?.requestId;
+    let answered: (outcome: ChatOutcome | undefined) => void = () => {};
+    if (requestId !== undefined && onResumed !== undefined) {
+      onResumed(
+        requestId,
+        new Promise((resolve) => {
+          answered = resolve;
+        }),
+      );
     }
     const queued = agent.journal.takeQueued();
     const abort = new AbortController();
     this.#resumeAbort = abort;
     const resuming = this.#afterPrevious(undefined, () =>
-      (agent.resumeUnfinishedChat?.({ signal: abort.signal }) ?? Promise.resolve(false)).finally(() => {
+      (
+        agent.resumeUnfinishedChat?.({
+          signal: abort.signal,
+          onOutcome: (outcome) => answered(chatOutcomeOf(outcome)),
+        }) ?? Promise.resolve(false)
+      ).finally(() => {
         if (this.#resumeAbort === abort) this.#resumeAbort = undefined;
       }),
     );
     for (const request of queued) {
-      void this.chat({
+      const outcome = this.chat({
         text: request.text,
         ...(request.type === undefined ? {} : { type: request.type }),
         ...(request.stackable === undefined ? {} : { stackable: request.stackable }),
         ...(request.depth === undefined ? {} : { depth: request.depth }),
+        ...(request.requestId === undefined ? {} : { requestId: request.requestId }),
       });
+      if (request.requestId !== undefined) onResumed?.(request.requestId, outcome);
     }
     return resuming.then(
-      () => {},
-      () => {},
+      () => answered(undefined),
+      () => answered(undefined),
     );
   }
 
@@ -368,7 +403,7 @@ export class SessionActor {
   #enqueue(
     build: (id: string) => MailboxMessage,
     touches: boolean,
-    chatOptions?: Pick<SessionChatRequest, "signal" | "onEvent">,
+    chatOptions?: ChatWaiterOptions,
   ): Promise<Settlement> {
     if (this.isStopped) {
       return Promise.resolve({ ok: false, error: { code: "cancelled", message: "the session is stopped" } });
@@ -380,7 +415,15 @@ export class SessionActor {
     const message = build(this.#createId?.() ?? `${this.#idPrefix}${++this.#idCounter}`);
     if (message.kind === "chat") {
       const { id, text, type, stackable, depth } = message;
-      this.agent.journal?.enqueue({ id, text, type, stackable, depth });
+      const requestId = chatOptions?.requestId;
+      this.agent.journal?.enqueue({
+        id,
+        text,
+        type,
+        stackable,
+        depth,
+        ...(requestId === undefined ? {} : { requestId }),
+      });
     }
     return new Promise<Settlement>((resolve) => {
       const chatText = message.kind === "chat" ? message.text : undefined;
@@ -434,6 +477,7 @@ export class SessionActor {
           signal: chatSignal,
           depth: message.depth,
           ...(own?.onEvent === undefined ? {} : { onEvent: own.onEvent }),
+          ...(own?.requestId === undefined ? {} : { requestId: own.requestId }),
         });
         return { kind: "chat" as const, ...result };
       },

@@ -26,6 +26,8 @@ export const ChatProgress = z.object({
   chatId: z.string(),
   /** The user's text (the chat starts over from it when not even the user message was written). */
   userText: z.string(),
+  /** The chat request's client `id`: the resumed chat's reply is stored under it for retries. */
+  requestId: z.string().optional(),
   /** How many messages the history held before this chat. */
   chatStart: z.number().int().nonnegative(),
   /** The iteration in flight (1-based; 0 before the first). */
@@ -42,6 +44,8 @@ export const QueuedChat = z.object({
   type: z.string().optional(),
   stackable: z.boolean().optional(),
   depth: z.number().int().nonnegative().optional(),
+  /** The chat request's client `id` (see {@link ChatProgress}). */
+  requestId: z.string().optional(),
 });
 export type QueuedChat = z.infer<typeof QueuedChat>;
 

@@ -26,6 +26,8 @@ export interface SettleUnfinishedChatParams {
   recordMessage(message: Message): void;
   /** Runs one call as the loop would (events, the concurrency cap, its start journaled). */
   runTool(call: ToolCall, iteration: number): Promise<ToolCallSettlement>;
+  /** The chat had finished before its host stopped (only its journal entry was left): its answer. */
+  onFinished?(result: string): void;
 }
 
 /**
@@ -45,6 +47,7 @@ export async function settleUnfinishedChat(
   const plan = planResume(params.history, progress, params.isIdempotent);
   if (plan.kind === "none") {
     journal.endChat();
+    if (plan.result !== undefined) params.onFinished?.(plan.result);
     return undefined;
   }
   if (plan.kind === "restart") {

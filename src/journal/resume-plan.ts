@@ -1,4 +1,5 @@
-import type { Message, ToolCall } from "../llm/types.js";
+import { EMPTY_REPLY_PLACEHOLDER } from "../../machines/chat.machine.js";
+import { type Message, type ToolCall, textOf } from "../llm/types.js";
 import type { ChatProgress, InFlightIteration } from "./chat-journal.js";
 
 /** The result a call gets when its tool was running as the host stopped and may not be re-run. */
@@ -9,8 +10,11 @@ export const INTERRUPTED_TOOL_RESULT = JSON.stringify({
 
 /** How an unfinished chat goes on (see {@link planResume}). */
 export type ResumePlan =
-  /** Nothing to go on with: the chat had finished, or the history moved on without it. */
-  | { kind: "none" }
+  /**
+   * Nothing to go on with: the chat had finished (`result`: its answer, as the chat returned it),
+   * or the history moved on without it.
+   */
+  | { kind: "none"; result?: string }
   /** Not even the user message was journaled: the chat runs again from its text. */
   | { kind: "restart"; chatId: string; userText: string }
   | {
@@ -59,7 +63,8 @@ export function planResume(
   const last = progress.messages[progress.messages.length - 1]!;
   // The answer is journaled and stored: the chat ended, only its journal entry was left.
   if (stored === progress.messages.length && progress.inFlight === null && last.role === "assistant") {
-    return { kind: "none" };
+    const text = textOf(last.content);
+    return { kind: "none", result: text.trim() === "" ? EMPTY_REPLY_PLACEHOLDER : text };
   }
   let inFlight: InFlightPlan | null = null;
   if (progress.inFlight !== null) {

@@ -50,9 +50,17 @@ export class SessionJournal {
     return this.#entry.queued;
   }
 
-  /** A chat starts: the history holds `chatStart` messages before it. */
-  beginChat(chatId: string, userText: string, chatStart: number): void {
-    this.#entry.chat = { chatId, userText, chatStart, iteration: 0, messages: [], inFlight: null };
+  /** A chat starts: the history holds `chatStart` messages before it; `requestId` is the client's `id`. */
+  beginChat(chatId: string, userText: string, chatStart: number, requestId?: string): void {
+    this.#entry.chat = {
+      chatId,
+      userText,
+      ...(requestId === undefined ? {} : { requestId }),
+      chatStart,
+      iteration: 0,
+      messages: [],
+      inFlight: null,
+    };
     this.#write();
   }
 

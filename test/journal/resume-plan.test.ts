@@ -67,7 +67,11 @@ describe("planResume", () => {
   it("resumes nothing when the chat ended or the history moved on", () => {
     const answer: Message = { role: "assistant", content: "done" };
     const ended = progress({ messages: [user, answer] });
-    expect(planResume([...before, user, answer], ended, isIdempotent)).toEqual({ kind: "none" });
+    // It ended: its answer is known (a retry of its request id is answered with it).
+    expect(planResume([...before, user, answer], ended, isIdempotent)).toEqual({
+      kind: "none",
+      result: "done",
+    });
     // `/new` cleared it, a compaction replaced it, or another chat's messages are there.
     expect(planResume([], progress(), isIdempotent)).toEqual({ kind: "none" });
     expect(planResume([...before, { role: "user", content: "other" }], progress(), isIdempotent)).toEqual({

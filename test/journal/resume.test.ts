@@ -228,4 +228,57 @@ describe("resuming a journaled chat", () => {
     expect(await new SqliteChatJournal(database).load("tester", "s1")).toBeUndefined();
     await secondSession.shutdown();
   });
+
+  it("hands each resumed chat with a client request id to onResumed, with its answer", async () => {
+    const { tool, counter } = countingTool("charge", false);
+    const first = await host([{ toolCalls: [{ id: "t1", name: "charge", arguments: "{}" }] }], [tool]);
+    const firstSession = new SessionActor({ agent: first.agent });
+    void firstSession.chat({ text: "one", requestId: "r1" });
+    void firstSession.chat({ text: "two", requestId: "r2" });
+    void firstSession.chat({ text: "three" });
+    await waitUntil(() => counter.runs === 1);
+    await first.agent.journal?.flush();
+    const entry = await new SqliteChatJournal(database).load("tester", "s1");
+    expect(entry?.chat?.requestId).toBe("r1");
+    expect(entry?.queued.map((queued) => queued.requestId)).toEqual(["r2", undefined]);
+
+    const second = await host((request) => ({ text: `answer ${request.messages.length}` }), [tool]);
+    const secondSession = new SessionActor({ agent: second.agent });
+    const answers = new Map<string, Promise<unknown>>();
+    await secondSession.resumeUnfinished({ onResumed: (id, outcome) => answers.set(id, outcome) });
+    expect([...answers.keys()]).toEqual(["r1", "r2"]);
+    expect(await answers.get("r1")).toMatchObject({ ok: true, result: "answer 4" });
+    expect(await answers.get("r2")).toMatchObject({ ok: true, result: "answer 6" });
+    await secondSession.whenIdle();
+    await secondSession.shutdown();
+  });
+
+  it("answers onResumed from the history when the chat had ended and only its journal entry was left", async () => {
+    const first = await host([{ text: "Hi." }], []);
+    await first.agent.chat("hello");
+    const history = await stored();
+    await new SqliteChatJournal(database).save("tester", "s1", {
+      chat: {
+        chatId: "c-ended",
+        userText: "hello",
+        requestId: "r9",
+        chatStart: 0,
+        iteration: 1,
+        messages: history,
+        inFlight: null,
+      },
+      queued: [],
+    });
+    const second = await host([], []);
+    const secondSession = new SessionActor({ agent: second.agent });
+    let answer: Promise<unknown> | undefined;
+    await secondSession.resumeUnfinished({
+      onResumed: (id, outcome) => {
+        if (id === "r9") answer = outcome;
+      },
+    });
+    expect(await answer).toMatchObject({ ok: true, result: "Hi.", chatId: "c-ended" });
+    expect(second.eventsOf("ChatResumed")).toEqual([]);
+    await secondSession.shutdown();
+  });
 });

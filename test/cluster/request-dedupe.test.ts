@@ -1,0 +1,119 @@
+import { Kvm } from "@nats-io/kv";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import type { ChatReply } from "../../src/bus/contract.js";
+import { NatsBus } from "../../src/bus/nats-bus.js";
+import { RequestDedupe, replyBucketName, replyKey } from "../../src/cluster/request-dedupe.js";
+import { uniqueRoot } from "../bus/bus-helpers.js";
+import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+
+/**
+ * Issue 11: the request-id dedupe across hosts, on a real JetStream KV bucket. Each test has its
+ * own prefix (its own bucket); two RequestDedupe instances stand for two hosts.
+ */
+
+let server: NatsServer;
+let bus: NatsBus;
+
+beforeAll(async () => {
+  server = await acquireNatsServer(inject("natsUrl"));
+  bus = await NatsBus.connect({ url: server.url, name: "request-dedupe-test" });
+});
+
+afterAll(async () => {
+  await bus.close();
+  await server.stop();
+});
+
+const usage = { prompt: 1, completion: 1, total: 2, cached: 0 };
+const answer = (result: string): ChatReply => ({ ok: true, session: "s1", result, usage, id: "r1" });
+
+/** Hosts a and b, and `open` for another host on the same bucket (nothing of a or b in memory). */
+async function hosts() {
+  const prefix = uniqueRoot();
+  const open = (hostId: string) => RequestDedupe.open(bus.connection, { prefix, hostId });
+  const a = await open("a");
+  const b = await open("b");
+  /** Resolves once host a's `running` mark for r1 is in the bucket. */
+  const marked = async () => {
+    const kv = await new Kvm(bus.connection).open(replyBucketName(prefix));
+    while ((await kv.get(replyKey("assistant", "s1", "r1"))) === null) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  };
+  return { a, b, open, marked };
+}
+
+/** A deferred reply: the adopted chat's answer, given when the test says so. */
+function deferred() {
+  let resolve: (reply: ChatReply | undefined) => void = () => {};
+  const promise = new Promise<ChatReply | undefined>((settle) => {
+    resolve = settle;
+  });
+  return { promise, resolve };
+}
+
+describe("request dedupe across hosts", () => {
+  it("a retry joins the chat a new owner adopted from the journal, and a later one gets its stored reply", async () => {
+    const { a, b, open, marked } = await hosts();
+    let runs = 0;
+    const chat = async () => {
+      runs++;
+      return { reply: answer("second run") };
+    };
+    // Host a marks the run and dies before it answers (its chat never settles).
+    void a.answer("assistant", "s1", "r1", () => new Promise(() => {}));
+    await marked();
+    const resumed = deferred();
+    b.adopt("assistant", "s1", "r1", resumed.promise);
+    const joined = b.answer("assistant", "s1", "r1", chat);
+    resumed.resolve(answer("resumed"));
+    expect(await joined).toEqual(answer("resumed"));
+    expect(await b.answer("assistant", "s1", "r1", chat)).toEqual(answer("resumed"));
+    // On any host, from the bucket.
+    expect(await (await open("c")).answer("assistant", "s1", "r1", chat)).toEqual(answer("resumed"));
+    expect(runs).toBe(0);
+  });
+
+  it("answers `cancelled` (never a second run) for a run that left nothing to resume", async () => {
+    const { a, b, marked } = await hosts();
+    void a.answer("assistant", "s1", "r1", () => new Promise(() => {}));
+    await marked();
+    // b resumed the session; the journal held nothing for r1: the adopted reply is undefined.
+    b.adopt("assistant", "s1", "r1", Promise.resolve(undefined));
+    let runs = 0;
+    const reply = await b.answer("assistant", "s1", "r1", async () => {
+      runs++;
+      return { reply: answer("second run") };
+    });
+    expect(runs).toBe(0);
+    expect(reply).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    expect(reply.ok ? "" : reply.error.message).toContain("started by host a");
+  });
+
+  it("keeps the successor's reply: the old owner's late answer does not overwrite it", async () => {
+    const { a, b, open, marked } = await hosts();
+    const late = deferred();
+    const first = a.answer("assistant", "s1", "r1", async () => ({ reply: (await late.promise)! }));
+    await marked();
+    b.adopt("assistant", "s1", "r1", Promise.resolve(answer("resumed")));
+    expect(await b.answer("assistant", "s1", "r1", async () => ({ reply: answer("x") }))).toEqual(
+      answer("resumed"),
+    );
+    // The paused old owner comes back and answers its own (cut off) requester.
+    late.resolve({ ok: false, error: { code: "cancelled", message: "this host lost the session" } });
+    await first;
+    const fresh = await open("c");
+    expect(await fresh.answer("assistant", "s1", "r1", async () => ({ reply: answer("x") }))).toEqual(
+      answer("resumed"),
+    );
+  });
+
+  it("keeps a reply the dead host stored before its journal caught up", async () => {
+    const { a, b } = await hosts();
+    await a.answer("assistant", "s1", "r1", async () => ({ reply: answer("first") }));
+    b.adopt("assistant", "s1", "r1", Promise.resolve(answer("from the history")));
+    expect(await b.answer("assistant", "s1", "r1", async () => ({ reply: answer("x") }))).toEqual(
+      answer("first"),
+    );
+  });
+});
