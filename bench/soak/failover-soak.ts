@@ -43,6 +43,8 @@ export interface SoakOptions {
   /** A nats-server with JetStream to use (with a unique `prefix`); default: a private one. */
   natsUrl?: string;
   prefix?: string;
+  /** How long a retry waits for its reply before the next one, ms. Default 6000. */
+  retryTimeoutMs?: number;
   /** Progress lines (one per run). Default: none. */
   log?: (line: string) => void;
 }
@@ -52,6 +54,7 @@ export interface SoakReport {
   seed: number;
   hosts: number;
   leaseTtlMs: number;
+  retryTimeoutMs: number;
   kills: Record<KillPoint, number>;
   /** Runs whose kill point was not reached (the chats finished first): no kill, still checked. */
   missedKills: number;
@@ -62,13 +65,17 @@ export interface SoakReport {
   replies: number;
   /** Retry attempts sent after a kill. */
   retries: number;
-  /** Attempts (first ones and retries) that got no reply in time or found no responder. */
-  unansweredAttempts: number;
+  /** First attempts that got no reply (their host was killed): each id is then retried. */
+  unansweredFirstAttempts: number;
+  /** Retries that got no reply within the retry timeout (then retried again). */
+  lostRetries: number;
   resumed: number;
   inDoubt: number;
   toolRuns: number;
   /** Kill to the first event or reply of the session from another host, ms. */
   failoverMs: number[];
+  /** Kill to the moment every id of the run had its reply (what a retrying client waits), ms. */
+  answeredMs: number[];
   violations: string[];
   durationMs: number;
 }
@@ -195,13 +202,16 @@ export async function runFailoverSoak(options: SoakOptions): Promise<SoakReport>
     seed: options.seed,
     hosts: hostCount,
     leaseTtlMs: ttl,
+    retryTimeoutMs: options.retryTimeoutMs ?? ATTEMPT_TIMEOUT_MS,
     kills: { "mid-stream": 0, "mid-tool": 0, queued: 0 },
     missedKills: 0,
     requests: 0,
     answered: 0,
     replies: 0,
     retries: 0,
-    unansweredAttempts: 0,
+    unansweredFirstAttempts: 0,
+    lostRetries: 0,
+    answeredMs: [],
     resumed: 0,
     inDoubt: 0,
     toolRuns: 0,
@@ -298,7 +308,7 @@ export async function runFailoverSoak(options: SoakOptions): Promise<SoakReport>
       let killedAt = Number.POSITIVE_INFINITY;
       let firstReplyAfterKill = Number.POSITIVE_INFINITY;
 
-      const attempt = (request: TrackedRequest, timeoutMs: number) =>
+      const attempt = (request: TrackedRequest, timeoutMs: number, isRetry: boolean) =>
         bus!
           .request(
             chatSubject(prefix, AGENT),
@@ -318,7 +328,9 @@ export async function runFailoverSoak(options: SoakOptions): Promise<SoakReport>
               else request.errors.push(`${parsed.value.error.code}: ${parsed.value.error.message}`);
             },
             () => {
-              report.unansweredAttempts++; // A timeout: the id is retried.
+              // A timeout: the id is retried.
+              if (isRetry) report.lostRetries++;
+              else report.unansweredFirstAttempts++;
             },
           );
       const send = (text: string) => {
@@ -330,7 +342,7 @@ export async function runFailoverSoak(options: SoakOptions): Promise<SoakReport>
         };
         requests.push(request);
         report.requests++;
-        pending.push(attempt(request, FIRST_ATTEMPT_TIMEOUT_MS));
+        pending.push(attempt(request, FIRST_ATTEMPT_TIMEOUT_MS, false));
         return request;
       };
       const answered = (request: TrackedRequest) => request.results.length + request.errors.length > 0;
@@ -383,7 +395,7 @@ export async function runFailoverSoak(options: SoakOptions): Promise<SoakReport>
           while (!answered(request) && performance.now() < deadline) {
             report.retries++;
             retries++;
-            await attempt(request, ATTEMPT_TIMEOUT_MS);
+            await attempt(request, options.retryTimeoutMs ?? ATTEMPT_TIMEOUT_MS, true);
             if (!answered(request)) await sleep(100);
           }
         }),
@@ -402,6 +414,7 @@ export async function runFailoverSoak(options: SoakOptions): Promise<SoakReport>
         const byNextOwner = events.find((event) => event.at > killedAt && event.host !== owner)?.at;
         const failover = Math.min(byNextOwner ?? Number.POSITIVE_INFINITY, firstReplyAfterKill) - killedAt;
         if (Number.isFinite(failover)) report.failoverMs.push(failover);
+        if (requests.every(answered)) report.answeredMs.push(answeredAfterKill);
         if (!(failover <= ttl + 2000)) {
           violation(
             `the next owner served ${Number.isFinite(failover) ? `after ${Math.round(failover)} ms` : "never"} (limit ${ttl + 2000} ms)`,
@@ -488,14 +501,18 @@ function round(ms: number): string {
 /** The summary lines printed by `npm run soak`. */
 export function summarise(report: SoakReport): string[] {
   const sorted = [...report.failoverMs].sort((a, b) => a - b);
+  const answered = [...report.answeredMs].sort((a, b) => a - b);
   return [
     `runs ${report.runs} (seed ${report.seed}, ${report.hosts} hosts, lease TTL ${report.leaseTtlMs} ms) in ${round(report.durationMs)}`,
     `kills: mid-stream ${report.kills["mid-stream"]}, mid-tool ${report.kills["mid-tool"]}, queued ${report.kills.queued}; kill point missed ${report.missedKills}`,
-    `requests ${report.requests}, answered ${report.answered}, replies ${report.replies}, retries ${report.retries}, attempts unanswered ${report.unansweredAttempts}`,
+    `requests ${report.requests}, answered ${report.answered}, replies ${report.replies}, retries ${report.retries}; no reply: first attempts ${report.unansweredFirstAttempts}, retries ${report.lostRetries}`,
     `chats resumed ${report.resumed}, tool calls in doubt ${report.inDoubt}, non-idempotent tool runs ${report.toolRuns}`,
     sorted.length === 0
       ? "failover: no kill"
       : `failover (kill to the next owner's first event or reply): p50 ${round(percentile(sorted, 50))}, p99 ${round(percentile(sorted, 99))}, max ${round(sorted.at(-1)!)}`,
+    report.answeredMs.length === 0
+      ? "answered: no kill"
+      : `kill to every id of the run answered: p50 ${round(percentile(answered, 50))}, p99 ${round(percentile(answered, 99))}, max ${round(answered.at(-1)!)}`,
     `violations ${report.violations.length}`,
     ...report.violations.slice(0, 30).map((violation) => `  - ${violation}`),
     ...(report.violations.length > 30 ? [`  … and ${report.violations.length - 30} more`] : []),

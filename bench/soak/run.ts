@@ -17,6 +17,7 @@ interface Cli {
   seed: number;
   hosts: number;
   isWriting: boolean;
+  retryTimeoutMs: number | undefined;
 }
 
 function positive(flag: string, value: string | undefined): number {
@@ -26,14 +27,24 @@ function positive(flag: string, value: string | undefined): number {
 }
 
 function parseCli(args: readonly string[]): Cli {
-  const cli: Cli = { runs: 50, seed: Date.now() % 1_000_000, hosts: 3, isWriting: false };
+  const cli: Cli = {
+    runs: 50,
+    seed: Date.now() % 1_000_000,
+    hosts: 3,
+    isWriting: false,
+    retryTimeoutMs: undefined,
+  };
   for (let index = 0; index < args.length; index++) {
     const arg = args[index]!;
     if (arg === "--runs") cli.runs = positive(arg, args[++index]);
     else if (arg === "--seed") cli.seed = positive(arg, args[++index]);
     else if (arg === "--hosts") cli.hosts = positive(arg, args[++index]);
+    else if (arg === "--retry-timeout") cli.retryTimeoutMs = positive(arg, args[++index]);
     else if (arg === "--write") cli.isWriting = true;
-    else throw new Error(`unknown argument ${arg} (flags: --runs N, --seed S, --hosts N, --write)`);
+    else
+      throw new Error(
+        `unknown argument ${arg} (flags: --runs N, --seed S, --hosts N, --retry-timeout MS, --write)`,
+      );
   }
   if (cli.hosts < 2) throw new Error("--hosts takes at least 2 (a failover needs another host)");
   return cli;
@@ -45,6 +56,7 @@ function seconds(ms: number): string {
 
 function section(report: SoakReport, date: Date): string {
   const sorted = [...report.failoverMs].sort((a, b) => a - b);
+  const answered = [...report.answeredMs].sort((a, b) => a - b);
   const failover =
     sorted.length === 0
       ? ["| failover p50 / p99 / max | no kill |"]
@@ -62,10 +74,16 @@ function section(report: SoakReport, date: Date): string {
     `| runs | ${report.runs} (${seconds(report.durationMs)}) |`,
     `| kills: mid-stream / mid-tool / queued | ${report.kills["mid-stream"]} / ${report.kills["mid-tool"]} / ${report.kills.queued} (kill point missed: ${report.missedKills}) |`,
     `| requests with an id / answered | ${report.requests} / ${report.answered} |`,
-    `| replies / retries / attempts unanswered (timed out, retried) | ${report.replies} / ${report.retries} / ${report.unansweredAttempts} |`,
+    `| replies / retries | ${report.replies} / ${report.retries} |`,
+    `| no reply (timed out, then retried): first attempts / retries | ${report.unansweredFirstAttempts} / ${report.lostRetries} |`,
     `| chats resumed / tool calls in doubt | ${report.resumed} / ${report.inDoubt} |`,
     `| non-idempotent tool runs | ${report.toolRuns} |`,
     ...failover,
+    ...(answered.length === 0
+      ? []
+      : [
+          `| kill to every id of the run answered, p50 / p99 / max (retry timeout ${seconds(report.retryTimeoutMs)}) | ${seconds(percentile(answered, 50))} / ${seconds(percentile(answered, 99))} / ${seconds(answered.at(-1)!)} |`,
+        ]),
     `| violations | ${report.violations.length} |`,
     ...(report.violations.length === 0
       ? []
@@ -81,6 +99,7 @@ async function main(): Promise<void> {
     runs: cli.runs,
     seed: cli.seed,
     hosts: cli.hosts,
+    ...(cli.retryTimeoutMs === undefined ? {} : { retryTimeoutMs: cli.retryTimeoutMs }),
     log: (line) => console.log(line),
   });
   for (const line of summarise(report)) console.log(line);
