@@ -143,24 +143,28 @@ function texts(messages: readonly Message[]): string[] {
 }
 
 describe("several hosts on one NATS system", () => {
-  it(
-    "three hosts run each session on one host at a time: no overlapping model requests, one linear history per session",
+  it.each([2, 3])(
+    "%i hosts, 200 chats over 20 sessions: each session on one host at a time, no overlapping model requests, one linear history per session",
     { timeout: 180_000 },
-    async () => {
+    async (hostCount) => {
       const prefix = uniqueRoot();
-      const db = join(directory, "linear.db");
+      const db = join(directory, `linear-${hostCount}.db`);
       const { provider, calls } = await loggingProvider();
-      const ids = ["h1", "h2", "h3"];
+      const ids = Array.from({ length: hostCount }, (_, index) => `h${index + 1}`);
       const hosts = ids.map((id) => startHost(id, prefix, db, provider));
       for (const [index, id] of ids.entries()) await waitForHost(prefix, id, hosts[index]!);
-      const sessions = Array.from({ length: 9 }, (_, index) => `s${index}`);
+      const sessions = Array.from({ length: 20 }, (_, index) => `s${index}`);
       // First messages straight to a host, so each owns sessions; the rest through the queue group.
       await Promise.all(
         sessions.map((session, index) =>
-          chat(`${hostSubject(prefix, ids[index % 3]!)}.agents.assistant.chat`, session, `${session} #0`),
+          chat(
+            `${hostSubject(prefix, ids[index % hostCount]!)}.agents.assistant.chat`,
+            session,
+            `${session} #0`,
+          ),
         ),
       );
-      const perSession = 8;
+      const perSession = 10;
       const replies = await Promise.all(
         sessions.flatMap((session) =>
           Array.from({ length: perSession - 1 }, (_, index) =>
@@ -176,7 +180,7 @@ describe("several hosts on one NATS system", () => {
         .trim()
         .split("\n")
         .map((line) => JSON.parse(line) as { session: string; host: string; epoch: number });
-      expect(owners.map((owner) => owner.session).sort()).toEqual(sessions);
+      expect(owners.map((owner) => owner.session).sort()).toEqual([...sessions].sort());
       expect(new Set(owners.map((owner) => owner.host))).toEqual(new Set(ids));
 
       for (const session of sessions) {
