@@ -1,4 +1,4 @@
-import { headers as createHeaders, errors, type NatsConnection } from "@nats-io/transport-node";
+import { headers as createHeaders, type NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 import { errorReply } from "../bus/contract.js";
 import { type AgentVerb, NAME_PATTERN } from "../bus/subjects.js";
@@ -147,21 +147,21 @@ export class SessionCluster {
   }
 
   /**
-   * Whether the owner still listens on its subject: an empty request, answered `bad_request` at
-   * once by a live host. A host that died (kill -9) has no subscription left: "no responders".
-   * Its lease still stands until it expires — a host cut off from NATS may still be running the
-   * session — so the caller waits for {@link untilExpired} rather than taking it now.
+   * Whether the owner still answers on its subject: an empty request, answered `bad_request` at
+   * once by a live host. A host that died (kill -9) has no subscription left: "no responders". One
+   * killed a moment ago may still have it (the server has not yet seen its socket close): the probe
+   * is delivered and never answered, so silence counts as unreachable too — forwarding to it would
+   * lose the request. Either way its lease still stands until it expires — a host cut off from NATS
+   * may still be running the session — so the caller waits for {@link untilExpired} rather than
+   * taking it now; a live owner that was only slow has renewed by then and is probed again.
    */
   async isReachable(owner: LeaseRecord, agent: string, verb: AgentVerb): Promise<boolean> {
     const subject = `${owner.subject ?? hostSubject(this.#prefix, owner.host)}.agents.${agent}.${verb}`;
     try {
       await this.#connection.request(subject, "{}", { timeout: PROBE_TIMEOUT_MS });
       return true;
-    } catch (error) {
-      const isNoResponders =
-        error instanceof errors.NoRespondersError ||
-        (error instanceof errors.RequestError && error.isNoResponders());
-      return !isNoResponders;
+    } catch {
+      return false;
     }
   }
 
