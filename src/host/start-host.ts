@@ -25,6 +25,12 @@ export interface StartHostOptions {
   history?: "sqlite" | "nats";
   /** This host's id, carried by every event as `host`. Default: host name, pid and a random suffix. */
   hostId?: string;
+  /** Several hosts on one NATS system: the session lease TTL (default 10 s), as `--lease-ttl`. */
+  leaseTtlMs?: number;
+  /** How long the reply to a chat `id` is kept for retries (default 10 min), as `--dedupe-window`. */
+  dedupeWindowMs?: number;
+  /** Replicas of the JetStream streams and buckets this host creates (default 1), as `--js-replicas`. */
+  jsReplicas?: number;
   /**
    * Where provider keys, base URLs and defaults are read, as the CLI reads them
    * (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `AGENTLOOP_PROVIDER`, `AGENTLOOP_MODEL`…). Default
@@ -70,6 +76,9 @@ export interface RunningHost {
  */
 export async function startHost(options: StartHostOptions): Promise<RunningHost> {
   const env = options.env ?? processEnvironment();
+  checkWholeNumber("leaseTtlMs", options.leaseTtlMs, 300, 60 * 60 * 1000);
+  checkWholeNumber("dedupeWindowMs", options.dedupeWindowMs, 1_000, 7 * 24 * 60 * 60 * 1000);
+  checkWholeNumber("jsReplicas", options.jsReplicas, 1, 5);
   let config: RuntimeConfig;
   let definitions: ReturnType<typeof parseConfig>;
   try {
@@ -100,6 +109,19 @@ export async function startHost(options: StartHostOptions): Promise<RunningHost>
     ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
     ...(options.hostId === undefined ? {} : { hostId: options.hostId }),
     ...(options.history === undefined ? {} : { history: options.history }),
+    ...(options.leaseTtlMs === undefined ? {} : { leaseTtlMs: options.leaseTtlMs }),
+    ...(options.dedupeWindowMs === undefined ? {} : { dedupeWindowMs: options.dedupeWindowMs }),
+    ...(options.jsReplicas === undefined ? {} : { jsReplicas: options.jsReplicas }),
   });
   return { agents: definitions.map((definition) => definition.name), close: service.close };
+}
+
+/** The same bounds as the CLI's flags (`--lease-ttl`, `--dedupe-window`, `--js-replicas`). */
+function checkWholeNumber(name: string, value: number | undefined, min: number, max: number): void {
+  if (value === undefined) return;
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigurationError(
+      `startHost: ${name} must be a whole number from ${min} to ${max}, got ${value}`,
+    );
+  }
 }

@@ -78,4 +78,16 @@ describe("startHost", () => {
     );
     await bus.close();
   });
+
+  it.each([
+    [{ leaseTtlMs: 100 }, "leaseTtlMs must be a whole number from 300 to 3600000, got 100"],
+    [{ dedupeWindowMs: Number.NaN }, "dedupeWindowMs must be a whole number from 1000 to 604800000, got NaN"],
+    [{ jsReplicas: 7 }, "jsReplicas must be a whole number from 1 to 5, got 7"],
+  ])("refuses %j with one line before starting anything", async (settings, message) => {
+    const bus = new LocalBus();
+    const attempt = startHost({ bus, agents: [{ name: "a" }], ...settings });
+    await expect(attempt).rejects.toThrow(ConfigurationError);
+    await expect(attempt).rejects.toThrow(`startHost: ${message}`);
+    await bus.close();
+  });
 });
