@@ -69,7 +69,8 @@ export interface ChatOutput {
   error: ErrorInfo | null;
 }
 
-export interface ChatContext {
+/** What a chat is asked to do: set from the input; only `options` changes (its tools, while preparing). */
+export interface ChatConfig {
   userText: string;
   injections: string[];
   systemPrompt: string;
@@ -78,6 +79,15 @@ export interface ChatContext {
   maxIterations: number;
   tokenLimit: number;
   contextCompactRatio: number;
+}
+
+export interface ChatContext {
+  /**
+   * The chat's settings, kept in one field: XState copies the whole context at every `assign`,
+   * and V8 turns an object copied that way with more than about 19 fields into a slow dictionary
+   * (a copy then costs ~20× more), so the context stays under that size.
+   */
+  config: ChatConfig;
   messages: Message[];
   /** Index of this chat's first message in `messages`. */
   chatStart: number;
@@ -106,6 +116,36 @@ export interface ChatContext {
   deps: SessionDeps | undefined;
   /** Resumed from the journal: the conversation already holds the user message. */
   isResumed?: boolean;
+}
+
+const CONFIG_FIELDS = [
+  "userText",
+  "injections",
+  "systemPrompt",
+  "options",
+  "tools",
+  "maxIterations",
+  "tokenLimit",
+  "contextCompactRatio",
+] as const satisfies ReadonlyArray<keyof ChatConfig>;
+
+/**
+ * A persisted chat snapshot as this version reads it. Snapshots stored before the settings moved
+ * into `config` (a chat parked awaiting approval across an upgrade) kept them at the top of the
+ * context: they are moved, so the parked chat resumes.
+ */
+export function upgradeChatSnapshot(snapshot: Record<string, unknown>): Record<string, unknown> {
+  const context = snapshot.context as Record<string, unknown> | undefined;
+  if (typeof context !== "object" || context === null || "config" in context || !("userText" in context)) {
+    return snapshot;
+  }
+  const config: Record<string, unknown> = {};
+  const rest: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(context)) {
+    if ((CONFIG_FIELDS as ReadonlyArray<string>).includes(key)) config[key] = value;
+    else rest[key] = value;
+  }
+  return { ...snapshot, context: { config, ...rest } };
 }
 
 export type ChatEvent = { type: "cancel" } | IterationProgressEvent;
@@ -157,7 +197,7 @@ export function backfillInFlight(context: ChatContext): Message[] {
 }
 
 function requestMessages(context: ChatContext): Message[] {
-  return [{ role: "system", content: context.systemPrompt }, ...context.messages];
+  return [{ role: "system", content: context.config.systemPrompt }, ...context.messages];
 }
 
 type IterationDone = { type: string; output: IterationOutput };
@@ -209,7 +249,7 @@ export const chatMachine = setup({
     appendHistory: {} as PromiseActorLogic<void, { messages: Message[]; deps?: SessionDeps }>,
   },
   guards: {
-    isFinalIteration: ({ context }) => context.iteration >= context.maxIterations,
+    isFinalIteration: ({ context }) => context.iteration >= context.config.maxIterations,
     hasIterationFailed: ({ event }) => (event as IterationDone).output.status === "failed",
     /** The provider refused the context as too long, and there is history before this chat to compact (once). */
     isContextOverflow: ({ context, event }) => {
@@ -223,21 +263,24 @@ export const chatMachine = setup({
     },
     hasAnswered: ({ event }) => (event as IterationDone).output.status === "answered",
     isOverCompactRatio: ({ context }) =>
-      context.tokenLimit > 0 && context.tokenUsed / context.tokenLimit >= context.contextCompactRatio,
+      context.config.tokenLimit > 0 &&
+      context.tokenUsed / context.config.tokenLimit >= context.config.contextCompactRatio,
     hasCompacted: ({ event }) => (event as unknown as { output: CompactionOutput }).output.ok,
     isCancelRequested: ({ context }) => context.isCancelRequested,
   },
 }).createMachine({
   id: "chat",
   context: ({ input }) => ({
-    userText: input.userText,
-    injections: input.injections,
-    systemPrompt: input.systemPrompt,
-    options: input.options,
-    tools: input.tools,
-    maxIterations: Math.max(1, input.maxIterations),
-    tokenLimit: input.tokenLimit,
-    contextCompactRatio: input.contextCompactRatio,
+    config: {
+      userText: input.userText,
+      injections: input.injections,
+      systemPrompt: input.systemPrompt,
+      options: input.options,
+      tools: input.tools,
+      maxIterations: Math.max(1, input.maxIterations),
+      tokenLimit: input.tokenLimit,
+      contextCompactRatio: input.contextCompactRatio,
+    },
     messages: input.history,
     chatStart: input.resumeFrom?.chatStart ?? input.history.length,
     persisted: input.resumeFrom?.persisted ?? input.history.length,
@@ -262,8 +305,11 @@ export const chatMachine = setup({
         assign(({ context }) => ({
           messages: context.isResumed
             ? context.messages
-            : [...context.messages, buildUserMessage(context.userText, context.injections)],
-          options: context.tools.length > 0 ? { ...context.options, tools: context.tools } : context.options,
+            : [...context.messages, buildUserMessage(context.config.userText, context.config.injections)],
+          config:
+            context.config.tools.length > 0
+              ? { ...context.config, options: { ...context.config.options, tools: context.config.tools } }
+              : context.config,
         })),
         {
           type: "recordMessages",
@@ -316,7 +362,7 @@ export const chatMachine = setup({
             src: "runIteration",
             input: ({ context }) => ({
               messages: requestMessages(context),
-              options: context.options,
+              options: context.config.options,
               iteration: context.iteration,
               isFinal: false,
               deps: context.deps,
@@ -335,7 +381,7 @@ export const chatMachine = setup({
             src: "runIteration",
             input: ({ context }) => ({
               messages: requestMessages(context),
-              options: withoutTools(context.options, context.messages),
+              options: withoutTools(context.config.options, context.messages),
               iteration: context.iteration,
               isFinal: true,
               deps: context.deps,
@@ -359,8 +405,8 @@ export const chatMachine = setup({
         src: "compactContext",
         input: ({ context }) => ({
           messages: context.messages.slice(0, context.chatStart),
-          systemPrompt: context.systemPrompt,
-          options: context.options,
+          systemPrompt: context.config.systemPrompt,
+          options: context.config.options,
           // What this chat has persisted stays in the history, after the summary (one write).
           keptTail: context.messages.slice(context.chatStart, context.persisted),
           deps: context.deps,
@@ -408,8 +454,8 @@ export const chatMachine = setup({
         src: "compactContext",
         input: ({ context }) => ({
           messages: context.messages,
-          systemPrompt: context.systemPrompt,
-          options: context.options,
+          systemPrompt: context.config.systemPrompt,
+          options: context.config.options,
           deps: context.deps,
         }),
         onDone: [
@@ -491,7 +537,7 @@ export const chatMachine = setup({
               result: context.result ?? EMPTY_REPLY_PLACEHOLDER,
               usage: context.usage,
               tokenUsed: context.tokenUsed,
-              tokenLimit: context.tokenLimit,
+              tokenLimit: context.config.tokenLimit,
             },
           }),
         },

@@ -9,7 +9,7 @@ import {
   toPromise,
 } from "xstate";
 import { toolCallActor } from "../../actors/tool-call.js";
-import type { ChatOutput } from "../../machines/chat.machine.js";
+import { type ChatOutput, upgradeChatSnapshot } from "../../machines/chat.machine.js";
 import type { ContextHistory } from "../context/context-history.js";
 import { type Compactor, ContextManager } from "../context/context-manager.js";
 import type { PendingApproval } from "../context/pending-approval.js";
@@ -462,7 +462,11 @@ export class AgentSession implements Agent {
         let actor: Actor<typeof boundMachines.chat>;
         try {
           this.#params.events.chatId = pending.chatId;
-          actor = this.#startActor(boundMachines.chat, undefined as never, pending.snapshot);
+          actor = this.#startActor(
+            boundMachines.chat,
+            undefined as never,
+            upgradeChatSnapshot(pending.snapshot),
+          );
           approvals.attach(actor, pending);
           actor.start();
         } catch (error) {

@@ -182,6 +182,45 @@ describe("tool approval", () => {
     });
   });
 
+  it("a chat parked by the previous version (its settings flat in the context) resumes after the upgrade", async () => {
+    const first = deployTool();
+    const before = await createTestAgent({
+      script: [{ toolCalls: [prodCall] }],
+      tools: [first.tool],
+      history: histories.open("bot", "s9"),
+      name: "bot",
+    });
+    const chat = before.agent.chat("deploy");
+    await waitUntil(() => before.eventsOf("ToolApprovalRequested").length === 1);
+    const parking = before.agent.parkPendingApproval!();
+    await expect(chat).rejects.toThrow(/approval stays pending/);
+    expect(await parking).toBe(true);
+    // Rewrite the stored snapshot the way the previous version wrote it.
+    const history = histories.open("bot", "s9");
+    const pending = (await history.loadPendingApproval!())!;
+    const { config, ...rest } = pending.snapshot.context as { config: Record<string, unknown> };
+    expect(config.systemPrompt).toBeTypeOf("string");
+    await history.takePendingApproval!();
+    await history.savePendingApproval!({
+      ...pending,
+      snapshot: { ...pending.snapshot, context: { ...config, ...rest } },
+    });
+
+    const second = deployTool();
+    const after = await createTestAgent({
+      script: [{ text: "deployed" }],
+      tools: [second.tool],
+      history: histories.open("bot", "s9"),
+      name: "bot",
+    });
+    expect(await after.agent.decideToolCall!({ toolCallId: "call-prod", approved: true })).toEqual({
+      ok: true,
+    });
+    await waitUntil(() => after.eventsOf("ChatCompleted").length === 1);
+    expect(after.eventsOf("ChatCompleted")[0]).toMatchObject({ result: "deployed" });
+    expect(second.runs).toEqual(["prod"]);
+  });
+
   it("after a restart, a new chat waits behind the parked one, which goes first once decided", async () => {
     const first = deployTool();
     const before = await createTestAgent({
