@@ -110,14 +110,22 @@ export interface IterationContext {
   outcomes: Record<string, ToolCallSettlement>;
   /** Ids of the calls still waiting for a decision (set while assembling by `selectApprovals`). */
   awaitingApproval: string[];
-  /** Tool messages in call order, then appended messages (set while back-filling). */
-  results: Message[];
   error: ErrorInfo | null;
   /** See {@link IterationInput.deps}. */
   deps: SessionDeps | undefined;
 }
 
 type ToolDoneEvent = { type: `xstate.done.actor.${string}`; output: ToolCallSettlement };
+
+function areAllToolCallsSettled(context: IterationContext): boolean {
+  return context.toolCalls.every((call) => context.outcomes[call.id] !== undefined);
+}
+
+/** The tool messages in the order the model made the calls, then the messages the tools appended. */
+export function backfilledResults(context: IterationContext): Message[] {
+  const ordered = context.toolCalls.map((call) => context.outcomes[call.id]!);
+  return [...ordered.map((outcome) => outcome.message), ...ordered.flatMap((outcome) => outcome.appended)];
+}
 
 /** Builds the assistant message from the full response (content, tool calls, reasoning, thinking). */
 export function assembleAssistantMessage(response: GenerateResponse, isFinal = false): Message {
@@ -144,8 +152,8 @@ export const iterationMachine = setup({
     /** The onMessageRecorded audit hook; bound at the composition root. */
     recordMessages: (_, _params: { messages: Message[] }) => {},
     /**
-     * Sets `awaitingApproval` to the ids of the calls that need approval. Bound at the
-     * composition root (the tools decide); by default no call needs one.
+     * Sets `awaitingApproval` to the ids of the calls that need approval (taken only when
+     * `needsApproval` says some do). Bound at the composition root with it.
      */
     selectApprovals: assign({ awaitingApproval: () => [] as string[] }),
     /** Publishes the approval requests and persists the pending approval; bound at the composition root. */
@@ -176,11 +184,11 @@ export const iterationMachine = setup({
   },
   guards: {
     hasToolCalls: ({ context }) => context.toolCalls.length > 0,
-    isAwaitingApproval: ({ context }) => context.awaitingApproval.length > 0,
+    /** Whether any call of the batch needs approval. Bound at the composition root (the tools decide); by default none does. */
+    needsApproval: (_) => false,
     isEveryApprovalDecided: ({ context }) => context.awaitingApproval.length === 0,
     isAwaitedDecision: ({ context, event }) => isAwaitedDecision(context, event as ApprovalEvent),
-    allToolCallsSettled: ({ context }) =>
-      context.toolCalls.every((call) => context.outcomes[call.id] !== undefined),
+    allToolCallsSettled: ({ context }) => areAllToolCallsSettled(context),
   },
 }).createMachine({
   id: "iteration",
@@ -195,7 +203,6 @@ export const iterationMachine = setup({
     toolCalls: [],
     outcomes: {},
     awaitingApproval: [],
-    results: [],
     error: null,
     deps: input.deps,
   }),
@@ -218,7 +225,10 @@ export const iterationMachine = setup({
         },
         "stream.completed": {
           target: "assembling",
-          actions: assign({ response: ({ event }) => event.response }),
+          actions: assign(({ context, event }) => {
+            const assistant = assembleAssistantMessage(event.response, context.isFinal);
+            return { response: event.response, assistant, toolCalls: assistant.toolCalls ?? [] };
+          }),
         },
         "stream.failed": {
           target: "failed",
@@ -227,20 +237,19 @@ export const iterationMachine = setup({
       },
     },
     assembling: {
+      // The assistant message was assembled on the way in (one context copy fewer).
       entry: [
-        assign(({ context }) => {
-          const assistant = assembleAssistantMessage(context.response!, context.isFinal);
-          return { assistant, toolCalls: assistant.toolCalls ?? [] };
-        }),
         { type: "recordMessages", params: ({ context }) => ({ messages: [context.assistant!] }) },
         enqueueActions(({ context, enqueue, self }) => {
-          // The parent (the chat machine) tracks what is in flight; standalone runs have none.
-          if (self._parent) enqueue.sendParent({ type: "iteration.assembled", message: context.assistant! });
+          // The parent (the chat machine) tracks what is in flight, to back-fill it on a cancel.
+          // A turn without tool calls ends in this step, so there is nothing in flight to tell.
+          if (self._parent && context.toolCalls.length > 0) {
+            enqueue.sendParent({ type: "iteration.assembled", message: context.assistant! });
+          }
         }),
-        "selectApprovals",
       ],
       always: [
-        { guard: "isAwaitingApproval", target: "awaitingApproval" },
+        { guard: "needsApproval", target: "awaitingApproval", actions: "selectApprovals" },
         { guard: "hasToolCalls", target: "executingTools" },
         { target: "answered" },
       ],
@@ -333,8 +342,9 @@ export const iterationMachine = setup({
               type: "recordMessages",
               params: ({ event }) => ({ messages: [(event as ToolDoneEvent).output.message] }),
             },
-            enqueueActions(({ event, enqueue, self }) => {
-              if (self._parent) {
+            enqueueActions(({ context, event, enqueue, self }) => {
+              // The last call to settle ends the iteration in this step: its output says it all.
+              if (self._parent && !areAllToolCallsSettled(context)) {
                 enqueue.sendParent({
                   type: "iteration.toolSettled",
                   outcome: (event as ToolDoneEvent).output,
@@ -347,16 +357,8 @@ export const iterationMachine = setup({
       always: { guard: "allToolCallsSettled", target: "backfilling" },
     },
     backfilling: {
+      // The results go back in the order the model made the calls (see `backfilledResults`).
       entry: [
-        assign({
-          results: ({ context }) => {
-            const ordered = context.toolCalls.map((call) => context.outcomes[call.id]!);
-            return [
-              ...ordered.map((outcome) => outcome.message),
-              ...ordered.flatMap((outcome) => outcome.appended),
-            ];
-          },
-        }),
         {
           type: "recordMessages",
           params: ({ context }) => ({
@@ -381,6 +383,11 @@ export const iterationMachine = setup({
         messages: [context.assistant!],
       };
     }
-    return { status: "toolsDone", usage, content: null, messages: [context.assistant!, ...context.results] };
+    return {
+      status: "toolsDone",
+      usage,
+      content: null,
+      messages: [context.assistant!, ...backfilledResults(context)],
+    };
   },
 });

@@ -44,6 +44,12 @@ export const boundMachines = (() => {
           ...decision,
         }),
     },
+    guards: {
+      needsApproval: ({ context }) => {
+        const { needsApproval } = requireDeps(context.deps, "iteration");
+        return context.toolCalls.some((call) => needsApproval(call));
+      },
+    },
     actors: { streamModel: modelStreamActor, runToolCall: toolCallActor },
   });
   const chat = chatMachine.provide({

@@ -64,6 +64,7 @@ const approvalResponse: GenerateResponse = { content: "deploying", toolCalls: ap
 
 /** The machine as the tests bind it: calls to "deploy" need approval. */
 const machine = iterationMachine.provide({
+  guards: { needsApproval: ({ context }) => context.toolCalls.some((call) => call.name === "deploy") },
   actions: {
     selectApprovals: assign({
       awaitingApproval: ({ context }) =>
