@@ -14,6 +14,7 @@ import { BENCH_TOOL_ARGUMENTS, benchTool } from "./workload/bench-tool.js";
 import { createMinimalXStateSession } from "./workload/minimal-session.js";
 import { createMinimalXStateLoop } from "./workload/minimal-xstate-loop.js";
 import { type BaselineParams, runPlainChat } from "./workload/plain-loop.js";
+import { createShapedXStateLoop } from "./workload/shaped-xstate-loop.js";
 import { ZeroLatencyBackend, type ZeroLatencyBackendParams } from "./workload/zero-latency-backend.js";
 
 type Chat = () => Promise<unknown>;
@@ -44,7 +45,12 @@ function workload(toolSteps: number, beforeStep?: ZeroLatencyBackendParams["befo
     maxIterations: 20,
     agent: BENCH_AGENT,
   };
-  return { llm, baseline, xstateLoop: createMinimalXStateLoop(baseline) };
+  return {
+    llm,
+    baseline,
+    xstateLoop: createMinimalXStateLoop(baseline),
+    shapedLoop: createShapedXStateLoop(baseline),
+  };
 }
 
 /** One session of `kind`, held idle. */
@@ -141,7 +147,7 @@ async function active(task: Extract<WorkerTask, { task: "active" }>): Promise<nu
 async function concurrency(
   task: Extract<WorkerTask, { task: "concurrency" }>,
 ): Promise<Record<string, number[]>> {
-  const { llm, baseline, xstateLoop } = workload(task.toolSteps ?? 2);
+  const { llm, baseline, xstateLoop, shapedLoop } = workload(task.toolSteps ?? 2);
   let nextFresh = 0;
   const converse = async (kind: string, session: string): Promise<Session> => {
     if (kind === "agentloop") {
@@ -149,6 +155,7 @@ async function concurrency(
       return { chat: () => agent.chat("hello"), reset: () => agent.reset() };
     }
     if (kind === "xstate") return { chat: () => xstateLoop.chat(session, "hello"), reset: async () => {} };
+    if (kind === "shaped") return { chat: () => shapedLoop.chat(session, "hello"), reset: async () => {} };
     return { chat: () => runPlainChat(baseline, session, "hello"), reset: async () => {} };
   };
   const sessionsOf = new Map<string, Session[]>();

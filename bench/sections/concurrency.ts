@@ -3,7 +3,7 @@ import { runWorker } from "../support/run-worker.js";
 import type { BenchSettings, SectionResult } from "../support/section.js";
 import { single, summarise } from "../support/stats.js";
 
-type Kind = "agentloop" | "xstate" | "plain";
+type Kind = "agentloop" | "xstate" | "shaped" | "plain";
 
 /** The streaming row: conversations at once, each a fresh session of 11 iterations × 20 deltas. */
 const STREAMING_CONVERSATIONS = 100;
@@ -12,13 +12,15 @@ const STREAMING_TOOL_STEPS = 10;
 /**
  * §4 concurrency: 1,000 sessions each run a 3-iteration chat (2 tool steps, then text) at once on
  * the zero-latency backend. Throughput: one worker process holds the sessions of all three loops
- * and rotates between them round by round. Peak RSS: one worker per loop (maxRSS is per process)
+ * and rotates between them round by round. The shaped baseline (bench/workload/shaped-xstate-loop.ts) is
+ * the loop's shape as SPEC §3 asks for it with nothing else: what it costs above the minimal loop is the
+ * price of the shape. Peak RSS: one worker per loop (maxRSS is per process)
  * running one round.
  */
 export async function benchConcurrency(settings: BenchSettings): Promise<SectionResult> {
   const sessions = settings.isQuick ? 200 : 1_000;
   const runs = settings.isQuick ? 2 : Math.min(settings.runs, 4);
-  const kinds: Kind[] = ["agentloop", "xstate", "plain"];
+  const kinds: Kind[] = ["agentloop", "xstate", "shaped", "plain"];
   const throughput = (await runWorker({ task: "concurrency", kinds, sessions, runs })).samples;
   const streaming = (
     await runWorker({
@@ -40,6 +42,7 @@ export async function benchConcurrency(settings: BenchSettings): Promise<Section
   const chatsPerSecond = {
     agentloop: summarise(throughput.agentloop!),
     xstate: summarise(throughput.xstate!),
+    shaped: summarise(throughput.shaped!),
     plain: summarise(throughput.plain!),
   };
   const label = `${sessions.toLocaleString("en-US")} concurrent 3-iteration chats`;
@@ -47,6 +50,20 @@ export async function benchConcurrency(settings: BenchSettings): Promise<Section
     {
       metric: `${label}: chats/s vs minimal XState loop`,
       agentloop: chatsPerSecond.agentloop,
+      baseline: chatsPerSecond.xstate,
+      unit: "chats/s",
+      digits: 0,
+    },
+    {
+      metric: `${label}: chats/s vs the spec's shape on bare XState (chat machine, an iteration machine per iteration, stream and tool actors)`,
+      agentloop: chatsPerSecond.agentloop,
+      baseline: chatsPerSecond.shaped,
+      unit: "chats/s",
+      digits: 0,
+    },
+    {
+      metric: `${label}: the spec's shape on bare XState (agentloop column) vs minimal XState loop, chats/s`,
+      agentloop: chatsPerSecond.shaped,
       baseline: chatsPerSecond.xstate,
       unit: "chats/s",
       digits: 0,
@@ -81,13 +98,14 @@ export async function benchConcurrency(settings: BenchSettings): Promise<Section
     },
   ];
   const ratio = ratioOf(rows[0]!);
+  const shapeRatio = ratioOf(rows[2]!);
   return {
     title: "Concurrency",
     rows,
     targets: [
       {
         target: "1,000 concurrent chats at ≥ 60 % of the minimal XState loop's throughput",
-        stands: `${(ratio * 100).toFixed(0)} % (${Math.round(chatsPerSecond.agentloop.median)} vs ${Math.round(chatsPerSecond.xstate.median)} chats/s)`,
+        stands: `${(ratio * 100).toFixed(0)} % (${Math.round(chatsPerSecond.agentloop.median)} vs ${Math.round(chatsPerSecond.xstate.median)} chats/s); the spec's shape alone on bare XState reaches ${(shapeRatio * 100).toFixed(0)} %, agentloop is at ${((ratio / shapeRatio) * 100).toFixed(0)} % of that shape`,
         met: ratio >= 0.6,
       },
     ],

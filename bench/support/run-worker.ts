@@ -15,7 +15,7 @@ export type WorkerTask =
   | {
       task: "concurrency";
       /** Every loop's sessions are created up front; the measured rounds rotate between the loops. */
-      kinds: Array<"agentloop" | "xstate" | "plain">;
+      kinds: Array<"agentloop" | "xstate" | "shaped" | "plain">;
       sessions: number;
       /** Measured rounds after one warm-up round; 0 runs the warm-up round only (for peak RSS). */
       runs: number;
