@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { createActor, fromPromise } from "xstate";
+import { sessionMachine } from "../../machines/session.machine.js";
 import type { ChatOptions } from "../../src/agent/agent-types.js";
 import { ChatFailedError } from "../../src/agent/chat-errors.js";
+import type { EventBody } from "../../src/events/types.js";
 import { SessionActor } from "../../src/host/session-actor.js";
 import { emptyUsage } from "../../src/llm/types.js";
 import { FakeAgent } from "./fake-agent.js";
@@ -264,5 +267,120 @@ describe("SessionActor: explicit wiring (issue 10)", () => {
     await tick();
     agent.chats[1]?.resolve();
     await queued;
+  });
+});
+
+/** A {@link FakeAgent} that records the session machine's StateChanged events. */
+class ReportingAgent extends FakeAgent {
+  readonly states: unknown[] = [];
+  /** Called with each state after it is recorded (e.g. to send a message from inside a report). */
+  onState: ((state: unknown) => void) | undefined;
+
+  report(body: EventBody): void {
+    if (body.kind !== "StateChanged" || body.machine !== "session") return;
+    this.states.push(body.state);
+    this.onState?.(body.state);
+  }
+}
+
+describe("SessionActor: an idle session holds no mailbox actor (issue 15)", () => {
+  it("reports the mailbox's states as one machine across idle spells: idle once, then each change", async () => {
+    const agent = new ReportingAgent();
+    const actor = new SessionActor({ agent });
+    expect(agent.states).toEqual(["idle"]);
+    expect(actor.state).toBe("idle");
+    await actor.chat({ text: "one" });
+    await tick();
+    expect(agent.states).toEqual(["idle", "processing", "idle"]);
+    await actor.chat({ text: "two" });
+    expect(await actor.compact()).toEqual({ ok: true });
+    await tick();
+    expect(agent.states).toEqual(["idle", "processing", "idle", "processing", "idle", "compacting", "idle"]);
+    await actor.shutdown();
+    expect(agent.states.at(-1)).toBe("stopped");
+    expect(actor.state).toBe("stopped");
+    expect(actor.isStopped).toBe(true);
+  });
+
+  it("a session shut down while idle still reports its mailbox stopped, and refuses later messages", async () => {
+    const agent = new ReportingAgent();
+    const actor = new SessionActor({ agent });
+    await actor.chat({ text: "before" });
+    await tick();
+    expect(actor.isStopped).toBe(false);
+    await actor.shutdown();
+    expect(agent.states).toEqual(["idle", "processing", "idle", "stopped"]);
+    expect(actor.isStopped).toBe(true);
+    expect(actor.isIdle).toBe(false);
+    expect(await actor.chatAndWait("late")).toEqual({
+      ok: false,
+      error: { code: "cancelled", message: "the session is stopped" },
+    });
+  });
+
+  it("stop on an idle session changes nothing; the next chat runs", async () => {
+    const agent = new ReportingAgent();
+    const actor = new SessionActor({ agent });
+    expect(actor.stop()).toEqual({ ok: true });
+    expect(actor.isIdle).toBe(true);
+    expect(actor.queueLength).toBe(0);
+    await actor.whenIdle();
+    expect(await actor.chatAndWait("after")).toMatchObject({ ok: true, result: "echo: after" });
+    await tick();
+    expect(agent.states).toEqual(["idle", "processing", "idle"]);
+  });
+
+  it("a message sent from inside the report of `idle` runs on the same mailbox, in order", async () => {
+    const agent = new ReportingAgent({ isManual: true });
+    const actor = new SessionActor({ agent });
+    let second: Promise<unknown> | undefined;
+    agent.onState = (state) => {
+      if (state === "idle" && agent.chats.length === 1 && second === undefined) {
+        second = actor.chatAndWait("second");
+      }
+    };
+    const first = actor.chatAndWait("first");
+    await tick();
+    agent.chats[0]?.resolve();
+    expect(await first).toMatchObject({ ok: true, result: "echo: first" });
+    await tick();
+    expect(agent.chats.map((chat) => chat.text)).toEqual(["first", "second"]);
+    expect(actor.isIdle).toBe(false);
+    expect(actor.state).toBe("processing");
+    const third = actor.chatAndWait("third");
+    expect(actor.queueLength).toBe(1);
+    agent.chats[1]?.resolve();
+    expect(await second).toMatchObject({ ok: true, result: "echo: second" });
+    await tick();
+    agent.chats[2]?.resolve();
+    expect(await third).toMatchObject({ ok: true, result: "echo: third" });
+    await actor.whenIdle();
+    expect(agent.states).toEqual(["idle", "processing", "idle", "processing", "idle"]);
+    expect(agent.overlapped).toBe(false);
+  });
+
+  it("an idle session's persisted snapshot is that of a mailbox back in idle after a message", async () => {
+    const mailbox = createActor(
+      sessionMachine.provide({
+        actors: {
+          runChat: fromPromise(async () => ({ kind: "chat" as const, result: "", usage: emptyUsage() })),
+        },
+      }),
+      { input: {} },
+    ).start();
+    mailbox.send({
+      type: "enqueue",
+      message: { kind: "chat", id: "m1", text: "hi", type: "user", stackable: false, depth: 0 },
+    });
+    await new Promise<void>((resolve) =>
+      mailbox.subscribe((snapshot) => snapshot.value === "idle" && resolve()),
+    );
+    const used = JSON.parse(JSON.stringify(mailbox.getPersistedSnapshot()));
+
+    const actor = new SessionActor({ agent: new FakeAgent() });
+    expect(actor.getPersistedSnapshot()).toEqual(used);
+    await actor.chat({ text: "hi" });
+    await tick();
+    expect(actor.getPersistedSnapshot()).toEqual(used);
   });
 });
