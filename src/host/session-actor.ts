@@ -45,6 +45,11 @@ export interface SessionActorOptions {
   now?: () => number;
   /** Message ids; default a counter. */
   createId?: () => string;
+  /**
+   * How long the mailbox actor outlives the session's last message, in ms: a session busy again
+   * within it goes on with the same actor. Default {@link MAILBOX_LINGER_MS}.
+   */
+  mailboxLingerMs?: number;
 }
 
 type ChatWaiterOptions = Pick<SessionChatRequest, "signal" | "onEvent" | "requestId">;
@@ -83,6 +88,13 @@ let nextActorNumber = 0;
 const IDLE = "idle";
 
 /**
+ * How long an idle session keeps its mailbox actor by default. Starting one costs tens of µs of
+ * CPU (mostly allocation) at every message that finds the session without one: a session that
+ * chats back to back keeps it, one that waits for its next message longer than this gives it up.
+ */
+export const MAILBOX_LINGER_MS = 1_000;
+
+/**
  * One session as an actor (SPEC §10): the session machine (the mailbox) in front of one agent,
  * plus the callers waiting for answers. The machine holds only serialisable message data; the
  * waiters live here, keyed by message id, and are answered from what the machine emits.
@@ -92,10 +104,10 @@ const IDLE = "idle";
  * session's private `#runChat` / `#runCompact` / `#runReset`.
  *
  * An idle session holds no mailbox actor (heap per idle session is a benchmarked figure): the
- * machine's actor is started at a message that finds none, and dropped once it is back in `idle`
- * with nothing queued, so the next message starts a fresh one. An idle mailbox is all initial
- * state (`idle`, empty queue), so a fresh actor is the same mailbox; the session's StateChanged
- * stream does not see the swap ({@link SessionActor.#startMailbox}).
+ * machine's actor is started at a message that finds none, and dropped once it has been back in
+ * `idle` (nothing running, nothing queued) for a while, so the next message starts a fresh one.
+ * An idle mailbox is all initial state (`idle`, empty queue), so a fresh actor is the same
+ * mailbox; the session's StateChanged stream does not see the swap ({@link SessionActor.#startMailbox}).
  *
  * The mailbox decides which message runs next, one at a time. It moves on at `stop` at once,
  * though, while the stopped chat may still be writing its last messages to history: so each
@@ -128,6 +140,9 @@ export class SessionActor {
   /** The mailbox while it has work (and once stopped); undefined while the session is idle. */
   #actor: Actor<typeof sessionMachine> | undefined;
   readonly #maxQueue: number | undefined;
+  readonly #mailboxLingerMs: number;
+  /** Drops the mailbox once it has been idle for {@link #mailboxLingerMs} (see {@link #startMailbox}). */
+  #dropTimer: ReturnType<typeof setTimeout> | undefined;
   // What an idle session does not need is created at its first message (heap per idle session is
   // a benchmarked figure): the waiters, the dispatched chats, the operation chain, the idle waiters.
   #waiters: Map<string, Waiter> | undefined;
@@ -154,6 +169,7 @@ export class SessionActor {
     this.#createId = options.createId;
     this.#lastActivityAt = this.#now();
     this.#maxQueue = options.maxQueue;
+    this.#mailboxLingerMs = options.mailboxLingerMs ?? MAILBOX_LINGER_MS;
     // What starting the mailbox reported: its initial state (the actor itself waits for a message).
     agent.report?.({ kind: "StateChanged", machine: "session", state: IDLE });
   }
@@ -169,7 +185,7 @@ export class SessionActor {
   /**
    * The mailbox, started if the session had none: it starts in `idle`, where the session already
    * is, so its StateChanged stream goes on from there (no second `idle`). Back in `idle`, it is
-   * dropped once the step that brought it there is over (a message sent meanwhile keeps it).
+   * dropped if it is still idle {@link #mailboxLingerMs} later (never in the middle of a step).
    */
   #startMailbox(): Actor<typeof sessionMachine> {
     if (this.#actor !== undefined) return this.#actor;
@@ -183,9 +199,7 @@ export class SessionActor {
         if (snapshot.value !== lastState) {
           lastState = snapshot.value;
           this.agent.report?.({ kind: "StateChanged", machine: "session", state: snapshot.value });
-          if (snapshot.value === IDLE && snapshot.status === "active") {
-            queueMicrotask(() => this.#dropMailbox(actor));
-          }
+          if (snapshot.value === IDLE && snapshot.status === "active") this.#dropWhenStillIdle();
         }
         if (snapshot.value === IDLE || snapshot.status !== "active") this.#releaseIdleWaiters();
       },
@@ -195,12 +209,20 @@ export class SessionActor {
     return actor;
   }
 
-  /** Drops the mailbox if it is still this one, idle: nothing runs, nothing is queued. */
-  #dropMailbox(actor: Actor<typeof sessionMachine>): void {
-    const snapshot = actor.getSnapshot();
-    if (this.#actor === actor && snapshot.value === IDLE && snapshot.status === "active") {
-      this.#actor = undefined;
+  /** (Re)arms the timer that drops the mailbox; one timer per session, refreshed at each idle. */
+  #dropWhenStillIdle(): void {
+    if (this.#dropTimer !== undefined) {
+      this.#dropTimer.refresh();
+      return;
     }
+    this.#dropTimer = setTimeout(() => {
+      this.#dropTimer = undefined;
+      const snapshot = this.#actor?.getSnapshot();
+      // Busy again: its next return to idle arms a new timer. Stopped: kept, it answers for the session.
+      if (snapshot?.value === IDLE && snapshot.status === "active") this.#actor = undefined;
+    }, this.#mailboxLingerMs);
+    // An idle session's mailbox keeps no process alive.
+    this.#dropTimer.unref?.();
   }
 
   /** Answers the waiters from what the machine emits. */
@@ -452,6 +474,8 @@ export class SessionActor {
     }
     this.#resumeAbort?.abort();
     this.#actor?.stop();
+    clearTimeout(this.#dropTimer);
+    this.#dropTimer = undefined;
     await this.#work;
     await parking;
   }
