@@ -4,6 +4,7 @@ import {
   type CompactMessage,
   type Dispatched,
   type DropReason,
+  MAILBOX_LIMIT,
   type MailboxMessage,
   type MessageOutput,
   type NewMessage,
@@ -44,6 +45,11 @@ export interface SessionActorOptions {
   now?: () => number;
   /** Message ids; default a counter. */
   createId?: () => string;
+  /**
+   * How long the mailbox actor outlives the session's last message, in ms: a session busy again
+   * within it goes on with the same actor. Default {@link MAILBOX_LINGER_MS}.
+   */
+  mailboxLingerMs?: number;
 }
 
 type ChatWaiterOptions = Pick<SessionChatRequest, "signal" | "onEvent" | "requestId">;
@@ -78,6 +84,16 @@ function chatOutcomeOf(outcome: ResumedChatOutcome): ChatOutcome {
 
 let nextActorNumber = 0;
 
+/** The session machine's initial state, where an idle session's mailbox is (or would be). */
+const IDLE = "idle";
+
+/**
+ * How long an idle session keeps its mailbox actor by default. Starting one costs tens of µs of
+ * CPU (mostly allocation) at every message that finds the session without one: a session that
+ * chats back to back keeps it, one that waits for its next message longer than this gives it up.
+ */
+export const MAILBOX_LINGER_MS = 1_000;
+
 /**
  * One session as an actor (SPEC §10): the session machine (the mailbox) in front of one agent,
  * plus the callers waiting for answers. The machine holds only serialisable message data; the
@@ -86,6 +102,12 @@ let nextActorNumber = 0;
  * The machine is bound to its actors once per process ({@link SessionActor.#machine}); each
  * session starts it with itself as `input.deps`, and the bound actors hand each message to that
  * session's private `#runChat` / `#runCompact` / `#runReset`.
+ *
+ * An idle session holds no mailbox actor (heap per idle session is a benchmarked figure): the
+ * machine's actor is started at a message that finds none, and dropped once it has been back in
+ * `idle` (nothing running, nothing queued) for a while, so the next message starts a fresh one.
+ * An idle mailbox is all initial state (`idle`, empty queue), so a fresh actor is the same
+ * mailbox; the session's StateChanged stream does not see the swap ({@link SessionActor.#startMailbox}).
  *
  * The mailbox decides which message runs next, one at a time. It moves on at `stop` at once,
  * though, while the stopped chat may still be writing its last messages to history: so each
@@ -115,7 +137,12 @@ export class SessionActor {
   }
 
   readonly agent: Agent;
-  readonly #actor: Actor<typeof sessionMachine>;
+  /** The mailbox while it has work (and once stopped); undefined while the session is idle. */
+  #actor: Actor<typeof sessionMachine> | undefined;
+  readonly #maxQueue: number | undefined;
+  readonly #mailboxLingerMs: number;
+  /** Drops the mailbox once it has been idle for {@link #mailboxLingerMs} (see {@link #startMailbox}). */
+  #dropTimer: ReturnType<typeof setTimeout> | undefined;
   // What an idle session does not need is created at its first message (heap per idle session is
   // a benchmarked figure): the waiters, the dispatched chats, the operation chain, the idle waiters.
   #waiters: Map<string, Waiter> | undefined;
@@ -141,24 +168,61 @@ export class SessionActor {
     this.#idPrefix = `m${nextActorNumber++}-`;
     this.#createId = options.createId;
     this.#lastActivityAt = this.#now();
+    this.#maxQueue = options.maxQueue;
+    this.#mailboxLingerMs = options.mailboxLingerMs ?? MAILBOX_LINGER_MS;
+    // What starting the mailbox reported: its initial state (the actor itself waits for a message).
+    agent.report?.({ kind: "StateChanged", machine: "session", state: IDLE });
+  }
 
-    this.#actor = createActor(SessionActor.#machine, {
-      input: options.maxQueue === undefined ? { deps: this } : { maxQueue: options.maxQueue, deps: this },
+  /** The session machine's actor, input as this session's. */
+  #createMailbox(): Actor<typeof sessionMachine> {
+    const maxQueue = this.#maxQueue;
+    return createActor(SessionActor.#machine, {
+      input: maxQueue === undefined ? { deps: this } : { maxQueue, deps: this },
     });
-    this.#actor.on("*", (event) => this.#answer(event));
-    let lastState: unknown;
-    this.#actor.subscribe({
+  }
+
+  /**
+   * The mailbox, started if the session had none: it starts in `idle`, where the session already
+   * is, so its StateChanged stream goes on from there (no second `idle`). Back in `idle`, it is
+   * dropped if it is still idle {@link #mailboxLingerMs} later (never in the middle of a step).
+   */
+  #startMailbox(): Actor<typeof sessionMachine> {
+    if (this.#actor !== undefined) return this.#actor;
+    const actor = this.#createMailbox();
+    this.#actor = actor;
+    actor.on("*", (event) => this.#answer(event));
+    let lastState: unknown = IDLE;
+    actor.subscribe({
       next: (snapshot) => {
         // The session machine's own StateChanged, on the session's event stream (live diagram).
         if (snapshot.value !== lastState) {
           lastState = snapshot.value;
-          agent.report?.({ kind: "StateChanged", machine: "session", state: snapshot.value });
+          this.agent.report?.({ kind: "StateChanged", machine: "session", state: snapshot.value });
+          if (snapshot.value === IDLE && snapshot.status === "active") this.#dropWhenStillIdle();
         }
-        if (snapshot.value === "idle" || snapshot.status !== "active") this.#releaseIdleWaiters();
+        if (snapshot.value === IDLE || snapshot.status !== "active") this.#releaseIdleWaiters();
       },
       error: () => this.#releaseIdleWaiters(),
     });
-    this.#actor.start();
+    actor.start();
+    return actor;
+  }
+
+  /** (Re)arms the timer that drops the mailbox; one timer per session, refreshed at each idle. */
+  #dropWhenStillIdle(): void {
+    if (this.#dropTimer !== undefined) {
+      this.#dropTimer.refresh();
+      return;
+    }
+    this.#dropTimer = setTimeout(() => {
+      this.#dropTimer = undefined;
+      const snapshot = this.#actor?.getSnapshot();
+      // Busy again: its next return to idle arms a new timer. Stopped: kept, it answers for the session.
+      if (snapshot?.value === IDLE && snapshot.status === "active") this.#actor = undefined;
+    }, this.#mailboxLingerMs);
+    // An idle session's mailbox keeps no process alive.
+    this.#dropTimer.unref?.();
   }
 
   /** Answers the waiters from what the machine emits. */
@@ -189,21 +253,21 @@ export class SessionActor {
 
   /** The mailbox state: idle, processing, compacting, resetting or stopped. */
   get state(): string {
-    return String(this.#actor.getSnapshot().value);
+    return this.#actor === undefined ? IDLE : String(this.#actor.getSnapshot().value);
   }
 
   /** Nothing running and nothing queued. */
   get isIdle(): boolean {
-    return this.#actor.getSnapshot().value === "idle";
+    return this.#actor === undefined || this.#actor.getSnapshot().value === IDLE;
   }
 
   get isStopped(): boolean {
-    return this.#actor.getSnapshot().status !== "active";
+    return this.#actor !== undefined && this.#actor.getSnapshot().status !== "active";
   }
 
   /** Messages waiting behind the running one. */
   get queueLength(): number {
-    return this.#actor.getSnapshot().context.queue.length;
+    return this.#actor === undefined ? 0 : this.#actor.getSnapshot().context.queue.length;
   }
 
   /** When a message last arrived or was answered (passivation's own compaction excluded). */
@@ -216,10 +280,14 @@ export class SessionActor {
     return this.#hasHadMessages;
   }
 
-  /** The machine's persisted snapshot as plain JSON (the queue and the running message; not the session itself). */
+  /**
+   * The machine's persisted snapshot as plain JSON (the queue and the running message; not the
+   * session itself). An idle session's is that of a mailbox not started yet: its initial state.
+   */
   getPersistedSnapshot(): unknown {
+    const actor = this.#actor ?? this.#createMailbox();
     return JSON.parse(
-      JSON.stringify(this.#actor.getPersistedSnapshot(), (_key, value: unknown) =>
+      JSON.stringify(actor.getPersistedSnapshot(), (_key, value: unknown) =>
         value === this ? undefined : value,
       ),
     );
@@ -294,7 +362,8 @@ export class SessionActor {
     this.#lastActivityAt = this.#now();
     this.#cancelReason = "cancelled by stop";
     this.#resumeAbort?.abort();
-    this.#actor.send({ type: "stop" });
+    // An idle mailbox ignores `stop`: without one there is nothing to send it to.
+    this.#actor?.send({ type: "stop" });
     void this.agent.cancelPendingApproval?.().catch(() => {});
     return { ok: true };
   }
@@ -400,10 +469,13 @@ export class SessionActor {
     const parking = this.parkPendingApproval();
     if (!this.isStopped) {
       this.#cancelReason = reason;
-      this.#actor.send({ type: "shutdown" });
+      // Started if the session was idle: the mailbox's `stopped` is the session's last StateChanged.
+      this.#startMailbox().send({ type: "shutdown" });
     }
     this.#resumeAbort?.abort();
-    this.#actor.stop();
+    this.#actor?.stop();
+    clearTimeout(this.#dropTimer);
+    this.#dropTimer = undefined;
     await this.#work;
     await parking;
   }
@@ -442,7 +514,7 @@ export class SessionActor {
         chatText,
         ...(chatOptions === undefined ? {} : { chatOptions }),
       });
-      this.#actor.send({ type: "enqueue", message });
+      this.#startMailbox().send({ type: "enqueue", message });
     });
   }
 
@@ -458,7 +530,7 @@ export class SessionActor {
     if (reason === "queue_overflow") {
       return {
         code: "queue_overflow",
-        message: `dropped: more than ${this.#actor.getSnapshot().context.maxQueue} messages were queued for the session`,
+        message: `dropped: more than ${this.#maxQueue ?? MAILBOX_LIMIT} messages were queued for the session`,
       };
     }
     if (reason === "superseded") {

@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { createActor, fromPromise } from "xstate";
+import { sessionMachine } from "../../machines/session.machine.js";
 import type { ChatOptions } from "../../src/agent/agent-types.js";
 import { ChatFailedError } from "../../src/agent/chat-errors.js";
+import type { EventBody } from "../../src/events/types.js";
 import { SessionActor } from "../../src/host/session-actor.js";
 import { emptyUsage } from "../../src/llm/types.js";
 import { FakeAgent } from "./fake-agent.js";
@@ -264,5 +267,162 @@ describe("SessionActor: explicit wiring (issue 10)", () => {
     await tick();
     agent.chats[1]?.resolve();
     await queued;
+  });
+});
+
+/** A {@link FakeAgent} that records the session machine's StateChanged events. */
+class ReportingAgent extends FakeAgent {
+  readonly states: unknown[] = [];
+  /** Called with each state after it is recorded (e.g. to send a message from inside a report). */
+  onState: ((state: unknown) => void) | undefined;
+
+  report(body: EventBody): void {
+    if (body.kind !== "StateChanged" || body.machine !== "session") return;
+    this.states.push(body.state);
+    this.onState?.(body.state);
+  }
+}
+
+/** Past the mailbox's linger of 0 ms: an idle session has dropped its mailbox actor by then. */
+const lingerOver = () => new Promise<void>((resolve) => setTimeout(resolve, 2));
+
+describe("SessionActor: an idle session holds no mailbox actor (issue 15)", () => {
+  it("reports the mailbox's states as one machine across idle spells: idle once, then each change", async () => {
+    const agent = new ReportingAgent();
+    const actor = new SessionActor({ agent, mailboxLingerMs: 0 });
+    expect(agent.states).toEqual(["idle"]);
+    expect(actor.state).toBe("idle");
+    await actor.chat({ text: "one" });
+    await lingerOver();
+    expect(agent.states).toEqual(["idle", "processing", "idle"]);
+    expect(actor.state).toBe("idle");
+    // Back to back (the same mailbox), then after an idle spell (a new one): the same stream.
+    await actor.chat({ text: "two" });
+    await lingerOver();
+    expect(await actor.compact()).toEqual({ ok: true });
+    await lingerOver();
+    expect(agent.states).toEqual(["idle", "processing", "idle", "processing", "idle", "compacting", "idle"]);
+    await actor.shutdown();
+    expect(agent.states.at(-1)).toBe("stopped");
+    expect(actor.state).toBe("stopped");
+    expect(actor.isStopped).toBe(true);
+  });
+
+  it("a session shut down while idle still reports its mailbox stopped, and refuses later messages", async () => {
+    const agent = new ReportingAgent();
+    const actor = new SessionActor({ agent, mailboxLingerMs: 0 });
+    await actor.chat({ text: "before" });
+    await lingerOver();
+    expect(actor.isStopped).toBe(false);
+    await actor.shutdown();
+    expect(agent.states).toEqual(["idle", "processing", "idle", "stopped"]);
+    expect(actor.isStopped).toBe(true);
+    expect(actor.isIdle).toBe(false);
+    expect(await actor.chatAndWait("late")).toEqual({
+      ok: false,
+      error: { code: "cancelled", message: "the session is stopped" },
+    });
+  });
+
+  it("stop on an idle session changes nothing; the next chat runs", async () => {
+    const agent = new ReportingAgent();
+    const actor = new SessionActor({ agent, mailboxLingerMs: 0 });
+    expect(actor.stop()).toEqual({ ok: true });
+    expect(actor.isIdle).toBe(true);
+    expect(actor.queueLength).toBe(0);
+    await actor.whenIdle();
+    expect(await actor.chatAndWait("after")).toMatchObject({ ok: true, result: "echo: after" });
+    await lingerOver();
+    expect(actor.stop()).toEqual({ ok: true });
+    expect(await actor.chatAndWait("again")).toMatchObject({ ok: true, result: "echo: again" });
+    await tick();
+    expect(agent.states).toEqual(["idle", "processing", "idle", "processing", "idle"]);
+  });
+
+  it("keeps queue limits, coalescing and order for messages that find the mailbox dropped", async () => {
+    const agent = new FakeAgent({ isManual: true });
+    const actor = new SessionActor({ agent, maxQueue: 1, mailboxLingerMs: 0 });
+    const runs = async () => {
+      const running = actor.chatAndWait("running");
+      const overflowed = actor.chatAndWait("overflowed");
+      const note = actor.chat({ text: "note 1", type: "note", stackable: true });
+      const newer = actor.chat({ text: "note 2", type: "note", stackable: true });
+      await tick();
+      agent.chats.at(-1)?.resolve();
+      expect(await running).toMatchObject({ ok: true, result: "echo: running" });
+      expect(await overflowed).toEqual({
+        ok: false,
+        error: {
+          code: "queue_overflow",
+          message: "dropped: more than 1 messages were queued for the session",
+        },
+      });
+      expect(await note).toMatchObject({ ok: false, error: { code: "cancelled" } });
+      await tick();
+      agent.chats.at(-1)?.resolve();
+      expect(await newer).toMatchObject({ ok: true, result: "echo: note 2" });
+      await actor.whenIdle();
+      await lingerOver();
+    };
+    await runs();
+    await runs();
+    expect(agent.chats.map((chat) => chat.text)).toEqual(["running", "note 2", "running", "note 2"]);
+    expect(agent.overlapped).toBe(false);
+  });
+
+  it("a message sent from inside the report of `idle` runs on the same mailbox, in order", async () => {
+    const agent = new ReportingAgent({ isManual: true });
+    const actor = new SessionActor({ agent, mailboxLingerMs: 0 });
+    let second: Promise<unknown> | undefined;
+    agent.onState = (state) => {
+      if (state === "idle" && agent.chats.length === 1 && second === undefined) {
+        second = actor.chatAndWait("second");
+      }
+    };
+    const first = actor.chatAndWait("first");
+    await tick();
+    agent.chats[0]?.resolve();
+    expect(await first).toMatchObject({ ok: true, result: "echo: first" });
+    await tick();
+    expect(agent.chats.map((chat) => chat.text)).toEqual(["first", "second"]);
+    expect(actor.isIdle).toBe(false);
+    expect(actor.state).toBe("processing");
+    const third = actor.chatAndWait("third");
+    expect(actor.queueLength).toBe(1);
+    agent.chats[1]?.resolve();
+    expect(await second).toMatchObject({ ok: true, result: "echo: second" });
+    await tick();
+    agent.chats[2]?.resolve();
+    expect(await third).toMatchObject({ ok: true, result: "echo: third" });
+    await actor.whenIdle();
+    expect(agent.states).toEqual(["idle", "processing", "idle", "processing", "idle"]);
+    expect(agent.overlapped).toBe(false);
+  });
+
+  it("an idle session's persisted snapshot is that of a mailbox back in idle after a message", async () => {
+    const mailbox = createActor(
+      sessionMachine.provide({
+        actors: {
+          runChat: fromPromise(async () => ({ kind: "chat" as const, result: "", usage: emptyUsage() })),
+        },
+      }),
+      { input: {} },
+    ).start();
+    mailbox.send({
+      type: "enqueue",
+      message: { kind: "chat", id: "m1", text: "hi", type: "user", stackable: false, depth: 0 },
+    });
+    await new Promise<void>((resolve) =>
+      mailbox.subscribe((snapshot) => snapshot.value === "idle" && resolve()),
+    );
+    const used = JSON.parse(JSON.stringify(mailbox.getPersistedSnapshot()));
+
+    const actor = new SessionActor({ agent: new FakeAgent(), mailboxLingerMs: 0 });
+    expect(actor.getPersistedSnapshot()).toEqual(used);
+    await actor.chat({ text: "hi" });
+    await tick();
+    expect(actor.getPersistedSnapshot()).toEqual(used);
+    await lingerOver();
+    expect(actor.getPersistedSnapshot()).toEqual(used);
   });
 });
