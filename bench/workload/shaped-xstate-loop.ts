@@ -1,31 +1,44 @@
 import { assign, createActor, enqueueActions, fromCallback, fromPromise, setup, toPromise } from "xstate";
 import type { GenerateResponse, LlmOptions, Message, ToolCall } from "../../src/llm/types.js";
+import { type BaselineEvents, createBaselineEvents } from "./baseline-events.js";
 import { type BaselineChatResult, type BaselineParams, invokeTool } from "./plain-loop.js";
 
 /**
  * The floor of the loop's shape as SPEC §3 asks for it, with nothing else: a chat machine that
  * invokes one iteration machine per iteration (its own statechart, its own actor), which streams
  * the response in a callback actor and runs each tool call as its own promise actor. No events,
- * no history, no in-flight tracking, no approvals, no journal. What agentloop costs above this is
+ * no history, no in-flight tracking, no approvals, no journal; with a bus it publishes the events the
+ * minimal loop publishes (those a UI needs), the same way. What agentloop costs above this is
  * its own; what this costs above the minimal loop is the price of the shape.
  */
 
 interface IterationContext {
   messages: Message[];
+  iteration: number;
   isFinal: boolean;
+  events: BaselineEvents | undefined;
   response: GenerateResponse | null;
   outcomes: Record<string, Message>;
 }
 
 interface StreamInput {
   messages: Message[];
+  iteration: number;
   isFinal: boolean;
+  events: BaselineEvents | undefined;
 }
 
 type IterationEvent =
   | { type: "stream.completed"; response: GenerateResponse }
   | { type: "stream.failed"; error: unknown }
   | { type: `xstate.done.actor.${string}`; output: Message };
+
+interface ToolCallInput {
+  call: ToolCall;
+  iteration: number;
+  session: string;
+  events: BaselineEvents | undefined;
+}
 
 type IterationOutput = { messages: Message[]; toolCalls: number };
 
@@ -34,7 +47,10 @@ interface ChatContext {
   messages: Message[];
   iteration: number;
   maxIterations: number;
+  events: BaselineEvents | undefined;
 }
+
+let nextChat = 0;
 
 export function createShapedXStateLoop(params: BaselineParams) {
   const options: LlmOptions = { model: params.model, tools: [params.tool.definition] };
@@ -49,6 +65,11 @@ export function createShapedXStateLoop(params: BaselineParams) {
     },
     actors: {
       stream: fromCallback<IterationEvent, StreamInput>(({ input, sendBack }) => {
+        const { events, iteration } = input;
+        events?.emit("ModelRequest", iteration, {
+          final: input.isFinal,
+          messageCount: input.messages.length,
+        });
         const controller = new AbortController();
         params.backend
           .generateStream(
@@ -57,7 +78,10 @@ export function createShapedXStateLoop(params: BaselineParams) {
               options: input.isFinal ? finalOptions : options,
               signal: controller.signal,
             },
-            { onTextDelta: () => {}, onReasoningDelta: () => {} },
+            {
+              onTextDelta: (delta) => events?.emit("ModelTextDelta", iteration, { delta }),
+              onReasoningDelta: (delta) => events?.emit("ModelReasoningDelta", iteration, { delta }),
+            },
           )
           .then(
             (response) => sendBack({ type: "stream.completed", response }),
@@ -65,12 +89,12 @@ export function createShapedXStateLoop(params: BaselineParams) {
           );
         return () => controller.abort();
       }),
-      toolCall: fromPromise<Message, { call: ToolCall; session: string }>(({ input, signal }) =>
+      toolCall: fromPromise<Message, ToolCallInput>(({ input, signal }) =>
         invokeTool(
           params.tool,
           input.call,
-          { iteration: 0, signal, agent: params.agent, session: input.session },
-          undefined,
+          { iteration: input.iteration, signal, agent: params.agent, session: input.session },
+          input.events,
         ),
       ),
     },
@@ -80,18 +104,18 @@ export function createShapedXStateLoop(params: BaselineParams) {
     },
   }).createMachine({
     id: "shapedIteration",
-    context: ({ input }) => ({
-      messages: input.messages,
-      isFinal: input.isFinal,
-      response: null,
-      outcomes: {},
-    }),
+    context: ({ input }) => ({ ...input, response: null, outcomes: {} }),
     initial: "streaming",
     states: {
       streaming: {
         invoke: {
           src: "stream",
-          input: ({ context }) => ({ messages: context.messages, isFinal: context.isFinal }),
+          input: ({ context }) => ({
+            messages: context.messages,
+            iteration: context.iteration,
+            isFinal: context.isFinal,
+            events: context.events,
+          }),
         },
         on: {
           "stream.completed": {
@@ -107,7 +131,10 @@ export function createShapedXStateLoop(params: BaselineParams) {
       executingTools: {
         entry: enqueueActions(({ context, enqueue }) => {
           for (const call of context.response!.toolCalls) {
-            enqueue.spawnChild("toolCall", { id: `tool:${call.id}`, input: { call, session: "" } });
+            enqueue.spawnChild("toolCall", {
+              id: `tool:${call.id}`,
+              input: { call, iteration: context.iteration, session: "", events: context.events },
+            });
           }
         }),
         on: {
@@ -162,7 +189,9 @@ export function createShapedXStateLoop(params: BaselineParams) {
           src: "iteration",
           input: ({ context }) => ({
             messages: context.messages,
+            iteration: context.iteration,
             isFinal: context.iteration >= context.maxIterations,
+            events: context.events,
           }),
           onDone: [
             {
@@ -191,7 +220,9 @@ export function createShapedXStateLoop(params: BaselineParams) {
   });
 
   return {
-    chat(session: string, text: string): Promise<BaselineChatResult> {
+    async chat(session: string, text: string): Promise<BaselineChatResult> {
+      const events = createBaselineEvents(params.bus, params.agent, session, `shaped-${nextChat++}`);
+      events?.emit("ChatStarted", 0, { text });
       const actor = createActor(chatMachine, {
         input: {
           session,
@@ -201,10 +232,13 @@ export function createShapedXStateLoop(params: BaselineParams) {
           ],
           iteration: 0,
           maxIterations: params.maxIterations,
+          events,
         },
       });
       actor.start();
-      return toPromise(actor);
+      const output = await toPromise(actor);
+      events?.emit("ChatCompleted", 0, { result: output.result });
+      return output;
     },
   };
 }
