@@ -17,6 +17,8 @@ const SHORT_STRING = 128;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const CLOSE_BRACE = 0x7d;
+/** Integers up to this are written digit by digit (seqs and iterations are). */
+const MAX_DIGITS_WRITTEN = 2 ** 31 - 1;
 
 /**
  * Writes events as the UTF-8 bytes of exactly `JSON.stringify(event)`, for a bus that takes bytes
@@ -36,7 +38,9 @@ export interface EventBytesWriter {
 }
 
 export function createEventBytesWriter(): EventBytesWriter {
+  // Not from Node's shared pool: its own memory, so a view is `new Uint8Array(memory, offset, length)`.
   let slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
+  let memory = slab.buffer;
   /** Where the event being written starts in `slab`. */
   let start = 0;
   /** Where the next byte goes. */
@@ -61,6 +65,7 @@ export function createEventBytesWriter(): EventBytesWriter {
     const next = Buffer.allocUnsafeSlow(Math.max(SLAB_BYTES, (written + bytes) * 2));
     slab.copy(next, 0, start, pos);
     slab = next;
+    memory = next.buffer;
     start = 0;
     pos = written;
   };
@@ -75,6 +80,23 @@ export function createEventBytesWriter(): EventBytesWriter {
     ensure(length);
     for (let index = 0; index < length; index++) slab[pos + index] = text.charCodeAt(index);
     pos += length;
+  };
+  /** A number's JSON form; a small non-negative integer (a seq, an iteration) without a string. */
+  const writeNumber = (value: number): void => {
+    if (!(value >= 0 && value <= MAX_DIGITS_WRITTEN && Number.isInteger(value))) {
+      // A finite number's JSON is its string form (-0 included: "0"); NaN and the infinities are null.
+      writeAscii(Number.isFinite(value) ? String(value) : "null");
+      return;
+    }
+    let digits = 1;
+    for (let rest = value; rest >= 10; rest = Math.floor(rest / 10)) digits++;
+    ensure(digits);
+    let rest = value;
+    for (let at = pos + digits - 1; at >= pos; at--) {
+      slab[at] = 0x30 + (rest % 10);
+      rest = Math.floor(rest / 10);
+    }
+    pos += digits;
   };
   const writeUtf8 = (text: string): void => {
     ensure(text.length * 3);
@@ -124,8 +146,7 @@ export function createEventBytesWriter(): EventBytesWriter {
         return true;
       case "number":
         copy(quoted);
-        // A finite number's JSON is its string form; NaN and the infinities are null.
-        writeAscii(Number.isFinite(value) ? String(value) : "null");
+        writeNumber(value);
         return true;
       case "boolean":
         copy(quoted);
@@ -187,16 +208,16 @@ export function createEventBytesWriter(): EventBytesWriter {
     }
     if (!Number.isFinite(stamp.seq) || !Number.isFinite(stamp.iteration)) return false;
     copy(head);
-    writeAscii(String(stamp.seq));
+    writeNumber(stamp.seq);
     copy(middle);
-    writeAscii(String(stamp.iteration));
+    writeNumber(stamp.iteration);
     return true;
   };
   /** The event written so far, as its own view; the next event starts after it. */
   const finish = (): Uint8Array => {
     ensure(1);
     slab[pos++] = CLOSE_BRACE;
-    const bytes = new Uint8Array(slab.buffer, slab.byteOffset + start, pos - start);
+    const bytes = new Uint8Array(memory, start, pos - start);
     // A buffer grown for one large event is not kept for the small ones after it.
     start = pos = slab.length > SLAB_BYTES ? slab.length : pos;
     return bytes;
@@ -207,7 +228,7 @@ export function createEventBytesWriter(): EventBytesWriter {
     const json = JSON.stringify(value) as string | undefined;
     if (json === undefined) throw new TypeError("the event has no JSON form");
     writeUtf8(json);
-    const bytes = new Uint8Array(slab.buffer, slab.byteOffset + start, pos - start);
+    const bytes = new Uint8Array(memory, start, pos - start);
     start = pos = slab.length > SLAB_BYTES ? slab.length : pos;
     return bytes;
   };

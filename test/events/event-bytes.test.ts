@@ -124,6 +124,11 @@ describe("createEventBytesWriter", () => {
       negativeZero: -0,
       fraction: 0.1 + 0.2,
       huge: 1e21,
+      zero: 0,
+      negative: -5,
+      largestSmall: 2 ** 31 - 1,
+      notSmall: 2 ** 31,
+      unsafe: 2 ** 53 + 2,
       list: [1, "two", { three: undefined }, undefined],
       nested: { at: new Date(0), deeper: { toJSON: (key: string) => `key ${key}` } },
       empty: "",
@@ -191,6 +196,8 @@ describe("createEventBytesWriter", () => {
       { ...first, host: "h1" },
       { ...first, chatId: "" },
       { ...first, ts: "2025-01-01T00:00:00.001Z", seq: 2, iteration: 3 },
+      { ...first, seq: 2 ** 40, iteration: 10 },
+      { ...first, seq: 1.5, iteration: -1 },
       first,
     ];
     expect(Buffer.from(write.event(first))).toEqual(expected(first));
