@@ -31,8 +31,8 @@ export interface BusEventPublisher {
  * On the hot path (one call per text delta), so it does nothing but build the subject and the
  * JSON (with the chat's stamp encoded once): UTF-8 bytes written straight from the emitter's stamp
  * and the body for a bus that takes bytes (NATS, see {@link createEventBytesWriter}), a string for
- * the others ({@link createEventJsonWriter}); no validation, no copies. Best-effort: a failing bus or an unserialisable event is
- * counted and swallowed, never thrown into the chat.
+ * the others ({@link createEventJsonWriter}); no validation, no copies. Best-effort: a failing bus
+ * or an unserialisable event is counted and swallowed, never thrown into the chat.
  *
  * An event over the bus's max payload (a long result or tool output) is not lost: its long strings
  * are cut, with a visible marker and `truncated: true` (see {@link fitEventToPayload}).
