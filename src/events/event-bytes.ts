@@ -38,8 +38,9 @@ export interface EventBytesWriter {
 }
 
 export function createEventBytesWriter(): EventBytesWriter {
-  // Not from Node's shared pool: its own memory, so a view is `new Uint8Array(memory, offset, length)`.
-  let slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
+  // Allocated by the first event (a publisher that never publishes costs nothing), and not from
+  // Node's shared pool: its own memory, so a view is `new Uint8Array(memory, offset, length)`.
+  let slab = Buffer.alloc(0);
   let memory = slab.buffer;
   /** Where the event being written starts in `slab`. */
   let start = 0;
