@@ -58,6 +58,12 @@ export interface Bus {
   readonly droppedPublishes?: number;
   /** Fire-and-forget publish. Never throws for a delivery problem (best-effort). */
   publish(subject: string, data: string, headers?: Record<string, string>): void;
+  /**
+   * {@link publish} for a payload already encoded as UTF-8 (the event publisher writes its JSON as
+   * bytes for a bus that has this). The bus may hold on to `data` until it is sent: the caller does
+   * not write into it again.
+   */
+  publishBytes?(subject: string, data: Uint8Array): void;
   /** Subscribes with NATS wildcards (`*` one token, `>` the rest). */
   subscribe(
     subject: string,

@@ -190,6 +190,19 @@ export class NatsBus implements Bus {
     else this.hold(subject, data, headers, false);
   }
 
+  publishBytes(subject: string, data: Uint8Array): void {
+    if (!this.isValidSubject(subject)) this.drop(subject, "the subject is not valid");
+    else if (this.held === undefined) this.send(subject, data, undefined);
+    // Held as text, like every held message (a rare path: the connection is down).
+    else
+      this.hold(
+        subject,
+        Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("utf8"),
+        undefined,
+        false,
+      );
+  }
+
   private isValidSubject(subject: string): boolean {
     if (this.validSubjects.has(subject)) return true;
     if (!isValidSubject(subject)) return false;
@@ -348,11 +361,15 @@ export class NatsBus implements Bus {
   }
 
   /** Publishes now; false (counted and logged) when the client refuses. */
-  private send(subject: string, data: string, headers: Record<string, string> | undefined): boolean {
+  private send(
+    subject: string,
+    data: string | Uint8Array,
+    headers: Record<string, string> | undefined,
+  ): boolean {
     try {
       // Encoded here from Node's shared buffer pool: the client's own encoding allocates a fresh
       // ArrayBuffer per message, the largest per-publish cost after the socket write.
-      const payload = Buffer.from(data, "utf8");
+      const payload = typeof data === "string" ? Buffer.from(data, "utf8") : data;
       if (headers === undefined) this.connection.publish(subject, payload);
       else this.connection.publish(subject, payload, { headers: toNatsHeaders(headers) });
       return true;
@@ -395,9 +412,9 @@ export class NatsBus implements Bus {
     this.log(`dropped a message on ${subject}: ${reason}`);
   }
 
-  private describeRefusal(error: unknown, data: string): string {
+  private describeRefusal(error: unknown, data: string | Uint8Array): string {
     if (this.connection.isClosed() || this.connection.isDraining()) return "the bus is closed";
-    const bytes = Buffer.byteLength(data, "utf8");
+    const bytes = typeof data === "string" ? Buffer.byteLength(data, "utf8") : data.byteLength;
     if (bytes > this.maxPayload) return tooLarge(bytes, this.maxPayload);
     return error instanceof Error ? error.message : String(error);
   }

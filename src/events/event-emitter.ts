@@ -18,6 +18,33 @@ export interface EventEmitter {
   readonly seq: number;
 }
 
+/** The fields the emitter stamps on every event, in the order the event carries them. */
+export interface EventStamp {
+  agent: string;
+  session: string;
+  /** Undefined when the emitter has no host id: the event then carries `host: undefined`. */
+  host: string | undefined;
+  chatId: string;
+  seq: number;
+  ts: string;
+  iteration: number;
+}
+
+/** See {@link TAKES_STAMPED_EVENTS}. */
+export type StampedEventListener = (stamp: Readonly<EventStamp>, body: EventBody) => void;
+
+/**
+ * The key under which a listener may offer to take each event as its stamp and its (redacted) body
+ * instead of the merged event object: the bus publisher writes the JSON straight from the two, so
+ * the object is never built. The emitter uses it only when that listener is its only one (any
+ * other listener needs the object anyway). The event is `{...stamp, ...body}`; the stamp object is
+ * the emitter's own, reused for the next event, so it is read during the call only.
+ */
+export const TAKES_STAMPED_EVENTS: unique symbol = Symbol("agentloop.takesStampedEvents");
+
+/** A listener, possibly offering the stamped form (see {@link TAKES_STAMPED_EVENTS}). */
+type EventListenerOffer = ((event: AgentEvent) => void) & { [TAKES_STAMPED_EVENTS]?: StampedEventListener };
+
 export interface EventEmitterParams {
   agent: string;
   session: string;
@@ -72,6 +99,8 @@ export function createEventEmitter({
     }
     return lastIso;
   };
+  // The stamped form's stamp: one object, its per-event fields overwritten before each call.
+  const stamp: EventStamp = { agent, session, host, chatId: "", seq: 0, ts: "", iteration: 0 };
   const emitter: EventEmitter = {
     chatId: "",
     get seq() {
@@ -89,18 +118,26 @@ export function createEventEmitter({
       }
       // Nobody listening: the seq still advances, nothing is built.
       if (listeners.length === 0) return;
-      const event = {
-        agent,
-        session,
-        host,
-        chatId,
-        seq,
-        ts: timestamp(),
-        iteration,
-        // Events leave the process (NATS, JetStream files, the UI): a tool call's arguments, an
-        // error message or a delta may quote a key. Only the body carries free text.
-        ...(redactor.isActive ? redactor.redactValue(body) : body),
-      } as AgentEvent;
+      const ts = timestamp();
+      // Events leave the process (NATS, JetStream files, the UI): a tool call's arguments, an
+      // error message or a delta may quote a key. Only the body carries free text.
+      const eventBody = redactor.isActive ? redactor.redactValue(body) : body;
+      if (listeners.length === 1) {
+        const takeStamped = (listeners[0] as EventListenerOffer)[TAKES_STAMPED_EVENTS];
+        if (takeStamped !== undefined) {
+          stamp.chatId = chatId;
+          stamp.seq = seq;
+          stamp.ts = ts;
+          stamp.iteration = iteration;
+          try {
+            takeStamped(stamp, eventBody);
+          } catch {
+            // Best-effort by contract (SPEC §9).
+          }
+          return;
+        }
+      }
+      const event = { agent, session, host, chatId, seq, ts, iteration, ...eventBody } as AgentEvent;
       for (const listener of listeners) {
         try {
           listener(event);

@@ -2,9 +2,11 @@ import type { Bus } from "../bus/bus.js";
 import { BusError } from "../bus/bus-errors.js";
 import { isOverMaxPayload } from "../bus/payload-size.js";
 import { DEFAULT_PREFIX, eventSubject } from "../bus/subjects.js";
+import { createEventBytesWriter } from "./event-bytes.js";
+import { type EventStamp, type StampedEventListener, TAKES_STAMPED_EVENTS } from "./event-emitter.js";
 import { createEventJsonWriter } from "./event-json.js";
 import { fitEventToPayload } from "./fit-event.js";
-import type { AgentEvent, EventKind } from "./types.js";
+import type { AgentEvent, EventBody, EventKind } from "./types.js";
 
 export interface BusEventPublisherOptions {
   /** Subject prefix (default `agentloop`). */
@@ -27,9 +29,10 @@ export interface BusEventPublisher {
 /**
  * Publishes each event as JSON on `<prefix>.events.<agent>.<session>.<Kind>` (SPEC §9, §11).
  * On the hot path (one call per text delta), so it does nothing but build the subject and the
- * JSON (with the chat's stamp encoded once, see {@link createEventJsonWriter}): no validation, no
- * copies. Best-effort: a failing bus or an unserialisable event is
- * counted and swallowed, never thrown into the chat.
+ * JSON (with the chat's stamp encoded once): UTF-8 bytes written straight from the emitter's stamp
+ * and the body for a bus that takes bytes (NATS, see {@link createEventBytesWriter}), a string for
+ * the others ({@link createEventJsonWriter}); no validation, no copies. Best-effort: a failing bus
+ * or an unserialisable event is counted and swallowed, never thrown into the chat.
  *
  * An event over the bus's max payload (a long result or tool output) is not lost: its long strings
  * are cut, with a visible marker and `truncated: true` (see {@link fitEventToPayload}).
@@ -37,37 +40,25 @@ export interface BusEventPublisher {
 export function createBusEventPublisher(bus: Bus, options: BusEventPublisherOptions = {}): BusEventPublisher {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const { onError } = options;
-  const toJson = createEventJsonWriter();
   // A session publishes on a handful of subjects: the same string each time, so the bus sees a
   // subject it has already checked and the client a flat string.
   const subjects = new Map<EventKind, string>();
   let agent = "";
   let session = "";
-  const subjectOf = (event: AgentEvent): string => {
-    if (event.agent !== agent || event.session !== session) {
+  const subjectOf = (eventAgent: string, eventSession: string, kind: EventKind): string => {
+    if (eventAgent !== agent || eventSession !== session) {
       subjects.clear();
-      agent = event.agent;
-      session = event.session;
+      agent = eventAgent;
+      session = eventSession;
     }
-    let subject = subjects.get(event.kind);
+    let subject = subjects.get(kind);
     if (subject === undefined) {
-      subject = eventSubject(prefix, agent, session, event.kind);
-      subjects.set(event.kind, subject);
+      subject = eventSubject(prefix, agent, session, kind);
+      subjects.set(kind, subject);
     }
     return subject;
   };
   let failures = 0;
-  const publish = (event: AgentEvent): void => {
-    try {
-      let data = toJson(event);
-      if (isOverMaxPayload(data, bus.maxPayload)) data = fitEventToPayload(event, bus.maxPayload) ?? data;
-      const droppedBefore = bus.droppedPublishes;
-      bus.publish(subjectOf(event), data);
-      if (bus.droppedPublishes !== droppedBefore) fail(new BusError("the bus dropped the event"), event);
-    } catch (error) {
-      fail(error, event);
-    }
-  };
   const fail = (error: unknown, event: AgentEvent): void => {
     failures++;
     if (onError === undefined) return;
@@ -77,5 +68,84 @@ export function createBusEventPublisher(bus: Bus, options: BusEventPublisherOpti
       // Best-effort all the way down.
     }
   };
+  const publish = takesBytes(bus) ? publishBytes(bus, subjectOf, fail) : publishStrings(bus, subjectOf, fail);
   return Object.defineProperty(publish, "failures", { get: () => failures }) as BusEventPublisher;
+}
+
+type BytesBus = Bus & Pick<Required<Bus>, "publishBytes">;
+type SubjectOf = (agent: string, session: string, kind: EventKind) => string;
+type Fail = (error: unknown, event: AgentEvent) => void;
+
+function takesBytes(bus: Bus): bus is BytesBus {
+  return typeof bus.publishBytes === "function";
+}
+
+const dropped = (): BusError => new BusError("the bus dropped the event");
+
+/** For a bus that takes strings: the JSON from {@link createEventJsonWriter}. */
+function publishStrings(bus: Bus, subjectOf: SubjectOf, fail: Fail): (event: AgentEvent) => void {
+  const toJson = createEventJsonWriter();
+  return (event) => {
+    try {
+      let data = toJson(event);
+      if (isOverMaxPayload(data, bus.maxPayload)) data = fitEventToPayload(event, bus.maxPayload) ?? data;
+      const droppedBefore = bus.droppedPublishes;
+      bus.publish(subjectOf(event.agent, event.session, event.kind), data);
+      if (bus.droppedPublishes !== droppedBefore) fail(dropped(), event);
+    } catch (error) {
+      fail(error, event);
+    }
+  };
+}
+
+/**
+ * For a bus that takes bytes: the UTF-8 JSON from {@link createEventBytesWriter}, and the stamped
+ * form offered to the emitter (see {@link TAKES_STAMPED_EVENTS}), so that when the publisher is
+ * the session's only listener no event object is built at all (it is, from the stamp and the body,
+ * only for an event too large for the bus and for `onError`).
+ */
+function publishBytes(bus: BytesBus, subjectOf: SubjectOf, fail: Fail): (event: AgentEvent) => void {
+  const writer = createEventBytesWriter();
+  const eventOf = (stamp: Readonly<EventStamp>, body: EventBody): AgentEvent =>
+    ({ ...stamp, ...body }) as AgentEvent;
+  /** An event over the bus's max payload, its long strings cut (or as it is, for the bus to drop and count). */
+  const publishFitted = (subject: string, event: AgentEvent, bytes: Uint8Array): void => {
+    const fitted = fitEventToPayload(event, bus.maxPayload);
+    const droppedBefore = bus.droppedPublishes;
+    if (fitted === undefined) bus.publishBytes(subject, bytes);
+    else bus.publish(subject, fitted);
+    if (bus.droppedPublishes !== droppedBefore) fail(dropped(), event);
+  };
+  const publishStamped: StampedEventListener = (stamp, body) => {
+    try {
+      const subject = subjectOf(stamp.agent, stamp.session, body.kind);
+      const bytes = writer.stamped(stamp, body);
+      // Written so that a limit that is not a number (a partial test double) means no limit.
+      if (bytes.length > bus.maxPayload) {
+        publishFitted(subject, eventOf(stamp, body), bytes);
+        return;
+      }
+      const droppedBefore = bus.droppedPublishes;
+      bus.publishBytes(subject, bytes);
+      if (bus.droppedPublishes !== droppedBefore) fail(dropped(), eventOf(stamp, body));
+    } catch (error) {
+      fail(error, eventOf(stamp, body));
+    }
+  };
+  const publish = (event: AgentEvent): void => {
+    try {
+      const subject = subjectOf(event.agent, event.session, event.kind);
+      const bytes = writer.event(event);
+      if (bytes.length > bus.maxPayload) {
+        publishFitted(subject, event, bytes);
+        return;
+      }
+      const droppedBefore = bus.droppedPublishes;
+      bus.publishBytes(subject, bytes);
+      if (bus.droppedPublishes !== droppedBefore) fail(dropped(), event);
+    } catch (error) {
+      fail(error, event);
+    }
+  };
+  return Object.defineProperty(publish, TAKES_STAMPED_EVENTS, { value: publishStamped });
 }

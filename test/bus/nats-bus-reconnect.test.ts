@@ -69,6 +69,26 @@ describe("NatsBus across a nats-server restart (issue 9, defect 1)", () => {
     ]);
   });
 
+  it("holds bytes published while NATS is down with the rest, in order", async () => {
+    const { bus } = await openBus();
+    const inbox = record(bus, "held.>");
+    await bus.flush();
+    const gone = disconnected(bus.connection);
+    await server.kill();
+    await gone;
+    for (let index = 0; index < 10; index++) {
+      if (index % 2 === 0) bus.publish(`held.${index}`, `message ${index} ✓`);
+      else bus.publishBytes(`held.${index}`, Buffer.from(`message ${index} ✓`, "utf8"));
+    }
+    expect(bus.heldPublishes).toBe(10);
+    await server.restart();
+    const messages = await inbox.waitFor(10, 20_000);
+    expect(messages.map((message) => message.data)).toEqual(
+      Array.from({ length: 10 }, (_, index) => `message ${index} ✓`),
+    );
+    expect(bus.droppedPublishes).toBe(0);
+  });
+
   it("gets a reply sent during the outage to a requester that reconnects after the host", async () => {
     const { bus: host } = await openBus();
     const requests: BusMessage[] = [];

@@ -66,6 +66,29 @@ describe("NatsBus", () => {
     expect(bus.droppedPublishes).toBe(3);
   });
 
+  it("publishes UTF-8 bytes as they are, counting those it cannot send like publish does", async () => {
+    const bus = await NatsBus.connect({ url: server.url });
+    const root = uniqueRoot();
+    const inbox = record(bus, `${root}.>`);
+    await bus.flush();
+    const maxPayload = bus.connection.info?.max_payload ?? 1024 * 1024;
+    const slab = Buffer.from('ignored{"text":"é ✓ 🎉"}ignored', "utf8");
+    const bytes = new Uint8Array(slab.buffer, slab.byteOffset + 7, slab.length - 14);
+    expect(() => bus.publishBytes(`${root}.big`, new Uint8Array(maxPayload + 1))).not.toThrow();
+    expect(() => bus.publishBytes(`${root}.*`, bytes)).not.toThrow();
+    bus.publishBytes(`${root}.bytes`, bytes);
+    bus.publish(`${root}.text`, "after");
+    await inbox.waitFor(2);
+    expect(inbox.messages.map(({ subject, data }) => [subject, data])).toEqual([
+      [`${root}.bytes`, '{"text":"é ✓ 🎉"}'],
+      [`${root}.text`, "after"],
+    ]);
+    expect(bus.droppedPublishes).toBe(2);
+    await bus.close();
+    bus.publishBytes(`${root}.late`, bytes);
+    expect(bus.droppedPublishes).toBe(3);
+  });
+
   it("tryConnect returns undefined when nothing listens at the URL", async () => {
     const port = await closedPort();
     await expect(NatsBus.tryConnect(`nats://127.0.0.1:${port}`, 1_000)).resolves.toBeUndefined();

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { Bus, BusMessage } from "../../src/bus/bus.js";
 import { LocalBus } from "../../src/bus/local-bus.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
+import { createEventEmitter, TAKES_STAMPED_EVENTS } from "../../src/events/event-emitter.js";
 import { createBusEventPublisher } from "../../src/events/publisher.js";
 import type { AgentEvent } from "../../src/events/types.js";
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
@@ -130,6 +131,134 @@ describe("createBusEventPublisher", () => {
     const event: AgentEvent = { ...delta("s1", 1), kind: "StateChanged", machine: "chat", state: circular };
     expect(() => publish(event)).not.toThrow();
     expect(publish.failures).toBe(1);
+    await bus.close();
+  });
+});
+
+/**
+ * A LocalBus that also takes bytes, as NatsBus does: it keeps what came as bytes (subject and
+ * text) and delivers it as text.
+ */
+class BytesLocalBus extends LocalBus {
+  readonly asBytes: { subject: string; data: string }[] = [];
+  publishBytes(subject: string, data: Uint8Array): void {
+    const text = Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("utf8");
+    this.asBytes.push({ subject, data: text });
+    this.publish(subject, text);
+  }
+}
+
+describe("createBusEventPublisher on a bus that takes bytes", () => {
+  it("publishes the bytes of JSON.stringify of each event, as its emitter's only listener without the event object", async () => {
+    const bus = new BytesLocalBus();
+    const publish = createBusEventPublisher(bus);
+    expect((publish as { [TAKES_STAMPED_EVENTS]?: unknown })[TAKES_STAMPED_EVENTS]).toBeTypeOf("function");
+    const seen: AgentEvent[] = [];
+    const now = () => new Date("2025-01-01T00:00:00.000Z");
+    const common = { agent: "bot", session: "s1", host: "h1", now };
+    const publishing = createEventEmitter({ ...common, listeners: [publish] });
+    const watching = createEventEmitter({ ...common, listeners: [(event) => seen.push(event)] });
+    for (const emitter of [publishing, watching]) {
+      emitter.chatId = "c1";
+      emitter.emit(0, { kind: "ChatStarted", text: 'say "hi" ✓' });
+      emitter.emit(1, { kind: "ModelTextDelta", delta: "a" });
+      emitter.emit(0, { kind: "StateChanged", machine: "chat", state: "idle" }, "");
+    }
+    // Published as an object too (another listener next to it, or a caller of its own).
+    publish(delta("s2", 7));
+    seen.push(delta("s2", 7));
+    expect(bus.asBytes).toEqual(
+      seen.map((event) => ({
+        subject: `agentloop.events.${event.agent}.${event.session}.${event.kind}`,
+        data: JSON.stringify(event),
+      })),
+    );
+    expect(publish.failures).toBe(0);
+    await bus.close();
+  });
+
+  it("counts the events the bus dropped or threw on, telling onError the whole event", async () => {
+    const bus = new BytesLocalBus();
+    await bus.close();
+    const errors: string[] = [];
+    const publish = createBusEventPublisher(bus, {
+      onError: (error, event) => errors.push(`${(error as Error).message} @ ${JSON.stringify(event)}`),
+    });
+    const emitter = createEventEmitter({
+      agent: "bot",
+      session: "s1",
+      now: () => new Date(0),
+      listeners: [publish],
+    });
+    emitter.emit(1, { kind: "ModelTextDelta", delta: "lost" });
+    publish(delta("s1", 2));
+    const failing = Object.assign(new BytesLocalBus(), {
+      publishBytes: () => {
+        throw new Error("transport down");
+      },
+    });
+    const publishFailing = createBusEventPublisher(failing, {
+      onError: (error, event) => errors.push(`${(error as Error).message} @ ${JSON.stringify(event)}`),
+    });
+    createEventEmitter({
+      agent: "bot",
+      session: "s1",
+      now: () => new Date(0),
+      listeners: [publishFailing],
+    }).emit(1, { kind: "ModelTextDelta", delta: "lost too" });
+    expect(publish.failures).toBe(2);
+    expect(publishFailing.failures).toBe(1);
+    expect(bus.droppedPublishes).toBe(2);
+    const stamp =
+      '"agent":"bot","session":"s1","chatId":"","seq":1,"ts":"1970-01-01T00:00:00.000Z","iteration":1';
+    expect(errors).toEqual([
+      `the bus dropped the event @ {${stamp},"kind":"ModelTextDelta","delta":"lost"}`,
+      `the bus dropped the event @ ${JSON.stringify(delta("s1", 2))}`,
+      `transport down @ {${stamp},"kind":"ModelTextDelta","delta":"lost too"}`,
+    ]);
+  });
+
+  it("counts an event that cannot be serialised instead of throwing, and publishes the next", async () => {
+    const bus = new BytesLocalBus();
+    const publish = createBusEventPublisher(bus);
+    const circular: Record<string, unknown> = {};
+    circular.self = circular;
+    const emitter = createEventEmitter({ agent: "bot", session: "s1", listeners: [publish] });
+    expect(() => emitter.emit(1, { kind: "StateChanged", machine: "chat", state: circular })).not.toThrow();
+    emitter.emit(1, { kind: "ModelTextDelta", delta: "next" });
+    expect(publish.failures).toBe(1);
+    expect(bus.asBytes.map(({ data }) => JSON.parse(data) as AgentEvent)).toMatchObject([
+      { seq: 2, delta: "next" },
+    ]);
+    await bus.close();
+  });
+
+  it("publishes an event over the max payload truncated, from the stamped form too", async () => {
+    const bus = new BytesLocalBus({ maxPayload: 4_000 });
+    const received: BusMessage[] = [];
+    bus.subscribe("agentloop.events.>", (message) => received.push(message));
+    const publish = createBusEventPublisher(bus);
+    const emitter = createEventEmitter({ agent: "bot", session: "s1", listeners: [publish] });
+    emitter.emit(0, {
+      kind: "ChatCompleted",
+      result: "x".repeat(10_000),
+      usage: { prompt: 1, completion: 2, total: 3, cached: 0 },
+      tokenUsed: 3,
+    });
+    emitter.emit(1, { kind: "ModelTextDelta", delta: "small" });
+    await bus.flush();
+    const [big, small] = received.map((message) => JSON.parse(message.data) as Record<string, unknown>);
+    expect(big).toMatchObject({
+      kind: "ChatCompleted",
+      agent: "bot",
+      session: "s1",
+      seq: 1,
+      truncated: true,
+    });
+    expect(received[0]?.data.length).toBeLessThanOrEqual(4_000);
+    expect(small).toMatchObject({ kind: "ModelTextDelta", seq: 2, delta: "small" });
+    expect(small).not.toHaveProperty("truncated");
+    expect(publish.failures).toBe(0);
     await bus.close();
   });
 });
