@@ -1,4 +1,5 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -156,9 +157,13 @@ describe("recordProvider / replayFixture", () => {
   });
 
   it("answers 502 naming the upstream when the real provider cannot be reached", async () => {
-    const gone = await startFakeProvider("anthropic", { script: [] });
-    await gone.close();
-    const recorder = await recordProvider({ upstream: gone.url, fixturePath });
+    // An upstream that drops every connection, held open for the test: a freed port could be
+    // handed to the recorder itself (or to another test's server) by the next listen(0).
+    const gone = createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => gone.listen(0, "127.0.0.1", resolve));
+    const { port } = gone.address() as AddressInfo;
+    running.push({ close: () => new Promise<void>((resolve) => gone.close(() => resolve())) } as never);
+    const recorder = await recordProvider({ upstream: `http://127.0.0.1:${port}`, fixturePath });
     running.push(recorder);
 
     const failure = await new AnthropicBackend({ apiKey: "k", baseUrl: recorder.url })
