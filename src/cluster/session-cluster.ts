@@ -1,3 +1,4 @@
+import { JetStreamApiError } from "@nats-io/jetstream";
 import { headers as createHeaders, type NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 import { errorReply } from "../bus/contract.js";
@@ -95,6 +96,37 @@ export class SessionCluster {
       ...(options.log === undefined ? {} : { log: options.log }),
     });
     return new SessionCluster(options, store, dedupe);
+  }
+
+  /**
+   * {@link start}, telling an answer from silence. When JetStream is not enabled, or answers the
+   * bucket requests with an error (a full account, say), resolves `{ unavailable: reason }`: the
+   * host runs alone, as before. A timeout or a lost connection is retried until `retryForMs`
+   * (default 30 s) has passed, then thrown: giving up on the first one would start a host of a
+   * cluster without leases, next to hosts that have them.
+   */
+  static async startOrExplain(
+    options: SessionClusterOptions,
+    retry: { retryForMs?: number; delayMs?: number } = {},
+  ): Promise<SessionCluster | { unavailable: string }> {
+    const deadline = Date.now() + (retry.retryForMs ?? 30_000);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await SessionCluster.start(options);
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        // nats.js does not export its JetStreamNotEnabled class; its name says it.
+        const answered =
+          error instanceof JetStreamApiError ||
+          (error instanceof Error && error.name === "JetStreamNotEnabled");
+        if (answered) return { unavailable: reason };
+        if (error instanceof RangeError || Date.now() >= deadline) throw error;
+        options.log?.(`session leases: attempt ${attempt} failed (${reason}); trying again`);
+        await new Promise((resolve) =>
+          setTimeout(resolve, Math.min(5_000, (retry.delayMs ?? 500) * attempt)),
+        );
+      }
+    }
   }
 
   /** Who stops a session whose lease is lost (the host's session manager). */

@@ -228,9 +228,11 @@ export class SessionLeaseStore {
 
   /** Every stored lease (live, expired and released), in key order. */
   async list(): Promise<StoredLease[]> {
-    const keys: string[] = [];
-    for await (const key of await this.#kv.keys()) keys.push(key);
-    keys.sort();
+    // A key updated while the listing runs comes again (the listing follows the bucket until it
+    // has caught up), and leases are renewed all the time: keep each key once.
+    const unique = new Set<string>();
+    for await (const key of await this.#kv.keys()) unique.add(key);
+    const keys = [...unique].sort();
     const leases = await Promise.all(keys.map(async (key) => toStored(key, await this.#kv.get(key))));
     return leases.filter((lease): lease is StoredLease => lease !== undefined);
   }

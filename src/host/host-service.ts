@@ -135,24 +135,22 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   // Issue 11: on NATS with JetStream, sessions are leased so several hosts can share the agents.
   let cluster: SessionCluster | undefined;
   if (bus instanceof NatsBus) {
-    try {
-      cluster = await SessionCluster.start({
-        connection: bus.connection,
-        prefix: config.prefix,
-        hostId,
-        timing: leaseTiming(options.leaseTtlMs),
-        ...replicas,
-        ...(options.dedupeWindowMs === undefined ? {} : { dedupeWindowMs: options.dedupeWindowMs }),
-        stateOf: (agent, session) => {
-          const actor = host?.sessions.find(agent, session);
-          return actor === undefined ? undefined : actor.isIdle ? "idle" : "busy";
-        },
-        log,
-      });
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      log(`no session leases (JetStream KV): ${reason}; run one host only on this NATS system`);
-    }
+    const started = await SessionCluster.startOrExplain({
+      connection: bus.connection,
+      prefix: config.prefix,
+      hostId,
+      timing: leaseTiming(options.leaseTtlMs),
+      ...replicas,
+      ...(options.dedupeWindowMs === undefined ? {} : { dedupeWindowMs: options.dedupeWindowMs }),
+      stateOf: (agent, session) => {
+        const actor = host?.sessions.find(agent, session);
+        return actor === undefined ? undefined : actor.isIdle ? "idle" : "busy";
+      },
+      log,
+    });
+    if (started instanceof SessionCluster) cluster = started;
+    else
+      log(`no session leases (JetStream KV): ${started.unavailable}; run one host only on this NATS system`);
   }
   try {
     contract =

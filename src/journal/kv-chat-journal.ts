@@ -61,7 +61,10 @@ export class KvChatJournal implements ChatJournal {
 
   async list(): Promise<JournaledSession[]> {
     const sessions: JournaledSession[] = [];
-    for await (const key of await this.#kv.keys()) {
+    // A key written while the listing runs comes again: keep each once.
+    const keys = new Set<string>();
+    for await (const key of await this.#kv.keys()) keys.add(key);
+    for (const key of keys) {
       const [agent, session] = key.split(".");
       if (agent === undefined || session === undefined) continue;
       sessions.push({ agent: decodeKeyToken(agent), session: decodeKeyToken(session) });

@@ -111,6 +111,24 @@ describe("the session lease bucket", () => {
       ["bot", "s2"],
     ]);
   });
+
+  it("lists each lease once while the leases are renewed under it", async () => {
+    const { a } = await twoStores(60_000);
+    const sessions = Array.from({ length: 30 }, (_, index) => `s${String(index).padStart(2, "0")}`);
+    let leases = await Promise.all(sessions.map((session) => a.acquire("bot", session, "host-a")));
+    let renewing = true;
+    const renewals = (async () => {
+      while (renewing) leases = await Promise.all(leases.map((lease) => a.renew(lease, { state: "busy" })));
+    })();
+    try {
+      for (let round = 0; round < 10; round++) {
+        expect((await a.list()).map((lease) => lease.session)).toEqual(sessions);
+      }
+    } finally {
+      renewing = false;
+      await renewals;
+    }
+  });
 });
 
 describe("the lease keeper", () => {

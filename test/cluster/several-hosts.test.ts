@@ -113,7 +113,19 @@ async function waitForHost(prefix: string, hostId: string, host: ServeProcess): 
       await bus.request(subject, "{}", { timeoutMs: 10_000 });
       return;
     } catch (error) {
-      if (Date.now() > deadline) throw error;
+      if (host.child.exitCode !== null || host.child.signalCode !== null) {
+        throw new Error(
+          `host ${hostId} exited (${host.child.exitCode ?? host.child.signalCode}): ${host.stderr()}`,
+        );
+      }
+      if (Date.now() > deadline) {
+        throw new Error(
+          `host ${hostId} did not answer on ${subject} within 15 s; its stderr: ${host.stderr()}`,
+          {
+            cause: error,
+          },
+        );
+      }
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }

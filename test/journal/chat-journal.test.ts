@@ -70,6 +70,26 @@ function registerJournalContract(name: string, open: () => Promise<ChatJournal>)
       expect(await journal.load("bot", "b")).toEqual(entry);
     });
 
+    it("lists each session once while entries are rewritten under it", async () => {
+      const journal = await open();
+      const sessions = Array.from({ length: 30 }, (_, index) => `s${String(index).padStart(2, "0")}`);
+      await Promise.all(sessions.map((session) => journal.save("busy", session, entry)));
+      let writing = true;
+      const writes = (async () => {
+        while (writing) await Promise.all(sessions.map((session) => journal.save("busy", session, entry)));
+      })();
+      try {
+        for (let round = 0; round < 10; round++) {
+          expect((await journal.list()).filter((listed) => listed.agent === "busy")).toEqual(
+            sessions.map((session) => ({ agent: "busy", session })),
+          );
+        }
+      } finally {
+        writing = false;
+        await writes;
+      }
+    });
+
     it("keeps sessions apart", async () => {
       const journal = await open();
       await journal.save("bot", "s1", entry);

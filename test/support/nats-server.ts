@@ -20,6 +20,8 @@ export interface StartNatsServerOptions {
   args?: string[];
   /** Ignore `NATS_URL` and always start a private server (auth tests need their own). */
   isPrivate?: boolean;
+  /** `false`: a server without JetStream (always private). */
+  jetStream?: boolean;
 }
 
 const FALLBACK_BINARY = "/usr/sbin/nats-server";
@@ -34,7 +36,12 @@ const PORT_ATTEMPTS = 3;
  */
 export async function startNatsServer(options: StartNatsServerOptions = {}): Promise<NatsServer> {
   const external = process.env.NATS_URL;
-  if (external !== undefined && external !== "" && options.isPrivate !== true) {
+  if (
+    external !== undefined &&
+    external !== "" &&
+    options.isPrivate !== true &&
+    options.jetStream !== false
+  ) {
     return { url: external, storeDir: "", stop: async () => {} };
   }
   const binary = findNatsServerBinary();
@@ -43,7 +50,9 @@ export async function startNatsServer(options: StartNatsServerOptions = {}): Pro
   for (let attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
     const storeDir = await mkdtemp(join(tmpdir(), "agentloop-nats-"));
     try {
-      return await launch(binary, await findFreePort(), storeDir, options.args ?? []);
+      return await launch(binary, await findFreePort(), storeDir, options.args ?? [], {
+        jetStream: options.jetStream !== false,
+      });
     } catch (error) {
       lastError = error;
       await rm(storeDir, { recursive: true, force: true });
@@ -162,9 +171,10 @@ async function launch(
   port: number,
   storeDir: string,
   args: string[],
-  options: { keepStore?: boolean } = {},
+  options: { keepStore?: boolean; jetStream?: boolean } = {},
 ): Promise<NatsServer> {
-  const child = spawn(binary, ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir, ...args], {
+  const jetStream = options.jetStream === false ? [] : ["-js", "-sd", storeDir];
+  const child = spawn(binary, ["-a", "127.0.0.1", "-p", String(port), ...jetStream, ...args], {
     stdio: ["ignore", "ignore", "pipe"],
   });
   // Keep the tail of the log for error messages; never print it.
