@@ -36,12 +36,17 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
       });
     }
     const startedAt = now();
+    const shared = toolContext();
+    const { post } = shared;
     const outcome = await runToolCall(
       call,
       toolSets,
       {
-        ...toolContext(),
+        ...shared,
         signal,
+        // Whatever a tool posts (a background task's result) reaches the model and the history too.
+        ...(post === undefined ? {} : { post: (text, options) => post(redactor.redact(text), options) }),
+        ...(redactor.isActive ? { redact: (text: string) => redactor.redact(text) } : {}),
         // Tool output enters the conversation: no secrets, no lone surrogates (as for results).
         appendMessage: (message) => appended.push(wellFormedMessage(redactor.redactValue(message))),
       },

@@ -18,6 +18,12 @@ export const DEFAULT_SHELL_TIMEOUT_MS = 60_000;
 export const MAX_SHELL_TIMEOUT_MS = 30 * 60 * 1000;
 /** Output kept per command (stdout and stderr interleaved), before the runner's own cap. */
 export const DEFAULT_SHELL_MAX_OUTPUT_CHARS = 6_000;
+
+/**
+ * How much output is kept past the cap until secrets are redacted: a secret that starts before the
+ * cap ends within this many characters of it (keys, tokens and credentials seeds are far shorter).
+ */
+const REDACTION_MARGIN_CHARS = 8_192;
 /**
  * The variables every command gets from the host's environment: where programs are, the home
  * directory, and the locale (LC_ALL too, since it overrides LANG: without it a host set up with
@@ -150,17 +156,28 @@ class ShellToolSet implements ToolSet {
       args.timeoutSeconds === undefined
         ? (this.#options.timeoutMs ?? DEFAULT_SHELL_TIMEOUT_MS)
         : args.timeoutSeconds * 1000;
+    // Secrets are hidden before the output is cut: cut first, a key at the cut would leave all
+    // but its last characters, which no redactor recognizes.
+    const shown = {
+      maxChars: this.#maxOutputChars,
+      ...(context.redact === undefined ? {} : { redact: context.redact }),
+    };
     if (args.background === true) {
       const id = this.#tasks.start(
         context,
-        async (signal) => formatShellRun(await this.#run(args.command, cwd, timeoutMs, signal), timeoutMs),
+        async (signal) =>
+          formatShellRun(await this.#run(args.command, cwd, timeoutMs, signal), timeoutMs, shown),
         { label: args.command },
       );
       return `started background task ${id}; its result will arrive as a task_result message`;
     }
     const run = await this.#run(args.command, cwd, timeoutMs, context.signal);
     if (context.signal.aborted) throw new ToolCancelledError(TOOL_NAME);
-    return formatShellRun(run, timeoutMs);
+    return formatShellRun(run, timeoutMs, shown);
+  }
+
+  get #maxOutputChars(): number {
+    return this.#options.maxOutputChars ?? DEFAULT_SHELL_MAX_OUTPUT_CHARS;
   }
 
   /**
@@ -183,7 +200,8 @@ class ShellToolSet implements ToolSet {
       cwd,
       timeoutMs,
       signal,
-      maxOutputChars: this.#options.maxOutputChars ?? DEFAULT_SHELL_MAX_OUTPUT_CHARS,
+      // Collected past the cap, so a secret that crosses it is whole when redacted.
+      maxOutputChars: this.#maxOutputChars + REDACTION_MARGIN_CHARS,
       shell: this.#options.shell ?? "/bin/sh",
       env: this.#env,
     });
@@ -323,13 +341,26 @@ function spawnTiedToHost(shell: string, command: string, options: { cwd: string;
   return child;
 }
 
-/** `exit code: N` (or how it ended), then the output. */
-export function formatShellRun(run: ShellRun, timeoutMs: number): string {
+/**
+ * `exit code: N` (or how it ended), then the output: with `shown`, secrets redacted first, then
+ * cut to `maxChars`.
+ */
+export function formatShellRun(
+  run: ShellRun,
+  timeoutMs: number,
+  shown: { maxChars?: number; redact?: (text: string) => string } = {},
+): string {
+  let output = shown.redact === undefined ? run.output : shown.redact(run.output);
+  let truncated = run.truncated;
+  if (shown.maxChars !== undefined && output.length > shown.maxChars) {
+    output = sliceCodePoints(output, shown.maxChars);
+    truncated = true;
+  }
   let status: string;
   const limit = timeoutMs < 1_000 ? `${timeoutMs} ms` : `${Math.round(timeoutMs / 1000)} s`;
   if (run.timedOut) status = `timed out after ${limit} (killed)`;
   else if (run.exitCode !== null) status = `exit code: ${run.exitCode}`;
   else status = `killed by ${run.signal ?? "a signal"}`;
-  const marker = run.truncated ? "\n[output truncated]" : "";
-  return run.output === "" ? `${status}\n(no output)` : `${status}\n${run.output}${marker}`;
+  const marker = truncated ? "\n[output truncated]" : "";
+  return output === "" ? `${status}\n(no output)` : `${status}\n${output}${marker}`;
 }

@@ -10,6 +10,12 @@ export interface ToolContext {
   session: string;
   /** Posts a message to this session's mailbox (background task results). Absent without a host. */
   post?: (text: string, options?: { type?: string; stackable?: boolean }) => void;
+  /**
+   * Replaces the host's configured secrets in `text`. The runner redacts every result (and
+   * everything posted or appended) anyway; a tool that cuts or stores its own output calls this
+   * first, or a secret cut in half would no longer be recognized. Absent: nothing to hide.
+   */
+  redact?: (text: string) => string;
   /** Depth of nested agent-to-agent calls that led to this chat (0 for a user's message). */
   depth?: number;
 }

@@ -48,4 +48,28 @@ describe("an agent with a secret redactor", () => {
       error: { message: "invalid x-api-key [redacted]" },
     });
   });
+
+  it("hides the secret in what a tool posts to the session (a background result) and offers tools the redactor", async () => {
+    const posted: string[] = [];
+    let redacted = "";
+    const startLater = defineTool({
+      name: "start_later",
+      description: "Starts work whose result arrives later.",
+      parameters: z.object({}),
+      execute: (_, context) => {
+        redacted = context.redact?.(`cut me ${KEY}`) ?? "no redact";
+        context.post?.(`<task_result id="t">ANTHROPIC_API_KEY=${KEY}</task_result>`, { type: "task_result" });
+        return "started";
+      },
+    });
+    const { agent } = await createTestAgent({
+      script: [{ toolCalls: [{ id: "t1", name: "start_later", arguments: {} }] }, { text: "done" }],
+      tools: [startLater],
+      redactor: createSecretRedactor([KEY]),
+      post: (text) => posted.push(text),
+    });
+    await agent.chat("start it");
+    expect(posted).toEqual(['<task_result id="t">ANTHROPIC_API_KEY=[redacted]</task_result>']);
+    expect(redacted).toBe("cut me [redacted]");
+  });
 });

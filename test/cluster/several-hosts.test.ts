@@ -107,7 +107,7 @@ function startHost(
 async function waitForHost(prefix: string, hostId: string, host: ServeProcess): Promise<void> {
   await waitUntilServing(bus, prefix, host);
   const subject = `${hostSubject(prefix, hostId)}.agents.assistant.chat`;
-  const deadline = Date.now() + 15_000;
+  const deadline = Date.now() + 60_000;
   for (;;) {
     try {
       await bus.request(subject, "{}", { timeoutMs: 10_000 });
@@ -120,7 +120,7 @@ async function waitForHost(prefix: string, hostId: string, host: ServeProcess): 
       }
       if (Date.now() > deadline) {
         throw new Error(
-          `host ${hostId} did not answer on ${subject} within 15 s; its stderr: ${host.stderr()}`,
+          `host ${hostId} did not answer on ${subject} within 60 s; its stderr: ${host.stderr()}`,
           {
             cause: error,
           },
@@ -184,7 +184,7 @@ describe("several hosts on one NATS system", () => {
           ),
         ),
       );
-      expect(replies.every((reply) => reply.ok)).toBe(true);
+      expect(replies.filter((reply) => !reply.ok)).toEqual([]);
 
       const listing = await runBinary(["sessions", "--nats", server.url, "--prefix", prefix, "--json"]);
       expect(listing.code).toBe(0);

@@ -44,6 +44,8 @@ export interface TestAgentParams {
   /** OpenTelemetry tracing (e.g. a tracer on an in-memory exporter). */
   tracing?: CreateAgentParams["tracing"];
   redactor?: CreateAgentParams["redactor"];
+  /** The session mailbox tools post to (a host passes its session's). */
+  post?: CreateAgentParams["post"];
 }
 
 export interface TestAgent {
@@ -101,6 +103,7 @@ export async function createTestAgent(params: TestAgentParams): Promise<TestAgen
   if (params.journal) agentParams.journal = params.journal;
   if (params.tracing) agentParams.tracing = params.tracing;
   if (params.redactor) agentParams.redactor = params.redactor;
+  if (params.post) agentParams.post = params.post;
   const agent = await createAgent(agentParams);
   return {
     agent,

@@ -97,6 +97,27 @@ describe("shell ToolSet", () => {
     await expect(shell({ command: "" })).rejects.toBeInstanceOf(ToolArgumentsError);
   });
 
+  it("redacts secrets before it cuts the output: a key at the cut is hidden whole, not shown but for its end", async () => {
+    const key = "sk-test-SECRET1234567890abcdef";
+    const redact = (text: string) => text.replaceAll(key, "[redacted]");
+    // The key starts 10 characters before the cap.
+    const result = await shell(
+      { command: `head -c 90 /dev/zero | tr '\\0' x; printf '%s' "${key}"; echo after` },
+      createTestToolContext({ redact }),
+      { maxOutputChars: 100 },
+    );
+    expect(result).toBe(`exit code: 0\n${"x".repeat(90)}[redacted]\n[output truncated]`);
+    // Without a key in it, the cut is where it was.
+    const plain = await shell(
+      { command: "head -c 150 /dev/zero | tr '\\0' y" },
+      createTestToolContext({ redact }),
+      {
+        maxOutputChars: 100,
+      },
+    );
+    expect(plain).toBe(`exit code: 0\n${"y".repeat(100)}\n[output truncated]`);
+  });
+
   it("stops the command when the chat is cancelled", async () => {
     const controller = new AbortController();
     const running = shell({ command: "sleep 30" }, createTestToolContext({ signal: controller.signal }));
@@ -117,6 +138,25 @@ describe("shell ToolSet", () => {
       '<task_result id="task-7" status="completed" label="echo &apos;a &lt;b&gt;&apos;">exit code: 0\na &lt;b&gt;\n</task_result>',
       { type: "task_result", stackable: true },
     );
+  });
+
+  it("redacts a background command's output before cutting it", async () => {
+    const key = "sk-test-SECRET1234567890abcdef";
+    const post = vi.fn();
+    await shell(
+      // The command spells the key in two parts, so only its output holds it whole.
+      {
+        command: `head -c 85 /dev/zero | tr '\\0' x; echo "sk-test-SECRET""1234567890abcdef"`,
+        background: true,
+      },
+      createTestToolContext({ post, redact: (text) => text.replaceAll(key, "[redacted]") }),
+      { createTaskId: () => "task-8", maxOutputChars: 100 },
+    );
+    await vi.waitFor(() => expect(post).toHaveBeenCalledTimes(1));
+    const posted = String(post.mock.calls[0]?.[0]);
+    expect(posted).toContain(`${"x".repeat(85)}[redacted]`);
+    expect(posted).not.toContain(key);
+    expect(posted).not.toContain("SECRET1234");
   });
 
   it("reset cancels the session's background commands without posting; copies are independent", async () => {
