@@ -163,7 +163,9 @@ describe("several hosts on one NATS system", () => {
       const db = join(directory, `linear-${hostCount}.db`);
       const { provider, calls } = await loggingProvider();
       const ids = Array.from({ length: hostCount }, (_, index) => `h${index + 1}`);
-      const hosts = ids.map((id) => startHost(id, prefix, db, provider));
+      // The default lease time: nothing here waits for a lease to run out, and a 2 s lease can
+      // lapse on a loaded machine (a host stalled past it drops the session, as it must).
+      const hosts = ids.map((id) => startHost(id, prefix, db, provider, "10s"));
       for (const [index, id] of ids.entries()) await waitForHost(prefix, id, hosts[index]!);
       const sessions = Array.from({ length: 20 }, (_, index) => `s${index}`);
       // First messages straight to a host, so each owns sessions; the rest through the queue group.
