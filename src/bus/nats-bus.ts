@@ -598,7 +598,7 @@ function readCreds(path: string): Authenticator {
   return authenticator;
 }
 
-function toNatsHeaders(record: Record<string, string>): ReturnType<typeof createHeaders> {
+export function toNatsHeaders(record: Record<string, string>): ReturnType<typeof createHeaders> {
   const natsHeaders = createHeaders();
   for (const key of Object.keys(record)) natsHeaders.set(key, record[key]!);
   return natsHeaders;

@@ -11,6 +11,7 @@ import {
 } from "../bus/contract.js";
 import { isOverMaxPayload } from "../bus/payload-size.js";
 import { type AgentVerb, DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
+import type { AgentRouting } from "../cluster/agent-routing.js";
 import type { LeaseFence } from "../cluster/lease-fence.js";
 import type { SessionCluster } from "../cluster/session-cluster.js";
 import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
@@ -84,6 +85,11 @@ export interface AgentHostOptions {
    * session it is asked about.
    */
   cluster?: SessionCluster;
+  /**
+   * On NATS: passes a request for an agent this host does not serve to a host that does (hosts
+   * with different agents may share a prefix). Without it such a request gets `unknown_agent`.
+   */
+  routing?: AgentRouting;
 }
 
 /**
@@ -108,6 +114,7 @@ export class AgentHost {
   readonly #heartbeats: SessionHeartbeats;
   readonly #listen: RequestListener;
   readonly #cluster: SessionCluster | undefined;
+  readonly #routing: AgentRouting | undefined;
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
 
@@ -134,6 +141,7 @@ export class AgentHost {
       ...(options.now === undefined ? {} : { now: options.now }),
     });
     this.#cluster = options.cluster;
+    this.#routing = options.routing;
     this.sessions = new SessionManager({
       createSession: (agent, session) => this.#createSession(agent, session),
       ...(options.cluster === undefined
@@ -179,6 +187,19 @@ export class AgentHost {
           (message) => void handle(cluster.asAgentRequest(message)),
         ),
       );
+    }
+    const routing = this.#routing;
+    if (routing !== undefined) {
+      // Requests other hosts pass on for the agents this one serves (see AgentRouting).
+      for (const agent of this.agents) {
+        this.#subscriptions.push(
+          this.#bus.subscribe(
+            routing.patternFor(agent),
+            (message) => void handle(routing.asAgentRequest(message)),
+            { queue: this.#queueGroup },
+          ),
+        );
+      }
     }
     this.sessions.start();
     return this;
@@ -263,6 +284,7 @@ export class AgentHost {
         return this.#reply(message, errorReply("bad_request", `invalid agent name ${JSON.stringify(token)}`));
       }
       if (!this.#agentNames.has(route.agent)) {
+        if (await this.#routing?.passOn(route.agent, route.verb, message)) return { ok: true };
         return this.#reply(
           message,
           errorReply(

@@ -2,6 +2,7 @@ import type { Bus } from "../bus/bus.js";
 import { ensureEventStream } from "../bus/event-log.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { jetStreamName } from "../bus/subjects.js";
+import { AgentRouting } from "../cluster/agent-routing.js";
 import { SessionCluster } from "../cluster/session-cluster.js";
 import { leaseTiming } from "../cluster/session-lease.js";
 import { processEnvironment } from "../config/process-environment.js";
@@ -170,6 +171,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
       hostId,
       log,
       ...(cluster === undefined ? {} : { cluster }),
+      ...(bus instanceof NatsBus ? { routing: new AgentRouting(bus.connection, config.prefix) } : {}),
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
       ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
       ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
