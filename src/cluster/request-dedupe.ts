@@ -4,6 +4,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { ChatReply } from "../bus/contract.js";
 import { DEFAULT_PREFIX, jetStreamName } from "../bus/subjects.js";
+import { isConflict } from "./session-lease.js";
 
 /**
  * Client retries are safe (issue 11): a chat request with an `id` is answered at most once per
@@ -24,6 +25,15 @@ import { DEFAULT_PREFIX, jetStreamName } from "../bus/subjects.js";
  * Records are written with compare-and-set on the revision the host last wrote: a host that lost
  * the session (paused past its lease) cannot overwrite the reply its successor stored.
  */
+
+/** How long a record's read or write is retried while NATS does not answer (a restart). */
+const STORE_RETRY_MS = 30_000;
+
+/** NATS's default max_payload, for a connection that has not said its own. */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/** Room left in a record for the headers JetStream adds to a KV write. */
+const RECORD_HEADROOM_BYTES = 1_024;
 
 /** The bucket for the default prefix. */
 export const REPLY_BUCKET = "AGENTLOOP_REPLIES";
@@ -71,10 +81,12 @@ export class RequestDedupe {
   readonly #hostId: string;
   readonly #now: () => number;
   readonly #log: (line: string) => void;
+  readonly #maxPayload: () => number | undefined;
   readonly #running = new Map<string, Promise<ChatReply | undefined>>();
 
-  private constructor(kv: KV, options: RequestDedupeOptions) {
+  private constructor(kv: KV, options: RequestDedupeOptions, maxPayload: () => number | undefined) {
     this.#kv = kv;
+    this.#maxPayload = maxPayload;
     this.#hostId = options.hostId;
     this.windowMs = options.windowMs ?? DEFAULT_DEDUPE_WINDOW_MS;
     this.#now = options.now ?? Date.now;
@@ -92,7 +104,7 @@ export class RequestDedupe {
       ttl: windowMs,
       replicas: options.replicas ?? 1,
     });
-    return new RequestDedupe(kv, { ...options, windowMs });
+    return new RequestDedupe(kv, { ...options, windowMs }, () => connection.info?.max_payload);
   }
 
   /** Chats with an id running on this host now. */
@@ -166,15 +178,25 @@ export class RequestDedupe {
     return reply;
   }
 
+  /**
+   * The stored record. A read that fails (NATS restarting) is retried for a while: taken as "no
+   * record", it would run a retried chat a second time.
+   */
   async #read(key: string): Promise<StoredReply | undefined> {
-    try {
-      const entry = await this.#kv.get(key);
-      if (entry === null || entry.operation !== "PUT") return undefined;
-      const parsed = StoredReply.safeParse(entry.json());
-      return parsed.success ? parsed.data : undefined;
-    } catch (error) {
-      this.#log(`could not read the dedupe record ${key}: ${describe(error)}`);
-      return undefined;
+    const deadline = Date.now() + STORE_RETRY_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const entry = await this.#kv.get(key);
+        if (entry === null || entry.operation !== "PUT") return undefined;
+        const parsed = StoredReply.safeParse(entry.json());
+        return parsed.success ? parsed.data : undefined;
+      } catch (error) {
+        if (Date.now() >= deadline) {
+          this.#log(`could not read the dedupe record ${key}: ${describe(error)}`);
+          return undefined;
+        }
+        await pause(attempt);
+      }
     }
   }
 
@@ -193,16 +215,44 @@ export class RequestDedupe {
    * its record stands.
    */
   async #store(key: string, reply: ChatReply, revision: number | undefined): Promise<void> {
-    const record: StoredReply = { state: "done", host: this.#hostId, storedAt: this.#now(), reply };
+    let record: StoredReply = { state: "done", host: this.#hostId, storedAt: this.#now(), reply };
+    if (Buffer.byteLength(JSON.stringify(record)) > this.#maxRecordBytes()) {
+      // The requester got the reply; a retry gets this instead of a second run.
+      record = { ...record, reply: tooLargeToKeepReply(reply) };
+    }
     if (revision === undefined) {
       await this.#write(key, record);
       return;
     }
-    try {
-      await this.#kv.update(key, JSON.stringify(record), revision);
-    } catch (error) {
-      this.#log(`the dedupe record ${key} was not stored: another host wrote it since (${describe(error)})`);
+    // A failure other than a conflict (NATS restarting, a timeout) is retried: given up at once, it
+    // would leave the `running` mark, and every retry of this answered chat would be refused.
+    const deadline = Date.now() + STORE_RETRY_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.#kv.update(key, JSON.stringify(record), revision);
+        return;
+      } catch (error) {
+        if (isConflict(error)) {
+          // An earlier attempt may have been stored, its acknowledgement lost.
+          const current = attempt > 1 ? await this.#read(key) : undefined;
+          if (current?.state === "done" && current.host === this.#hostId) return;
+          this.#log(
+            `the dedupe record ${key} was not stored: another host wrote it since (${describe(error)})`,
+          );
+          return;
+        }
+        if (Date.now() >= deadline) {
+          this.#log(`could not store the dedupe record ${key}: ${describe(error)}`);
+          return;
+        }
+        await pause(attempt);
+      }
     }
+  }
+
+  /** The largest record the server takes (its max_payload, less room for the headers). */
+  #maxRecordBytes(): number {
+    return (this.#maxPayload() ?? DEFAULT_MAX_PAYLOAD) - RECORD_HEADROOM_BYTES;
   }
 
   /** Puts back the record an adopted chat replaced, when nothing was left to run (it names the host that ran it). */
@@ -235,6 +285,23 @@ function interruptedReply(runHost: string, hostId: string): ChatReply {
       message: `a chat with this id was started by ${who}, which stopped before it answered, and nothing of it was left to resume; it is not run a second time (its user message, and its answer if it got one, are in the session history)`,
     },
   };
+}
+
+/** The stored answer to an id whose reply is too large for a record of the bucket. */
+function tooLargeToKeepReply(reply: ChatReply): ChatReply {
+  const outcome = reply.ok ? "answered" : `answered with an error (${reply.error.code})`;
+  return {
+    ok: false,
+    error: {
+      code: "reply_too_large",
+      message: `a chat with this id was ${outcome}, but its reply is too large to keep for retries; it is not run a second time (its answer is in the session history)`,
+    },
+  };
+}
+
+/** Waits a little longer after each failed attempt (250 ms, 500 ms, … at most 2 s). */
+function pause(attempt: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 250 * attempt)));
 }
 
 function describe(error: unknown): string {

@@ -269,7 +269,7 @@ function toStored(key: string, entry: KvEntry | null): StoredLease | undefined {
 }
 
 /** The server refused a compare-and-set: the key's revision is not the one named. */
-function isConflict(error: unknown): boolean {
+export function isConflict(error: unknown): boolean {
   if (error instanceof JetStreamApiError) {
     return (
       error.code === JetStreamApiCodes.StreamWrongLastSequence ||

@@ -1,10 +1,18 @@
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Kvm } from "@nats-io/kv";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { ChatReply } from "../../src/bus/contract.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { RequestDedupe, replyBucketName, replyKey } from "../../src/cluster/request-dedupe.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import {
+  acquireNatsServer,
+  type NatsServer,
+  startNatsServer,
+  startRestartableNatsServer,
+} from "../support/nats-server.js";
 
 /**
  * Issue 11: the request-id dedupe across hosts, on a real JetStream KV bucket. Each test has its
@@ -115,5 +123,61 @@ describe("request dedupe across hosts", () => {
     expect(await b.answer("assistant", "s1", "r1", async () => ({ reply: answer("x") }))).toEqual(
       answer("first"),
     );
+  });
+
+  it("stores the reply of a chat that ended while NATS restarted: a retry gets it, not `cancelled`", async () => {
+    const restartable = await startRestartableNatsServer();
+    const own = await NatsBus.connect({ url: restartable.url, name: "dedupe-restart" });
+    try {
+      const prefix = uniqueRoot();
+      const dedupe = await RequestDedupe.open(own.connection, { prefix, hostId: "a" });
+      // The chat ends while the server is down: its reply is stored once NATS is back.
+      const first = await dedupe.answer("assistant", "s1", "r1", async () => {
+        await restartable.kill();
+        setTimeout(() => void restartable.restart(), 1_000);
+        return { reply: answer("first") };
+      });
+      expect(first).toEqual(answer("first"));
+      let runs = 0;
+      const other = await RequestDedupe.open(own.connection, { prefix, hostId: "b" });
+      const retried = await other.answer("assistant", "s1", "r1", async () => {
+        runs++;
+        return { reply: answer("second run") };
+      });
+      expect(retried).toEqual(answer("first"));
+      expect(runs).toBe(0);
+    } finally {
+      await own.close();
+      await restartable.kill();
+    }
+  });
+
+  it("keeps a retry from running again when the reply is too large to store: `reply_too_large`", async () => {
+    const config = join(await mkdtemp(join(tmpdir(), "agentloop-dedupe-")), "small.conf");
+    await writeFile(config, "max_payload: 2048\n");
+    const small = await startNatsServer({ isPrivate: true, args: ["-c", config] });
+    const own = await NatsBus.connect({ url: small.url, name: "dedupe-small" });
+    try {
+      const prefix = uniqueRoot();
+      const dedupe = await RequestDedupe.open(own.connection, { prefix, hostId: "a" });
+      const big = answer("x".repeat(1_500));
+      expect(await dedupe.answer("assistant", "s1", "r1", async () => ({ reply: big }))).toEqual(big);
+      let runs = 0;
+      const retried = await (await RequestDedupe.open(own.connection, { prefix, hostId: "b" })).answer(
+        "assistant",
+        "s1",
+        "r1",
+        async () => {
+          runs++;
+          return { reply: answer("second run") };
+        },
+      );
+      expect(runs).toBe(0);
+      expect(retried).toMatchObject({ ok: false, error: { code: "reply_too_large" } });
+      expect(retried.ok ? "" : retried.error.message).toContain("was answered");
+    } finally {
+      await own.close();
+      await small.stop();
+    }
   });
 });
