@@ -12,7 +12,15 @@ export interface BusMessage {
   /** Set when the sender expects a reply (request/reply). */
   reply?: string;
   headers?: Record<string, string>;
+  /**
+   * Set when the payload cannot be read as sent (its bytes are not valid UTF-8): `data` is then a
+   * lossy decoding, and a request is answered `bad_request` with this reason.
+   */
+  malformed?: string;
 }
+
+/** The reason a payload whose bytes are not valid UTF-8 is refused. */
+export const NOT_UTF8 = "the payload is not valid UTF-8 (SPEC §11: all payloads are UTF-8 JSON)";
 
 /** How to subscribe. */
 export interface SubscribeOptions {

@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import { readFileSync } from "node:fs";
 import {
   type Authenticator,
@@ -9,7 +10,15 @@ import {
   type NatsConnection,
   type NodeConnectionOptions,
 } from "@nats-io/transport-node";
-import type { Bus, BusMessage, Connectivity, RequestOptions, SubscribeOptions, Subscription } from "./bus.js";
+import {
+  type Bus,
+  type BusMessage,
+  type Connectivity,
+  NOT_UTF8,
+  type RequestOptions,
+  type SubscribeOptions,
+  type Subscription,
+} from "./bus.js";
 import { DEFAULT_REQUEST_TIMEOUT_MS, type HandlerErrorReporter, reportHandlerError } from "./bus-defaults.js";
 import {
   BusClosedError,
@@ -606,6 +615,8 @@ export function toNatsHeaders(record: Record<string, string>): ReturnType<typeof
 
 function toBusMessage(msg: Msg): BusMessage {
   const message: BusMessage = { subject: msg.subject, data: msg.string() };
+  // Decoding replaces bad bytes with U+FFFD: a request would run on text nobody sent.
+  if (!isUtf8(msg.data)) message.malformed = NOT_UTF8;
   if (msg.reply) message.reply = msg.reply;
   if (msg.headers !== undefined) {
     const record: Record<string, string> = {};

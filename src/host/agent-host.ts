@@ -278,6 +278,8 @@ export class AgentHost {
   /** Answers one request; resolves with the reply sent. */
   async #handle(message: BusMessage): Promise<ChatReply | ControlReply> {
     try {
+      if (message.malformed !== undefined)
+        return this.#reply(message, errorReply("bad_request", message.malformed));
       const route = parseAgentSubject(this.prefix, message.subject);
       if (route === undefined) {
         const token = message.subject.split(".").at(-2) ?? "";

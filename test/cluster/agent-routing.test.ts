@@ -85,3 +85,27 @@ describe("hosts serving different agents on one prefix", () => {
     for (const reply of replies) expect(reply).toMatchObject({ ok: false, error: { code: "unknown_agent" } });
   });
 });
+
+describe("a request whose bytes are not UTF-8", () => {
+  it("is answered bad_request (not run on replacement characters), and the host goes on serving", async () => {
+    const prefix = uniqueRoot();
+    const served: string[] = [];
+    await startHost(prefix, ["ops"], served);
+    const invalid = [
+      Buffer.from('{"session":"s1","text":"\xff"}', "latin1"),
+      Buffer.concat([Buffer.from('{"session":"s1","text":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('"}')]),
+      Buffer.from([0xff, 0xfe, 0x41]),
+    ];
+    for (const bytes of invalid) {
+      const reply = JSON.parse((await client.connection.request(chatSubject(prefix, "ops"), bytes)).string());
+      expect(reply).toMatchObject({
+        ok: false,
+        error: { code: "bad_request", message: expect.stringMatching(/UTF-8/) },
+      });
+    }
+    expect(served).toEqual([]);
+    expect(await ask(chatSubject(prefix, "ops"), { session: "s1", text: "é ok 😀" })).toMatchObject({
+      ok: true,
+    });
+  });
+});
