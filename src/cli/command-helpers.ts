@@ -1,5 +1,7 @@
+import { BusConfigError } from "../bus/bus-errors.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { redactNatsUrl } from "../bus/nats-url.js";
+import { EXIT_USER_MISTAKE } from "../errors/error-code.js";
 import { type CliContext, UsageError } from "./cli-context.js";
 
 /** Resolves when a long-running command is told to stop (SIGINT / SIGTERM). */
@@ -21,12 +23,10 @@ export function parsePort(value: string | boolean | undefined): number {
 /**
  * Connects a short-lived command (`agents`, `sessions`, `tail`) to the configured NATS server; when
  * it cannot, says so in one line on stderr (`agentloop <command>: cannot reach NATS at …`) and
- * resolves undefined: the command exits 1.
+ * resolves the exit code instead: 2 for a configuration mistake (a bad URL, an unreadable
+ * credentials file, refused credentials), 1 when no server answers.
  */
-export async function connectCommandToNats(
-  context: CliContext,
-  command: string,
-): Promise<NatsBus | undefined> {
+export async function connectCommandToNats(context: CliContext, command: string): Promise<NatsBus | number> {
   const { config } = context;
   try {
     return await NatsBus.connect({
@@ -36,9 +36,13 @@ export async function connectCommandToNats(
     });
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
+    if (error instanceof BusConfigError) {
+      context.stderr.write(`agentloop ${command}: ${reason}\n`);
+      return EXIT_USER_MISTAKE;
+    }
     context.stderr.write(
       `agentloop ${command}: cannot reach NATS at ${redactNatsUrl(config.natsUrl)}: ${reason}\n`,
     );
-    return undefined;
+    return 1;
   }
 }

@@ -88,5 +88,19 @@ describe("agentloop chat (remote, through a running host)", () => {
     expect(linesOf(noNats.stderr)).toHaveLength(1);
     expect(noNats.stderr).toMatch(/^agentloop: cannot reach NATS at nats:\/\/127\.0\.0\.1:1/);
     expect(stackLines(noNats.stderr)).toEqual([]);
+    // A configuration mistake is the user's to fix: exit 2, for every command that connects.
+    for (const args of [
+      ["chat", "--nats", "not a url", "hi"],
+      ["chat", "--nats", server.url, "--nats-creds", "/nonexistent/agentloop.creds", "hi"],
+      ["sessions", "--nats", "not a url"],
+      ["agents", "--nats", "not a url"],
+      ["tail", "--nats", "not a url"],
+      ["tail", "--nats", server.url, "--since", "18446744073709551615"],
+    ]) {
+      const mistake = await runCli(args);
+      expect({ args, code: mistake.code }).toEqual({ args, code: 2 });
+      expect(linesOf(mistake.stderr)).toHaveLength(1);
+      expect(stackLines(mistake.stderr)).toEqual([]);
+    }
   });
 });

@@ -146,6 +146,14 @@ describe("tail helpers", () => {
     expect(() => parseSince("0")).toThrow(/--since/);
     expect(() => parseSince("soon")).toThrow(/--since/);
     expect(() => parseSince(true)).toThrow(/--since/);
+    // Past what a stream sequence can be (and JSON can name exactly): a usage error, not the server's.
+    expect(() => parseSince("18446744073709551615")).toThrow(/--since/);
+    expect(() => parseSince("1000000000000000000000000000000")).toThrow(/--since/);
+    expect(parseSince(String(Number.MAX_SAFE_INTEGER))).toEqual({ seq: Number.MAX_SAFE_INTEGER });
+    // Longer ago than the clock's start: from the start.
+    const ages = parseSince(`${"9".repeat(30)}d`);
+    expect(ages).toEqual({ durationMs: expect.any(Number) });
+    expect(Number.isFinite((ages as { durationMs: number }).durationMs)).toBe(true);
   });
 
   it("colours lines only on a TTY", () => {

@@ -20,7 +20,7 @@ export const agentsCommand: Command = async (context) => {
   const windowMs = parseWindow(flags.timeout);
   const url = redactNatsUrl(config.natsUrl);
   const bus = await connectCommandToNats(context, "agents");
-  if (bus === undefined) return 1;
+  if (typeof bus === "number") return bus;
   try {
     let listings: AgentListing[];
     try {

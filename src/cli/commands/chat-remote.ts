@@ -1,11 +1,11 @@
 import type { BusMessage } from "../../bus/bus.js";
-import { BusTimeoutError, NoRespondersError } from "../../bus/bus-errors.js";
+import { BusConfigError, BusTimeoutError, NoRespondersError } from "../../bus/bus-errors.js";
 import { parseChatReply } from "../../bus/contract.js";
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { HostSilentError, requestWithHeartbeat } from "../../bus/request-with-heartbeat.js";
 import { chatSubject, sessionEventsPattern, sessionHeartbeatSubject } from "../../bus/subjects.js";
-import { exitCodeOfReply } from "../../errors/error-code.js";
+import { EXIT_USER_MISTAKE, exitCodeOfReply } from "../../errors/error-code.js";
 import { parseEventJson } from "../../events/parse-event.js";
 import type { AgentEvent } from "../../events/types.js";
 import type { CliContext } from "../cli-context.js";
@@ -52,6 +52,7 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
       ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
     });
   } catch (error) {
+    if (error instanceof BusConfigError) return fail(messageOf(error), EXIT_USER_MISTAKE);
     return fail(
       `cannot reach NATS at ${url}: ${messageOf(error)} (run \`agentloop up\`, or chat with --local)`,
     );

@@ -1,3 +1,4 @@
+import { BusConfigError } from "../../bus/bus-errors.js";
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { loadConfigFile } from "../../config/load-config-file.js";
@@ -10,6 +11,7 @@ import {
   natsHoldBytesFrom,
   protocolSettingsFrom,
 } from "../../config/runtime-config.js";
+import { EXIT_USER_MISTAKE } from "../../errors/error-code.js";
 import { loadAgentDefinitions, type ResolvedAgentDefinition } from "../../host/agent-definitions.js";
 import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
@@ -65,6 +67,10 @@ export const serveCommand: Command = async (context) => {
     });
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
+    if (error instanceof BusConfigError) {
+      log(reason);
+      return EXIT_USER_MISTAKE;
+    }
     context.stderr.write(
       `agentloop serve: cannot reach NATS at ${url}: ${reason} (start nats-server -js, or run \`agentloop up\` for an in-process bus)\n`,
     );

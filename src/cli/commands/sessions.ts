@@ -26,7 +26,7 @@ export const sessionsCommand: Command = async (context) => {
   const { config } = context;
   const url = redactNatsUrl(config.natsUrl);
   const bus = await connectCommandToNats(context, "sessions");
-  if (bus === undefined) return 1;
+  if (typeof bus === "number") return bus;
   try {
     let leases: StoredLease[];
     try {

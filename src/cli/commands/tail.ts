@@ -87,11 +87,16 @@ export function createEventLogger(options: {
 export function parseSince(value: string | boolean | undefined): ReplayStart | undefined {
   if (value === undefined) return undefined;
   if (typeof value === "string") {
-    if (/^\d+$/.test(value) && Number(value) >= 1) return { seq: Number(value) };
+    // A sequence past 2^53 cannot be named exactly (nor does a stream hold that many).
+    if (/^\d+$/.test(value) && Number(value) >= 1 && Number.isSafeInteger(Number(value))) {
+      return { seq: Number(value) };
+    }
     const duration = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(value);
     if (duration) {
       const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[duration[2] as "ms"];
-      return { durationMs: Number(duration[1]) * unit };
+      // Longer ago than the clock's start is "from the start".
+      const durationMs = Number(duration[1]) * unit;
+      if (Number.isFinite(durationMs)) return { durationMs: Math.min(durationMs, Date.now()) };
     }
   }
   throw new UsageError(
@@ -184,9 +189,9 @@ export const tailCommand: Command = async (context) => {
     },
   });
   const bus = await connectCommandToNats(context, "tail");
-  if (bus === undefined) {
+  if (typeof bus === "number") {
     await logger.close();
-    return 1;
+    return bus;
   }
   let hasWarned = false;
   try {
