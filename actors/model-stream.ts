@@ -4,6 +4,7 @@ import { requireDeps, type SessionDeps } from "../src/agent/session-deps.js";
 import { toErrorInfo } from "../src/events/types.js";
 import type { LlmOptions, Message, StreamSink } from "../src/llm/types.js";
 import { wellFormedResponse } from "../src/llm/well-formed-message.js";
+import { createStreamRedactor } from "../src/text/secret-redactor.js";
 
 export interface ModelStreamInput {
   messages: Message[];
@@ -20,7 +21,7 @@ export interface ModelStreamInput {
  * resets and the end. Stopping the actor aborts the request.
  */
 export const modelStreamActor = fromCallback<StreamEvent, ModelStreamInput>(({ input, sendBack }) => {
-  const { llm: client, events } = requireDeps(input.deps, "iteration");
+  const { llm: client, events, redactor } = requireDeps(input.deps, "iteration");
   events.emit(input.iteration, {
     kind: "ModelRequest",
     final: input.isFinal,
@@ -36,19 +37,37 @@ export const modelStreamActor = fromCallback<StreamEvent, ModelStreamInput>(({ i
     isSegmentOpen = true;
     events.emit(input.iteration, { kind: "ModelStreamSegmentStart", attempt });
   };
+  // Each delta is redacted on its own by the emitter; a secret split between two deltas is caught
+  // here, where the end of one that could begin a secret waits for the next.
+  const text = createStreamRedactor(redactor);
+  const reasoning = createStreamRedactor(redactor);
+  // A piece held back whole sends nothing now (without secrets every delta goes out as it came).
+  const isSent = (delta: string) => delta !== "" || !redactor.isActive;
+  const emitText = (delta: string) => {
+    if (isSent(delta)) events.emit(input.iteration, { kind: "ModelTextDelta", delta });
+  };
+  const emitReasoning = (delta: string) => {
+    if (isSent(delta)) events.emit(input.iteration, { kind: "ModelReasoningDelta", delta });
+  };
+  const flush = () => {
+    if (!redactor.isActive) return;
+    emitReasoning(reasoning.flush());
+    emitText(text.flush());
+  };
   const sink: StreamSink = {
     onTextDelta(delta) {
       if (isStopped) return;
       openSegment();
-      events.emit(input.iteration, { kind: "ModelTextDelta", delta });
+      emitText(text.push(delta));
     },
     onReasoningDelta(delta) {
       if (isStopped) return;
       openSegment();
-      events.emit(input.iteration, { kind: "ModelReasoningDelta", delta });
+      emitReasoning(reasoning.push(delta));
     },
     onReset(reason, cause) {
       if (isStopped) return;
+      flush();
       events.emit(input.iteration, {
         kind: "ModelStreamSegmentReset",
         attempt,
@@ -70,6 +89,7 @@ export const modelStreamActor = fromCallback<StreamEvent, ModelStreamInput>(({ i
         // The response enters the conversation, replayed on every later request: a lone
         // surrogate from the model (a JSON `\ud83d`) must not poison it.
         const wellFormed = wellFormedResponse(response);
+        flush();
         // Marks the request's end with its own usage (the chat's events only carry the sum).
         events.emit(input.iteration, {
           kind: "ModelResponse",
@@ -82,7 +102,9 @@ export const modelStreamActor = fromCallback<StreamEvent, ModelStreamInput>(({ i
       },
       (error: unknown) => {
         isPending = false;
-        if (!isStopped) sendBack({ type: "stream.failed", error: toErrorInfo(error) });
+        if (isStopped) return;
+        flush();
+        sendBack({ type: "stream.failed", error: toErrorInfo(error) });
       },
     );
   return () => {

@@ -420,7 +420,9 @@ export class AgentSession implements Agent {
       // Ended, or parked with its approval (that record is the one to go on from): nothing to resume.
       // An answer is kept until its reply is stored under the chat's request id (if it has one).
       journal?.endChat(
-        !isParked && output?.status === "done" ? { result: output.result, usage: output.usage } : undefined,
+        !isParked && output?.status === "done"
+          ? { result: this.#params.redactor.redact(output.result), usage: output.usage }
+          : undefined,
       );
     }
     if (isParked || output === undefined) {
@@ -431,8 +433,13 @@ export class AgentSession implements Agent {
       );
     }
     await this.#adopt(output);
+    // The answer leaves the process (a reply, stdout) as the events do: without secrets.
     if (output.status === "done")
-      return { result: output.result, usage: output.usage, chatId: events.chatId };
+      return {
+        result: this.#params.redactor.redact(output.result),
+        usage: output.usage,
+        chatId: events.chatId,
+      };
     if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
     const error = output.error ?? errorInfo("internal", "the chat failed", { name: "Error" });
     // A provider's error may quote the key it was sent; this message reaches replies and logs.

@@ -24,6 +24,12 @@ export interface SecretRedactor {
    * the same value when no string held a secret, otherwise a copy of the parts that changed.
    */
   redactValue<T>(value: T): T;
+  /**
+   * How many characters at the end of `text` could be the start of a secret that the next piece of
+   * a stream completes (0 when none could). A stream redacts what it has, holds these back and
+   * sends the rest: see {@link createStreamRedactor}.
+   */
+  openTailLength(text: string): number;
 }
 
 /** The redactor with no secrets: it costs nothing. */
@@ -31,6 +37,7 @@ export const NO_SECRETS: SecretRedactor = {
   isActive: false,
   redact: (text) => text,
   redactValue: (value) => value,
+  openTailLength: () => 0,
 };
 
 /**
@@ -55,7 +62,51 @@ export function createSecretRedactor(secrets: Iterable<string | undefined>): Sec
     return result;
   };
   const redactValue = <T>(value: T): T => redactDeep(value, redact) as T;
-  return { isActive: true, redact, redactValue };
+  const openTailLength = (text: string): number => {
+    let longest = 0;
+    for (const needle of needles) {
+      for (let length = Math.min(needle.length - 1, text.length); length > longest; length--) {
+        const start = text.length - length;
+        if (text.charCodeAt(start) === needle.charCodeAt(0) && needle.startsWith(text.slice(start))) {
+          longest = length;
+          break;
+        }
+      }
+    }
+    return longest;
+  };
+  return { isActive: true, redact, redactValue, openTailLength };
+}
+
+/** Redacts a text that arrives in pieces, so a secret split between two pieces is still caught. */
+export interface StreamRedactor {
+  /** The piece's text that can be sent now, redacted; what could start a secret is held back. */
+  push(piece: string): string;
+  /** What is held back (the stream ended, or reset). */
+  flush(): string;
+}
+
+/**
+ * A {@link StreamRedactor}: each piece is redacted together with the tail held back from the one
+ * before, and the end that could still begin a secret is held back again. With no secrets it
+ * passes pieces through as they are.
+ */
+export function createStreamRedactor(redactor: SecretRedactor): StreamRedactor {
+  if (!redactor.isActive) return { push: (piece) => piece, flush: () => "" };
+  let held = "";
+  return {
+    push(piece) {
+      const text = redactor.redact(held + piece);
+      const open = redactor.openTailLength(text);
+      held = text.slice(text.length - open);
+      return text.slice(0, text.length - open);
+    },
+    flush() {
+      const rest = held;
+      held = "";
+      return rest;
+    },
+  };
 }
 
 function redactDeep(value: unknown, redact: (text: string) => string): unknown {

@@ -72,4 +72,29 @@ describe("an agent with a secret redactor", () => {
     expect(posted).toEqual(['<task_result id="t">ANTHROPIC_API_KEY=[redacted]</task_result>']);
     expect(redacted).toBe("cut me [redacted]");
   });
+
+  it("hides a secret the model streams in pieces, in the deltas, the response and the chat's result", async () => {
+    const { agent, eventsOf } = await createTestAgent({
+      script: [
+        {
+          reasoning: `thinking of ${KEY}`,
+          reasoningDeltas: ["thinking of sk-a", "nt-0123", "456789abcdef"],
+          text: `the key is ${KEY}, sk-ant- is its prefix`,
+          deltas: ["the key is sk-", "ant-01234567", "89abcdef, sk-ant-", " is its prefix"],
+        },
+      ],
+      redactor: createSecretRedactor([KEY]),
+    });
+    const { result } = await agent.chat("tell me the key");
+    expect(result).toBe("the key is [redacted], sk-ant- is its prefix");
+    const deltas = eventsOf("ModelTextDelta").map((event) => event.delta);
+    for (const delta of deltas) expect(delta).not.toMatch(/0123|abcdef/);
+    expect(deltas.join("")).toBe("the key is [redacted], sk-ant- is its prefix");
+    expect(
+      eventsOf("ModelReasoningDelta")
+        .map((event) => event.delta)
+        .join(""),
+    ).toBe("thinking of [redacted]");
+    expect(eventsOf("ModelResponse")[0]?.content).toBe(result);
+  });
 });

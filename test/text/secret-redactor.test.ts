@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { createSecretRedactor, NO_SECRETS, REDACTED } from "../../src/text/secret-redactor.js";
+import {
+  createSecretRedactor,
+  createStreamRedactor,
+  NO_SECRETS,
+  REDACTED,
+} from "../../src/text/secret-redactor.js";
 
 describe("createSecretRedactor", () => {
   it("replaces every occurrence of every secret", () => {
@@ -47,5 +52,50 @@ describe("createSecretRedactor", () => {
     });
     expect(redacted.keep).toBe(body.keep);
     expect(body.error.message).toBe("bad key sk-secret-value");
+  });
+});
+
+describe("createStreamRedactor", () => {
+  const KEY = "sk-test-SECRET1234567890abcdef";
+
+  /** Every way of cutting `text` in two and three pieces, streamed through a fresh redactor. */
+  function everySplit(text: string): string[][] {
+    const splits: string[][] = [];
+    for (let a = 0; a <= text.length; a++) {
+      splits.push([text.slice(0, a), text.slice(a)]);
+      for (let b = a; b <= text.length; b += 7)
+        splits.push([text.slice(0, a), text.slice(a, b), text.slice(b)]);
+    }
+    return splits;
+  }
+
+  it("catches a secret however the stream cuts it, and sends everything else exactly once", () => {
+    const redactor = createSecretRedactor([KEY, "other-secret-99"]);
+    const text = `a key: ${KEY}! and other-secret-99, sk-test- (not a key), ends with sk-te`;
+    const expected = redactor.redact(text);
+    for (const pieces of everySplit(text)) {
+      const stream = createStreamRedactor(redactor);
+      const sent = pieces.map((piece) => stream.push(piece));
+      sent.push(stream.flush());
+      for (const piece of sent) expect(piece).not.toContain("SECRET1234");
+      expect(sent.join("")).toBe(expected);
+    }
+  });
+
+  it("holds back only what could begin a secret", () => {
+    const stream = createStreamRedactor(createSecretRedactor([KEY]));
+    expect(stream.push("hello ")).toBe("hello ");
+    expect(stream.push("world sk-te")).toBe("world ");
+    expect(stream.push("xt")).toBe("sk-text");
+    expect(stream.push("sk-test-SEC")).toBe("");
+    expect(stream.flush()).toBe("sk-test-SEC");
+    expect(stream.flush()).toBe("");
+  });
+
+  it("passes pieces through as they are when there is nothing to hide", () => {
+    const stream = createStreamRedactor(NO_SECRETS);
+    expect(stream.push("sk-te")).toBe("sk-te");
+    expect(stream.push("")).toBe("");
+    expect(stream.flush()).toBe("");
   });
 });
