@@ -7,6 +7,9 @@ import {
   type StoredLease,
 } from "./session-lease.js";
 
+/** How soon a renewal that failed (NATS away, a timeout) is tried again. */
+const RENEW_RETRY_MS = 500;
+
 export interface LeaseKeeperOptions {
   store: SessionLeaseStore;
   /** This host's id (a subject token). */
@@ -195,21 +198,25 @@ export class LeaseKeeper {
   }
 
   #renewAll(): void {
-    for (const held of this.#held.values()) {
-      if (held.renewing !== undefined || held.lostReason !== undefined) continue;
-      held.renewing = this.#renew(held).finally(() => {
-        held.renewing = undefined;
-      });
-    }
+    for (const held of this.#held.values()) this.#renewHeld(held);
+  }
+
+  #renewHeld(held: HeldLease): void {
+    if (held.renewing !== undefined || held.lostReason !== undefined) return;
+    held.renewing = this.#renew(held).finally(() => {
+      held.renewing = undefined;
+    });
   }
 
   async #renew(held: HeldLease): Promise<void> {
     const sentAt = this.#monotonic();
     const { agent, session } = held.lease;
+    const { ttlMs } = this.store.timing;
     try {
       const state = this.#stateOf(agent, session);
+      // At most a tick long: a request lost with a restarting server must not hold up the next try.
       // Kept even when released meanwhile: the release names this newer revision.
-      held.lease = await this.store.renew(held.lease, stateField(state));
+      held.lease = await this.store.renew(held.lease, stateField(state), { timeoutMs: ttlMs / 3 });
       if (held.lostReason !== undefined) return;
       // Counted from when the renewal was sent: a slow answer only shortens the lease here.
       const deadline = this.#deadlineFrom(sentAt);
@@ -217,11 +224,27 @@ export class LeaseKeeper {
       this.#arm(held);
     } catch (error) {
       if (error instanceof LeaseConflictError) {
-        this.#lose(held, "another host took its lease");
-        return;
+        // An earlier renewal may have been stored though its answer was lost (a timeout): the
+        // revision moved, but the lease is still this host's, at the same epoch.
+        const stored = await this.store.read(agent, session).catch(() => undefined);
+        const { record } = held.lease;
+        if (
+          stored?.record.host !== this.hostId ||
+          stored.record.epoch !== record.epoch ||
+          stored.record.released
+        ) {
+          this.#lose(held, "another host took its lease");
+          return;
+        }
+        held.lease = stored;
+      } else {
+        this.#log(`could not renew the lease of ${agent}/${session}: ${describe(error)}`);
       }
-      // NATS away or slow: the next tick tries again; the deadline timer ends it if none succeeds.
-      this.#log(`could not renew the lease of ${agent}/${session}: ${describe(error)}`);
+      // NATS away or slow: try again soon rather than at the next tick; the deadline timer ends
+      // the lease if no renewal gets through in time.
+      if (held.lostReason !== undefined || this.#held.get(keyOf(agent, session)) !== held) return;
+      const retry = setTimeout(() => this.#renewHeld(held), Math.min(RENEW_RETRY_MS, ttlMs / 6));
+      retry.unref?.();
     }
   }
 

@@ -145,9 +145,21 @@ export class SessionCluster {
     return { ...message, subject: `${this.#prefix}.${message.subject.slice(head.length)}` };
   }
 
-  /** The live lease of another host, if any (see {@link LeaseKeeper.ownerElsewhere}). */
-  ownerElsewhere(agent: string, session: string): Promise<LeaseRecord | undefined> {
-    return this.leases.ownerElsewhere(agent, session);
+  /**
+   * The live lease of another host, if any (see {@link LeaseKeeper.ownerElsewhere}). A read that
+   * fails (NATS restarting, JetStream not back yet) is tried again for up to a lease's TTL: the
+   * request is in hand here, and the session's heartbeat keeps its caller waiting meanwhile.
+   */
+  async ownerElsewhere(agent: string, session: string): Promise<LeaseRecord | undefined> {
+    const deadline = Date.now() + this.leases.store.timing.ttlMs;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.leases.ownerElsewhere(agent, session);
+      } catch (error) {
+        if (Date.now() >= deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 100 * attempt)));
+      }
+    }
   }
 
   /**

@@ -201,7 +201,11 @@ export class SessionLeaseStore {
    * Extends a held lease by a TTL from `now` (compare-and-set on its revision).
    * @throws LeaseConflictError when another host wrote the key meanwhile: the lease is lost.
    */
-  async renew(lease: StoredLease, extra: Pick<LeaseRecord, "state"> = {}): Promise<StoredLease> {
+  async renew(
+    lease: StoredLease,
+    extra: Pick<LeaseRecord, "state"> = {},
+    options: { timeoutMs?: number } = {},
+  ): Promise<StoredLease> {
     const now = this.#now();
     const record: LeaseRecord = {
       ...lease.record,
@@ -210,7 +214,7 @@ export class SessionLeaseStore {
       expiresAt: now + this.timing.ttlMs,
       ttlMs: this.timing.ttlMs,
     };
-    const revision = await this.#casUpdate(lease.key, record, lease.revision);
+    const revision = await this.#casUpdate(lease.key, record, lease.revision, options.timeoutMs);
     return { ...lease, record, revision };
   }
 
@@ -237,9 +241,9 @@ export class SessionLeaseStore {
     return leases.filter((lease): lease is StoredLease => lease !== undefined);
   }
 
-  async #casUpdate(key: string, record: LeaseRecord, revision: number): Promise<number> {
+  async #casUpdate(key: string, record: LeaseRecord, revision: number, timeoutMs?: number): Promise<number> {
     try {
-      return await this.#kv.update(key, JSON.stringify(record), revision);
+      return await this.#kv.update(key, JSON.stringify(record), revision, timeoutMs);
     } catch (error) {
       if (isConflict(error)) throw new LeaseConflictError(key, { cause: error });
       throw error;

@@ -12,7 +12,7 @@ import {
 import { InMemoryContextHistory } from "../../src/context/in-memory-history.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { waitFor } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { acquireNatsServer, type NatsServer, startRestartableNatsServer } from "../support/nats-server.js";
 
 let server: NatsServer;
 let bus: NatsBus;
@@ -212,5 +212,63 @@ describe("the lease keeper", () => {
     await keeper.close();
     expect((await store.read("bot", "kept"))?.record.released).toBe(true);
     expect((await store.read("bot", "taken"))?.record.host).toBe("host-b");
+  });
+
+  it("keeps a lease whose renewal was stored though its answer was lost (the revision moved, the epoch did not)", async () => {
+    const prefix = uniqueRoot();
+    const store = await SessionLeaseStore.open(bus.connection, { prefix, timing: leaseTiming(900) });
+    const lost: string[] = [];
+    const keeper = new LeaseKeeper({
+      store,
+      hostId: "host-a",
+      subject: `${prefix}.hosts.host-a`,
+      onLost: (_agent, session, reason) => lost.push(`${session}: ${reason}`),
+    });
+    await keeper.acquire("bot", "s1");
+    // What a renewal that timed out after the server stored it leaves: a newer revision, same owner.
+    const stored = (await store.read("bot", "s1"))!;
+    const moved = await store.renew(stored);
+    // The keeper's next renewal conflicts, finds its own lease, and renews from there.
+    const waitedSince = Date.now();
+    while (
+      ((await store.read("bot", "s1"))?.revision ?? 0) <= moved.revision &&
+      Date.now() - waitedSince < 5_000
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect((await store.read("bot", "s1"))?.revision).toBeGreaterThan(moved.revision);
+    expect(lost).toEqual([]);
+    expect(keeper.holds("bot", "s1")).toBe(true);
+    await keeper.close();
+  });
+
+  it("keeps its leases through a NATS restart shorter than the lease", async () => {
+    const restartable = await startRestartableNatsServer();
+    const own = await NatsBus.connect({ url: restartable.url, name: "lease-restart" });
+    try {
+      const prefix = uniqueRoot();
+      const store = await SessionLeaseStore.open(own.connection, { prefix, timing: leaseTiming(6_000) });
+      const lost: string[] = [];
+      const keeper = new LeaseKeeper({
+        store,
+        hostId: "host-a",
+        subject: `${prefix}.hosts.host-a`,
+        onLost: (_agent, session, reason) => lost.push(`${session}: ${reason}`),
+      });
+      await keeper.acquire("bot", "s1");
+      const before = (await store.read("bot", "s1"))!.revision;
+      await restartable.kill();
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      await restartable.restart();
+      // Past the local deadline of the lease taken before the kill (6 s − 1.2 s skew).
+      await new Promise((resolve) => setTimeout(resolve, 5_500));
+      expect(lost).toEqual([]);
+      expect(keeper.holds("bot", "s1")).toBe(true);
+      expect((await store.read("bot", "s1"))!.revision).toBeGreaterThan(before);
+      await keeper.close();
+    } finally {
+      await own.close();
+      await restartable.kill();
+    }
   });
 });
