@@ -607,7 +607,7 @@ function readCreds(path: string): Authenticator {
   return authenticator;
 }
 
-export function toNatsHeaders(record: Record<string, string>): ReturnType<typeof createHeaders> {
+function toNatsHeaders(record: Record<string, string>): ReturnType<typeof createHeaders> {
   const natsHeaders = createHeaders();
   for (const key of Object.keys(record)) natsHeaders.set(key, record[key]!);
   return natsHeaders;

@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
-import { toNatsHeaders } from "../bus/nats-bus.js";
 import type { AgentVerb } from "../bus/subjects.js";
+import { answersProbe, passOnRequest } from "./pass-on.js";
 
 /** How long the probe for a host serving an agent may take before "none" is assumed. */
 const PROBE_TIMEOUT_MS = 2_000;
@@ -44,15 +44,8 @@ export class AgentRouting {
    */
   async passOn(agent: string, verb: AgentVerb, message: BusMessage): Promise<boolean> {
     const subject = servingSubject(this.#prefix, agent, verb);
-    try {
-      await this.#connection.request(subject, "{}", { timeout: PROBE_TIMEOUT_MS });
-    } catch {
-      return false;
-    }
-    this.#connection.publish(subject, message.data, {
-      ...(message.reply === undefined ? {} : { reply: message.reply }),
-      ...(message.headers === undefined ? {} : { headers: toNatsHeaders(message.headers) }),
-    });
+    if (!(await answersProbe(this.#connection, subject, PROBE_TIMEOUT_MS))) return false;
+    passOnRequest(this.#connection, subject, message, message.headers);
     return true;
   }
 }

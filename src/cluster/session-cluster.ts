@@ -1,9 +1,10 @@
 import { JetStreamApiError } from "@nats-io/jetstream";
-import { headers as createHeaders, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 import { errorReply } from "../bus/contract.js";
 import { type AgentVerb, NAME_PATTERN } from "../bus/subjects.js";
 import { LeaseKeeper } from "./lease-keeper.js";
+import { answersProbe, passOnRequest } from "./pass-on.js";
 import { RequestDedupe } from "./request-dedupe.js";
 import { type LeaseRecord, type LeaseTiming, SessionLeaseStore } from "./session-lease.js";
 
@@ -181,12 +182,7 @@ export class SessionCluster {
       );
     }
     const subject = `${owner.subject ?? hostSubject(this.#prefix, owner.host)}.agents.${agent}.${verb}`;
-    const headers = createHeaders();
-    headers.set(FORWARD_HOPS_HEADER, String(hops + 1));
-    this.#connection.publish(subject, message.data, {
-      headers,
-      ...(message.reply === undefined ? {} : { reply: message.reply }),
-    });
+    passOnRequest(this.#connection, subject, message, { [FORWARD_HOPS_HEADER]: String(hops + 1) });
     return undefined;
   }
 
@@ -201,12 +197,7 @@ export class SessionCluster {
    */
   async isReachable(owner: LeaseRecord, agent: string, verb: AgentVerb): Promise<boolean> {
     const subject = `${owner.subject ?? hostSubject(this.#prefix, owner.host)}.agents.${agent}.${verb}`;
-    try {
-      await this.#connection.request(subject, "{}", { timeout: PROBE_TIMEOUT_MS });
-      return true;
-    } catch {
-      return false;
-    }
+    return answersProbe(this.#connection, subject, PROBE_TIMEOUT_MS);
   }
 
   /** Resolves once another host may take the owner's lease (its expiry plus the skew margin). */
