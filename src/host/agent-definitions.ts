@@ -139,6 +139,21 @@ export async function loadAgentDefinitions(
   return parseAgentDefinitions(text, path, config, options);
 }
 
+/**
+ * ` (line L, column C)` where `JSON.parse` stopped, or nothing. Never V8's own message: it quotes
+ * the text around the error, and an agents file may hold a key there.
+ */
+function whereJsonFailed(error: unknown, text: string): string {
+  const position = /at position (\d+)/.exec(errorMessage(error))?.[1];
+  if (position !== undefined) {
+    const before = text.slice(0, Number(position));
+    const line = before.split("\n").length;
+    return ` (line ${line}, column ${before.length - before.lastIndexOf("\n")})`;
+  }
+  const lineColumn = /\(line (\d+) column (\d+)\)/.exec(errorMessage(error));
+  return lineColumn === null ? "" : ` (line ${lineColumn[1]}, column ${lineColumn[2]})`;
+}
+
 /** {@link loadAgentDefinitions} for text already read (`source` names it in errors). */
 export function parseAgentDefinitions(
   text: string,
@@ -150,7 +165,9 @@ export function parseAgentDefinitions(
   try {
     json = JSON.parse(text);
   } catch (error) {
-    throw new AgentDefinitionsError(source, `is not valid JSON (${errorMessage(error)})`, { cause: error });
+    throw new AgentDefinitionsError(source, `is not valid JSON${whereJsonFailed(error, text)}`, {
+      cause: error,
+    });
   }
   const parsed = AgentsFile.safeParse(json);
   if (!parsed.success) {

@@ -116,6 +116,23 @@ describe("agent definitions", () => {
     await expect(loadAgentDefinitions(broken, config, { knownTools })).rejects.toThrow(
       new RegExp(`^agents file ${broken}: is not valid JSON`),
     );
+    // Where it broke, never the text around it: an agents file may hold a key.
+    const key = "sk-test-SECRET1234567890abcdef";
+    for (const text of [
+      `{"agents":[{"name":"a","systemPrompt":"${key}" x}]}`,
+      `{"agents":[{"name":"a",\n "systemPrompt": ${key}}]}`,
+    ]) {
+      await writeFile(broken, text);
+      const refused = await loadAgentDefinitions(broken, config, { knownTools }).catch(
+        (error: unknown) => error,
+      );
+      expect(String(refused)).toMatch(/is not valid JSON/);
+      expect(String(refused)).not.toMatch(/SECRET|sk-test/);
+    }
+    await writeFile(broken, '{"agents": [\n  {"name": "a"} x\n]}');
+    await expect(loadAgentDefinitions(broken, config, { knownTools })).rejects.toThrow(
+      "is not valid JSON (line 2, column 17)",
+    );
     expect(refusal({})).toBe(
       "agents file agents.json: agents: Invalid input: expected array, received undefined",
     );
