@@ -3,6 +3,7 @@ import { type KV, type KvEntry, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { DEFAULT_PREFIX, jetStreamName } from "../bus/subjects.js";
+import { listKvKeys } from "./kv-keys.js";
 
 /**
  * Session leases in a JetStream KV bucket (issue 11: single activation). Key `<agent>.<session>`,
@@ -115,9 +116,12 @@ export class SessionLeaseStore {
   readonly timing: LeaseTiming;
   readonly #kv: KV;
   readonly #now: () => number;
+  /** Lists the bucket's keys (see {@link listKvKeys}). */
+  readonly #keys: () => Promise<string[]>;
 
-  private constructor(kv: KV, options: SessionLeaseStoreOptions) {
+  private constructor(kv: KV, options: SessionLeaseStoreOptions, keys: () => Promise<string[]>) {
     this.#kv = kv;
+    this.#keys = keys;
     this.timing = options.timing ?? leaseTiming();
     this.#now = options.now ?? Date.now;
   }
@@ -133,7 +137,7 @@ export class SessionLeaseStore {
       ttl: BUCKET_MAX_AGE_MS,
       replicas: options.replicas ?? 1,
     });
-    return new SessionLeaseStore(kv, options);
+    return new SessionLeaseStore(kv, options, () => listKvKeys(connection, name));
   }
 
   /** Opens the bucket without creating it; undefined when it does not exist (`agentloop sessions`). */
@@ -144,7 +148,9 @@ export class SessionLeaseStore {
     const kvm = new Kvm(connection);
     const name = sessionBucketName(options.prefix);
     for await (const status of kvm.list()) {
-      if (status.bucket === name) return new SessionLeaseStore(await kvm.open(name), options);
+      if (status.bucket === name) {
+        return new SessionLeaseStore(await kvm.open(name), options, () => listKvKeys(connection, name));
+      }
     }
     return undefined;
   }
@@ -232,11 +238,8 @@ export class SessionLeaseStore {
 
   /** Every stored lease (live, expired and released), in key order. */
   async list(): Promise<StoredLease[]> {
-    // A key updated while the listing runs comes again (the listing follows the bucket until it
-    // has caught up), and leases are renewed all the time: keep each key once.
-    const unique = new Set<string>();
-    for await (const key of await this.#kv.keys()) unique.add(key);
-    const keys = [...unique].sort();
+    // Leases are renewed all the time: the keys are asked of the stream at one moment.
+    const keys = await this.#keys();
     const leases = await Promise.all(keys.map(async (key) => toStored(key, await this.#kv.get(key))));
     return leases.filter((lease): lease is StoredLease => lease !== undefined);
   }

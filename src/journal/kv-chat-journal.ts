@@ -1,5 +1,6 @@
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { listKvKeys } from "../cluster/kv-keys.js";
 import {
   type ChatJournal,
   type JournalEntry,
@@ -28,8 +29,12 @@ export function decodeKeyToken(token: string): string {
 export class KvChatJournal implements ChatJournal {
   readonly #kv: KV;
 
-  private constructor(kv: KV) {
+  /** Lists the bucket's keys (see {@link listKvKeys}). */
+  readonly #keys: () => Promise<string[]>;
+
+  private constructor(kv: KV, keys: () => Promise<string[]>) {
     this.#kv = kv;
+    this.#keys = keys;
   }
 
   /** Opens the bucket, creating it (one value per key: history 1) if it does not exist. */
@@ -37,11 +42,12 @@ export class KvChatJournal implements ChatJournal {
     connection: NatsConnection,
     options: { bucket?: string; replicas?: number } = {},
   ): Promise<KvChatJournal> {
-    const kv = await new Kvm(connection).create(options.bucket ?? DEFAULT_JOURNAL_BUCKET, {
+    const bucket = options.bucket ?? DEFAULT_JOURNAL_BUCKET;
+    const kv = await new Kvm(connection).create(bucket, {
       history: 1,
       ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
     });
-    return new KvChatJournal(kv);
+    return new KvChatJournal(kv, () => listKvKeys(connection, bucket));
   }
 
   async load(agent: string, session: string): Promise<JournalEntry | undefined> {
@@ -61,10 +67,14 @@ export class KvChatJournal implements ChatJournal {
 
   async list(): Promise<JournaledSession[]> {
     const sessions: JournaledSession[] = [];
-    // A key written while the listing runs comes again: keep each once.
-    const keys = new Set<string>();
-    for await (const key of await this.#kv.keys()) keys.add(key);
-    for (const key of keys) {
+    // Journals are saved all the time: the keys are asked of the stream at one moment. A removed
+    // session's key still holds its purge marker: only keys holding an entry are listed.
+    const keys = await this.#keys();
+    const present = await Promise.all(
+      keys.map(async (key) => ((await this.#kv.get(key))?.operation === "PUT" ? key : undefined)),
+    );
+    for (const key of present) {
+      if (key === undefined) continue;
       const [agent, session] = key.split(".");
       if (agent === undefined || session === undefined) continue;
       sessions.push({ agent: decodeKeyToken(agent), session: decodeKeyToken(session) });
