@@ -1,11 +1,21 @@
 import { defineConfig } from "vitest/config";
 
+/**
+ * Test files run in parallel, each worker slot on its own nats-server (test/support/global-setup.ts).
+ * Most files spend their time waiting on child processes, sockets and timers, not on the CPU, so
+ * more workers than cores pays: WORKERS was measured on a 2-core machine (see README, Tests).
+ * Against an external server (`NATS_URL`), which every file would share, files run one at a time.
+ */
+const WORKERS = 3;
+const sharesExternalServer = (process.env.NATS_URL ?? "") !== "";
+
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",
+    maxWorkers: sharesExternalServer ? 1 : WORKERS,
     globalSetup: ["test/support/global-setup.ts"],
     setupFiles: ["test/support/fail-on-console.ts"],
   },

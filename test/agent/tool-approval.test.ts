@@ -6,6 +6,7 @@ import {
   createControlledTool,
   createTempHistories,
   createTestAgent,
+  settle,
   waitUntil,
 } from "../support/agent-harness.js";
 
@@ -77,6 +78,114 @@ describe("tool approval", () => {
     expect(agent.hasPendingApproval).toBe(false);
     expect(await histories.open("bot", "s1").loadPendingApproval()).toBeUndefined();
     expect(backend.requests).toHaveLength(2);
+  });
+
+  it("in a batch of two held calls, deciding one decides only that one, once", async () => {
+    const deploy = deployTool();
+    const { agent, eventsOf, backend } = await createTestAgent({
+      script: [{ toolCalls: [stagingCall, prodCall] }, { text: "staging only" }],
+      tools: [deploy.tool],
+      history: histories.open("bot", "s1"),
+      options: { needsApproval: ["deploy"] },
+    });
+    const chat = agent.chat("deploy everywhere");
+    await waitUntil(() => eventsOf("ToolApprovalRequested").length === 2);
+
+    expect(await agent.decideToolCall!({ toolCallId: "call-staging", approved: true })).toEqual({ ok: true });
+    for (let tick = 0; tick < 20; tick++) await settle();
+    // The other call is still held, undecided, and nothing of the batch ran.
+    expect(deploy.runs).toEqual([]);
+    expect(agent.hasPendingApproval).toBe(true);
+    expect(eventsOf("ToolApprovalResolved")).toMatchObject([{ toolCallId: "call-staging", approved: true }]);
+    const stored = await histories.open("bot", "s1").loadPendingApproval();
+    expect(stored?.calls.map((call) => [call.toolCallId, call.decision?.approved])).toEqual([
+      ["call-staging", true],
+      ["call-prod", undefined],
+    ]);
+
+    // A second decision about the decided call is refused and changes nothing.
+    const again = await agent.decideToolCall!({ toolCallId: "call-staging", approved: false });
+    expect(again).toEqual({
+      ok: false,
+      message: 'tool call "call-staging" is not waiting for approval (unknown, or already decided)',
+    });
+    for (let tick = 0; tick < 20; tick++) await settle();
+    expect(deploy.runs).toEqual([]);
+    expect(eventsOf("ToolApprovalResolved")).toHaveLength(1);
+
+    expect(
+      await agent.decideToolCall!({ toolCallId: "call-prod", approved: false, reason: "frozen" }),
+    ).toEqual({
+      ok: true,
+    });
+    expect((await chat).result).toBe("staging only");
+    expect(deploy.runs).toEqual(["staging"]);
+    expect(eventsOf("ToolApprovalResolved")).toMatchObject([
+      { toolCallId: "call-staging", approved: true },
+      { toolCallId: "call-prod", approved: false },
+    ]);
+    expect(backend.requests[1]?.messages.slice(-2)).toEqual([
+      { role: "tool", toolCallId: "call-staging", toolName: "deploy", content: "deployed to staging" },
+      {
+        role: "tool",
+        toolCallId: "call-prod",
+        toolName: "deploy",
+        content: JSON.stringify({ error: "denied", reason: "frozen" }),
+      },
+    ]);
+  });
+
+  it("an approval another host already took is refused: the call does not run twice", async () => {
+    const before = await createTestAgent({
+      script: [{ toolCalls: [prodCall] }],
+      tools: [deployTool().tool],
+      history: histories.open("bot", "s1"),
+      name: "bot",
+    });
+    const chat = before.agent.chat("deploy to prod");
+    await waitUntil(() => before.eventsOf("ToolApprovalRequested").length === 1);
+    const parking = before.agent.parkPendingApproval!();
+    await expect(chat).rejects.toBeInstanceOf(ChatCancelledError);
+    expect(await parking).toBe(true);
+
+    // Two hosts load the same parked approval; a person's decision reaches each of them.
+    const first = deployTool();
+    const one = await createTestAgent({
+      script: [{ text: "deployed" }],
+      tools: [first.tool],
+      history: histories.open("bot", "s1"),
+      name: "bot",
+    });
+    const second = deployTool();
+    const other = await createTestAgent({
+      script: [{ text: "deployed again" }],
+      tools: [second.tool],
+      history: histories.open("bot", "s1"),
+      name: "bot",
+    });
+    expect(one.agent.hasPendingApproval).toBe(true);
+    expect(other.agent.hasPendingApproval).toBe(true);
+
+    expect(await one.agent.decideToolCall!({ toolCallId: "call-prod", approved: true })).toEqual({
+      ok: true,
+    });
+    await waitUntil(() => one.eventsOf("ChatCompleted").length === 1);
+    expect(first.runs).toEqual(["prod"]);
+
+    expect(await other.agent.decideToolCall!({ toolCallId: "call-prod", approved: true })).toEqual({
+      ok: false,
+      message: 'the approval of "call-prod" was already used',
+    });
+    for (let tick = 0; tick < 20; tick++) await settle();
+    expect(second.runs).toEqual([]);
+    expect(other.backend.requests).toHaveLength(0);
+    expect(other.eventsOf("ChatCompleted")).toEqual([]);
+    // The history holds the one run's result, written by the host that took the approval.
+    const stored = await histories.open("bot", "s1").restore();
+    expect(stored.filter((message) => message.role === "tool")).toEqual([
+      { role: "tool", toolCallId: "call-prod", toolName: "deploy", content: "deployed to prod" },
+    ]);
+    expect(stored.at(-1)).toMatchObject({ role: "assistant", content: "deployed" });
   });
 
   it("a denial reaches the model as the call's result, with the reason; the call never runs", async () => {

@@ -1,6 +1,6 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BusError } from "../../src/bus/bus-errors.js";
 import {
   DEFAULT_EVENT_MAX_AGE_MS,
@@ -13,7 +13,7 @@ import {
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { eventSubject } from "../../src/bus/subjects.js";
 import type { AgentEvent } from "../../src/events/types.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { uniqueRoot } from "./bus-helpers.js";
 
 let server: NatsServer;
@@ -21,7 +21,7 @@ let bus: NatsBus;
 /** Prefixes whose streams this file created: removed at the end (NATS_URL may be a lasting server). */
 const prefixes: string[] = [];
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "event-log-test" });
 });
 afterAll(async () => {

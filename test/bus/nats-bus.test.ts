@@ -2,16 +2,16 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BusConfigError } from "../../src/bus/bus-errors.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
-import { acquireNatsServer, type NatsServer, startNatsServer } from "../support/nats-server.js";
+import { type NatsServer, startNatsServer, workerNatsServer } from "../support/nats-server.js";
 import { registerBusContractTests } from "./bus-contract.js";
 import { record, uniqueRoot } from "./bus-helpers.js";
 
 let server: NatsServer;
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
 });
 afterAll(async () => {
   await server.stop();

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeProtocolAgent, startFakeProtocolAgent } from "../protocol/fake-protocol-agent.js";
 import { linesOf, runBinary, runCli, stackLines } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 describe("agentloop agents", () => {
   let server: NatsServer;
@@ -12,7 +12,7 @@ describe("agentloop agents", () => {
   const owner = `o-${randomUUID().slice(0, 8)}`;
 
   beforeAll(async () => {
-    server = await acquireNatsServer(inject("natsUrl"));
+    server = await workerNatsServer();
     live = await startFakeProtocolAgent({ url: server.url, agent: "otherbot", owner, name: "live" });
     stopped = await startFakeProtocolAgent({ url: server.url, agent: "otherbot", owner, name: "stopped" });
     // It still answers discovery, but its heartbeats stop before the listing starts watching.

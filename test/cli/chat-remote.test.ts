@@ -1,9 +1,9 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { type RunningServe, startServe, waitUntilServing } from "../host/running-serve.js";
 import { linesOf, parseJsonl, runCli, stackLines } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 let server: NatsServer;
 let bus: NatsBus;
@@ -11,7 +11,7 @@ let serve: RunningServe;
 let prefix: string;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "chat-remote-test" });
   prefix = uniqueRoot();
   serve = startServe(["--nats", server.url, "--prefix", prefix]);

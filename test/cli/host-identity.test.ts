@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import type { AgentEvent } from "../../src/events/types.js";
@@ -6,7 +6,7 @@ import { createHostId, isValidHostId } from "../../src/host/host-id.js";
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
 import { startServe, waitUntilServing } from "../host/running-serve.js";
 import { linesOf, runCli } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /** Issue 11: every host has an id (`--host-id`), logged at start, carried by every event as `host`. */
 
@@ -14,7 +14,7 @@ let server: NatsServer;
 let bus: NatsBus;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "host-identity-test" });
 });
 

@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, readFile, rm, unlink, writeFile } from "node:fs/promise
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { turn } from "../../src/testing/index.js";
@@ -21,7 +21,7 @@ import {
   toolResults,
   waitFor,
 } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Issue 12, MCP tools, black-box: `agentloop serve --agents <file with mcpServers>` on a real
@@ -35,7 +35,7 @@ let directory: string;
 let fake: FakeProvider | undefined;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "mcp-tools-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-mcp-"));
 });

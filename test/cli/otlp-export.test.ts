@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { registeredTracer } from "../../src/telemetry/agent-tracing.js";
@@ -6,7 +6,7 @@ import { type FakeHttpServer, startFakeHttpServer } from "../../src/testing/inde
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { type RunningServe, waitUntilServing } from "../host/running-serve.js";
 import { linesOf, runBinary, runCli, startBinary } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Issue 14, OpenTelemetry: with OTEL_EXPORTER_OTLP_ENDPOINT set, the real `agentloop` binary
@@ -62,7 +62,7 @@ describe("OTLP export from the CLI", () => {
   let bus: NatsBus;
 
   beforeAll(async () => {
-    server = await acquireNatsServer(inject("natsUrl"));
+    server = await workerNatsServer();
     bus = await NatsBus.connect({ url: server.url, name: "otlp-export-test" });
   });
 

@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import type { AgentEvent } from "../../src/events/types.js";
@@ -18,7 +18,7 @@ import {
   textTurn,
   toolResults,
 } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Issue 9, defect 4: secrets leaked through the shell tool and provider errors. The shell ran with
@@ -36,7 +36,7 @@ let directory: string;
 let fake: FakeProvider | undefined;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "secret-redaction-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-secrets-"));
 });

@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import type { AgentEvent } from "../../src/events/types.js";
@@ -10,7 +10,7 @@ import { type FakeOpenAI, startFakeOpenAI, turn } from "../../src/testing/index.
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
 import { type RunningServe, waitUntilServing } from "../host/running-serve.js";
 import { linesOf, runCli, stackLines, startBinary } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * `--config agentloop.config.js`: agents written in code, with tools from `defineTool`, served by
@@ -25,7 +25,7 @@ let bus: NatsBus;
 let directory: string;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "serve-config-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-config-"));
   // The project a user writes a config file in has agentloop installed: here, this repository.

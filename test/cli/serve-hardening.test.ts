@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject, controlSubject, sessionEventsPattern } from "../../src/bus/subjects.js";
 import type { AgentEvent } from "../../src/events/types.js";
@@ -17,7 +17,7 @@ import {
 import { type Inbox, record, uniqueRoot } from "../bus/bus-helpers.js";
 import { type RunningServe, startServe, waitUntilServing } from "../host/running-serve.js";
 import { parseJsonl, runBinary } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Issue 9 through `agentloop serve` on a real nats-server, black-box: the session cap
@@ -33,7 +33,7 @@ let serve: RunningServe | undefined;
 const inboxes: Inbox[] = [];
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "serve-hardening-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-hardening-"));
 });

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { chatTurnSse, turn } from "../../src/testing/index.js";
@@ -17,7 +17,7 @@ import {
   textTurn,
   waitFor,
 } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Issue 9, defect 2, black-box: `agentloop serve` (a real process) killed with SIGKILL mid-chat.
@@ -31,7 +31,7 @@ let directory: string;
 const providers: FakeProvider[] = [];
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "serve-killed-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-killed-"));
 });

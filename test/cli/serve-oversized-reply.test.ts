@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import type { AgentEvent } from "../../src/events/types.js";
 import { type FakeOpenAI, startFakeOpenAI, turn } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { type RunningServe, startServe, waitUntilServing } from "../host/running-serve.js";
 import { linesOf, runCli, stackLines } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Issue 9, defect 5, end to end: an answer over nats-server's max_payload (1 MB by default) lost
@@ -23,7 +23,7 @@ let prefix: string;
 const DELTA = "0123456789".repeat(40_000);
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "oversized-reply-test" });
   model = await startFakeOpenAI({ chat: [turn({ text: [DELTA, DELTA, DELTA] })] });
   prefix = uniqueRoot();

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { SqliteContextHistory } from "../../src/context/sqlite-context-history.js";
 import { chatTurnSse, type FakeOpenAI, startFakeOpenAI, turn } from "../../src/testing/index.js";
@@ -9,7 +9,7 @@ import { uniqueRoot } from "../bus/bus-helpers.js";
 import { killServeProcesses, startServeProcess, waitUntilServing } from "../host/running-serve.js";
 import { danglingToolCalls } from "../support/agent-harness.js";
 import { runCli, toolResults, waitFor } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Issue 9, defect 2, black-box: a second SIGTERM to `agentloop serve` (a real process) used to exit
@@ -26,7 +26,7 @@ let directory: string;
 let model: FakeOpenAI | undefined;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "serve-second-signal-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-signal-"));
 });

@@ -2,20 +2,20 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
 import { startServe, waitUntilServing } from "../host/running-serve.js";
 import { linesOf, runCli, stackLines } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 let server: NatsServer;
 let bus: NatsBus;
 let directory: string;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "serve-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-serve-"));
 });

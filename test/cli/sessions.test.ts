@@ -1,14 +1,14 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatSession, liveSessions } from "../../src/cli/commands/sessions.js";
 import { leaseKey, type StoredLease } from "../../src/cluster/session-lease.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { linesOf, runCli } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 let server: NatsServer;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
 });
 
 afterAll(async () => {

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { createEventLogger, parseSince } from "../../src/cli/commands/tail.js";
@@ -10,7 +10,7 @@ import type { AgentEvent } from "../../src/events/types.js";
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
 import { type RunningServe, startServe, waitUntilServing } from "../host/running-serve.js";
 import { linesOf, runCli, waitFor } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 let server: NatsServer;
 let bus: NatsBus;
@@ -19,7 +19,7 @@ let serve: RunningServe;
 let prefix: string;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "tail-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-tail-"));
   prefix = uniqueRoot();

@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Subscription } from "../../src/bus/bus.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject, controlSubject, sessionEventsPattern } from "../../src/bus/subjects.js";
@@ -18,7 +18,7 @@ import {
   toolResults,
   waitFor,
 } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Issue 12, black-box: `agentloop serve` (a real process) with an agent whose `current_time`
@@ -35,7 +35,7 @@ const providers: FakeProvider[] = [];
 const subscriptions: Subscription[] = [];
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "tool-approval-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-approval-"));
   agentsFile = join(directory, "agents.json");

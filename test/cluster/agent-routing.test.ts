@@ -1,11 +1,11 @@
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject, controlSubject } from "../../src/bus/subjects.js";
 import { AgentRouting } from "../../src/cluster/agent-routing.js";
 import { AgentHost } from "../../src/host/agent-host.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { FakeAgent } from "../host/fake-agent.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Hosts with different agents on one prefix share the queue group on `<prefix>.agents.*.*`: a
@@ -18,7 +18,7 @@ let client: NatsBus;
 const cleanups: (() => Promise<void>)[] = [];
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   client = await NatsBus.connect({ url: server.url, name: "agent-routing-test" });
 });
 

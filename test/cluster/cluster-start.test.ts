@@ -1,9 +1,9 @@
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SessionCluster } from "../../src/cluster/session-cluster.js";
 import { leaseTiming } from "../../src/cluster/session-lease.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
-import { acquireNatsServer, type NatsServer, startNatsServer } from "../support/nats-server.js";
+import { type NatsServer, startNatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * How a host opens its lease and reply buckets: a server that answers "no JetStream" leaves the
@@ -16,7 +16,7 @@ let withoutJetStream: NatsServer;
 const connections: NatsConnection[] = [];
 
 beforeAll(async () => {
-  withJetStream = await acquireNatsServer(inject("natsUrl"));
+  withJetStream = await workerNatsServer();
   withoutJetStream = await startNatsServer({ jetStream: false });
 });
 

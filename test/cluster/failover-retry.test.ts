@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInbox } from "@nats-io/transport-node";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Subscription } from "../../src/bus/bus.js";
 import { type ChatReply, parseChatReply } from "../../src/bus/contract.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
@@ -30,7 +30,7 @@ import {
 } from "../host/running-serve.js";
 import { danglingToolCalls } from "../support/agent-harness.js";
 import { waitFor } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Issue 11, black-box: a chat request with an `id` is answered once per id across a failover. Two
@@ -48,7 +48,7 @@ const providers: FakeProvider[] = [];
 const subscriptions: Subscription[] = [];
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "failover-retry-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-failover-"));
   agentsFile = join(directory, "agents.json");

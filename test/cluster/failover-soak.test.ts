@@ -1,30 +1,37 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KILL_POINTS, runFailoverSoak } from "../../bench/soak/failover-soak.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { assertFreshBuild } from "../support/fresh-build.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 11, the bounded failover soak (the full one is `npm run soak`): three `serve --history
- * nats --lease-ttl 2s` processes (dist/), the session's owner killed with SIGKILL mid-stream,
- * mid-tool and with messages queued, every id retried until answered.
+ * The failover soak, short: three `serve --history nats --lease-ttl 2s` processes (dist/), the
+ * session's owner killed with SIGKILL once at each kill point (mid-stream, mid-tool, with messages
+ * queued), every id retried until answered. The long randomised run is `npm run soak`.
  */
 
 let server: NatsServer;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  assertFreshBuild();
+  server = await workerNatsServer();
 });
 
 afterAll(async () => {
   await server.stop();
 });
 
-describe("the failover soak, bounded", () => {
+describe("the failover soak, one run per kill point", () => {
   it(
     "each id gets its one result, histories have no dangling tool call, no side effect twice, the next owner serves in time",
-    { timeout: 300_000 },
+    { timeout: 180_000 },
     async () => {
-      const report = await runFailoverSoak({ runs: 6, seed: 11, natsUrl: server.url, prefix: uniqueRoot() });
+      const report = await runFailoverSoak({
+        runs: KILL_POINTS.length,
+        seed: 11,
+        natsUrl: server.url,
+        prefix: uniqueRoot(),
+      });
 
       expect(report.violations).toEqual([]);
       // Every kill point was exercised and each kill was followed by a takeover.

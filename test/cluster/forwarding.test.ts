@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject, controlSubject } from "../../src/bus/subjects.js";
 import { type DedupedChat, RequestDedupe } from "../../src/cluster/request-dedupe.js";
@@ -8,7 +8,7 @@ import { AgentHost } from "../../src/host/agent-host.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { FakeAgent } from "../host/fake-agent.js";
 import { waitFor } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Issue 11 in process: two AgentHosts with their own NATS connections and session clusters, fake
@@ -20,7 +20,7 @@ let client: NatsBus;
 const cleanups: (() => Promise<void>)[] = [];
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   client = await NatsBus.connect({ url: server.url, name: "forwarding-test" });
 });
 

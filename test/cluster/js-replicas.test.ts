@@ -1,11 +1,11 @@
 import { jetstreamManager } from "@nats-io/jetstream";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { jetStreamName } from "../../src/bus/subjects.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { startServe, waitUntilServing } from "../host/running-serve.js";
 import { linesOf, runCli } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer, startNatsCluster } from "../support/nats-server.js";
+import { type NatsServer, startNatsCluster, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * `--js-replicas N` (issue 11): the replicas of the streams and KV buckets a host creates, on a
@@ -53,7 +53,7 @@ describe("--js-replicas", () => {
   const prefixes: string[] = [];
 
   beforeAll(async () => {
-    server = await acquireNatsServer(inject("natsUrl"));
+    server = await workerNatsServer();
     bus = await NatsBus.connect({ url: server.url, name: "js-replicas-test" });
   });
 

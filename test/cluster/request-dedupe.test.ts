@@ -2,16 +2,16 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Kvm } from "@nats-io/kv";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChatReply } from "../../src/bus/contract.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { RequestDedupe, replyBucketName, replyKey } from "../../src/cluster/request-dedupe.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import {
-  acquireNatsServer,
   type NatsServer,
   startNatsServer,
   startRestartableNatsServer,
+  workerNatsServer,
 } from "../support/nats-server.js";
 
 /**
@@ -23,7 +23,7 @@ let server: NatsServer;
 let bus: NatsBus;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "request-dedupe-test" });
 });
 

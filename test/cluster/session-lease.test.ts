@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { fenceHistory, LeaseLostError } from "../../src/cluster/lease-fence.js";
 import { LeaseKeeper } from "../../src/cluster/lease-keeper.js";
@@ -12,13 +12,13 @@ import {
 import { InMemoryContextHistory } from "../../src/context/in-memory-history.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { waitFor } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer, startRestartableNatsServer } from "../support/nats-server.js";
+import { type NatsServer, startRestartableNatsServer, workerNatsServer } from "../support/nats-server.js";
 
 let server: NatsServer;
 let bus: NatsBus;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "session-lease-test" });
 });
 

@@ -1,6 +1,6 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { headers } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { CorruptHistoryError, HistoryConflictError } from "../../src/context/history-errors.js";
 import { JetStreamRecordLog } from "../../src/context/jetstream-record-log.js";
@@ -11,7 +11,7 @@ import {
   type NatsHistoryStoreOptions,
 } from "../../src/context/nats-history-store.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { describeHistoryContract, type HistoryBackend } from "./history-contract.js";
 import { conversation } from "./history-fixtures.js";
 
@@ -19,7 +19,7 @@ let server: NatsServer;
 let bus: NatsBus;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "nats-history-test" });
 });
 

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Bus, BusMessage } from "../../src/bus/bus.js";
 import { LocalBus } from "../../src/bus/local-bus.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
@@ -6,7 +6,7 @@ import { createEventEmitter, TAKES_STAMPED_EVENTS } from "../../src/events/event
 import { createBusEventPublisher } from "../../src/events/publisher.js";
 import type { AgentEvent } from "../../src/events/types.js";
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 function delta(session: string, seq: number): AgentEvent {
   return {
@@ -266,7 +266,7 @@ describe("createBusEventPublisher on a bus that takes bytes", () => {
 describe("events over the bus's max payload (issue 9, defect 5)", () => {
   let server: NatsServer;
   beforeAll(async () => {
-    server = await acquireNatsServer(inject("natsUrl"));
+    server = await workerNatsServer();
   });
   afterAll(async () => {
     await server.stop();
@@ -330,7 +330,7 @@ describe("events over the bus's max payload (issue 9, defect 5)", () => {
 describe("event delivery with many concurrent streams", () => {
   let server: NatsServer;
   beforeAll(async () => {
-    server = await acquireNatsServer(inject("natsUrl"));
+    server = await workerNatsServer();
   });
   afterAll(async () => {
     await server.stop();

@@ -5,6 +5,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { assertFreshBuild } from "../support/fresh-build.js";
 
 /**
  * `npm test` runs the example project's own tests (examples/support-desk): a project that depends on
@@ -34,6 +35,8 @@ function isDanglingLink(path: string): boolean {
 
 describe("examples/support-desk", () => {
   it("passes its own vitest suite against the built package", async () => {
+    // The example imports the built package: old code would be checked.
+    assertFreshBuild();
     linkAgentloop();
     // The bin of the vitest this repository runs (its package exports no path to it).
     const vitest = join(dirname(createRequire(import.meta.url).resolve("vitest/package.json")), "vitest.mjs");

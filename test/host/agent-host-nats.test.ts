@@ -1,12 +1,12 @@
-import { afterAll, beforeAll, inject } from "vitest";
+import { afterAll, beforeAll } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { registerAgentHostContractTests } from "./agent-host-contract.js";
 
 let server: NatsServer;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
 });
 
 afterAll(async () => {

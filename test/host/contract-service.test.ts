@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { AgentHost } from "../../src/host/agent-host.js";
 import { ContractService } from "../../src/host/contract-service.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { FakeAgent } from "./fake-agent.js";
 
 /** Our own contract as the `agentloop` micro service (src/host/contract-service.ts). */
@@ -13,7 +13,7 @@ let server: NatsServer;
 let bus: NatsBus;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "contract-service-test" });
 });
 

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalBus } from "../../src/bus/local-bus.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
@@ -7,7 +7,7 @@ import { startHost } from "../../src/host/start-host.js";
 import { ConfigurationError } from "../../src/llm/configuration-error.js";
 import { ScriptedBackend } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /** Issue 11: `startHost({ history: "nats", hostId })`: one session, two hosts in turn, one history. */
 
@@ -15,7 +15,7 @@ let server: NatsServer;
 let bus: NatsBus;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "shared-history-host-test" });
 });
 

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import Database from "better-sqlite3";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type AgentDatabase,
   HISTORY_SCHEMA_VERSION,
@@ -14,7 +14,7 @@ import { pinDatabase, statement } from "../../src/context/sqlite-statements.js";
 import type { ChatJournal, JournalEntry } from "../../src/journal/chat-journal.js";
 import { decodeKeyToken, encodeKeyToken, KvChatJournal } from "../../src/journal/kv-chat-journal.js";
 import { SqliteChatJournal } from "../../src/journal/sqlite-chat-journal.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 const entry: JournalEntry = {
   chat: {
@@ -120,7 +120,7 @@ let server: NatsServer;
 let connection: NatsConnection;
 let bucketNumber = 0;
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   connection = await connect({ servers: server.url });
 });
 afterAll(async () => {

@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Subscription } from "../../src/bus/bus.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject, sessionEventsPattern } from "../../src/bus/subjects.js";
@@ -14,7 +14,7 @@ import { turn } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { killServeProcesses, startServeProcess, waitUntilServing } from "../host/running-serve.js";
 import { type FakeProvider, startFakeProvider, textTurn, toolResults, waitFor } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Issue 11, black-box: `agentloop serve` (the built binary) is killed with SIGKILL while a
@@ -31,7 +31,7 @@ const providers: FakeProvider[] = [];
 const subscriptions: Subscription[] = [];
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "journal-crash-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-journal-crash-"));
   agentsFile = join(directory, "agents.json");

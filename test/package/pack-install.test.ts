@@ -1,10 +1,11 @@
 import { execFile } from "node:child_process";
-import { copyFile, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { copyFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { assertFreshBuild } from "../support/fresh-build.js";
 
 /**
  * The published package as a user gets it: `npm pack`, installed from the tarball into a fresh
@@ -22,24 +23,9 @@ let project: string;
 let tarball: string;
 let packedFiles: string[];
 
-/** Fails early, with the fix, when dist/ is older than a source file: the test would check old code. */
-async function assertBuildIsFresh(): Promise<void> {
-  const built = await stat(join(ROOT, "dist/src/index.js")).catch(() => undefined);
-  if (built === undefined) throw new Error("dist/src/index.js is missing: run `npm run build` first");
-  for (const folder of ["src", "machines", "actors"]) {
-    const entries = await readdir(join(ROOT, folder), { recursive: true, withFileTypes: true });
-    for (const entry of entries) {
-      if (!entry.isFile() || !entry.name.endsWith(".ts")) continue;
-      const source = join(entry.parentPath, entry.name);
-      if ((await stat(source)).mtimeMs > built.mtimeMs) {
-        throw new Error(`${source} is newer than dist/: run \`npm run build\` first`);
-      }
-    }
-  }
-}
-
 beforeAll(async () => {
-  await assertBuildIsFresh();
+  // The tarball packs dist/: old code would be checked.
+  assertFreshBuild();
   directory = await mkdtemp(join(tmpdir(), "agentloop-pack-"));
   const { stdout } = await run(
     "npm",

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   AgentNoRespondersError,
   AgentNotFoundError,
@@ -14,7 +14,7 @@ import {
 } from "../../src/protocol/agent-client.js";
 import { discoverAgents } from "../../src/protocol/discovery.js";
 import { waitFor } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { type FakeProtocolAgent, startFakeProtocolAgent } from "./fake-protocol-agent.js";
 
 describe("the protocol client against a fake agent on a real nats-server", () => {
@@ -25,7 +25,7 @@ describe("the protocol client against a fake agent on a real nats-server", () =>
   let owner: string;
 
   beforeAll(async () => {
-    server = await acquireNatsServer(inject("natsUrl"));
+    server = await workerNatsServer();
     connection = await connect({ servers: server.url });
   });
   afterAll(async () => {

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { createInbox } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { controlSubject } from "../../src/bus/subjects.js";
 import { approvalQuestion, readApprovalAnswer } from "../../src/protocol/approval-queries.js";
@@ -12,7 +12,7 @@ import { turn } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { type RunningServe, startServe, waitUntilServing } from "../host/running-serve.js";
 import { type FakeProvider, startFakeProvider, textTurn, toolResults } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Issue 13: a tool call that needs approval, in a chat started by an Agent Protocol prompt, is
@@ -32,7 +32,7 @@ const timeCall = turn({ toolCalls: [{ id: "call_1", name: "current_time", argume
 const QUESTION = "Approve current_time({})? Answer yes or no (optionally: no, <reason>).";
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "protocol-approval-query" });
   nc = bus.connection;
   model = await startFakeProvider("openai-chat", [

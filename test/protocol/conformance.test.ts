@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import { createInbox } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { Heartbeat, StreamChunk } from "../../src/protocol/stream-chunks.js";
@@ -18,7 +18,7 @@ import {
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
 import { type RunningServe, startServe, waitUntilServing } from "../host/running-serve.js";
 import { waitFor } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * The Synadia Agent Protocol v0.3 conformance suite, written from the protocol notes
@@ -46,7 +46,7 @@ function lastUserText(body: unknown): string {
 }
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "protocol-conformance" });
   nc = bus.connection;
   fake = await startFakeOpenAI({

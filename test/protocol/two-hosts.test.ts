@@ -1,9 +1,10 @@
-import { afterEach, describe, expect, inject, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import type { AgentEvent } from "../../src/events/types.js";
 import { type RunningHost, startHost } from "../../src/host/start-host.js";
 import { ScriptedBackend } from "../../src/testing/index.js";
+import { workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Issue 13: a second agentloop host calls the first one's agent through `ask_agent` over the NATS
@@ -17,7 +18,7 @@ afterEach(async () => {
 });
 
 async function connect(name: string): Promise<NatsBus> {
-  const bus = await NatsBus.connect({ url: inject("natsUrl"), name });
+  const bus = await NatsBus.connect({ url: (await workerNatsServer()).url, name });
   closers.push(() => bus.close());
   return bus;
 }

@@ -1,9 +1,9 @@
 import { createInbox, type Msg } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { Heartbeat, StreamChunk } from "../../src/protocol/stream-chunks.js";
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { type RunningUp, startUp } from "../ui/support/running-up.js";
 
 /**
@@ -18,7 +18,7 @@ let up: RunningUp;
 const owner = `o${uniqueRoot()}`;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "protocol-readme" });
   up = await startUp(
     ["--port", "0", "--nats", server.url, "--prefix", uniqueRoot(), "--owner", owner, "--heartbeat", "500ms"],

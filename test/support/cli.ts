@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
 import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import type { AgentEvent } from "../../src/events/types.js";
@@ -15,6 +14,7 @@ import {
   startFakeOpenAI,
   type TurnSpec,
 } from "../../src/testing/index.js";
+import { assertFreshBuild } from "./fresh-build.js";
 
 /**
  * Helpers for the CLI suites: run `main()` in-process with captured output, spawn the built
@@ -82,12 +82,13 @@ export interface RunningBinary {
 /**
  * Spawns `node dist/src/cli/bin.js ...argv` with an env of PATH plus `env`. A child still running
  * after `timeoutMs` (default 20 s) is killed and `result` rejects.
+ * @throws Error at once when dist/ is missing or older than a source file (see assertFreshBuild).
  */
 export function startBinary(
   argv: readonly string[],
   options: { env?: Record<string, string>; timeoutMs?: number; input?: string } = {},
 ): RunningBinary {
-  if (!existsSync(BIN_PATH)) throw new Error(`${BIN_PATH} is missing: run \`npm run build\` first`);
+  assertFreshBuild();
   const child = spawn(process.execPath, [BIN_PATH, ...argv], {
     env: cleanEnv(options.env),
     // `input`: piped to stdin, then end of input (otherwise stdin is empty).

@@ -62,14 +62,24 @@ export async function startNatsServer(options: StartNatsServerOptions = {}): Pro
 }
 
 /**
- * The test's server: the one the global setup provided (pass `inject("natsUrl")`), else a private
- * one, so a single test file also runs without the global setup.
+ * The nats-server of the vitest worker slot this test file runs in (JetStream on): one of those the
+ * global setup started, picked by `VITEST_POOL_ID`, so files running at the same time never share
+ * a server. Without the global setup (a file run by other means) it starts a private one. `stop()`
+ * stops only a server started here; the global setup stops its own at the end of the run.
  */
-export async function acquireNatsServer(providedUrl: string | undefined): Promise<NatsServer> {
-  if (providedUrl !== undefined && providedUrl !== "") {
-    return { url: providedUrl, storeDir: "", stop: async () => {} };
+export async function workerNatsServer(): Promise<NatsServer> {
+  // Imported here, not at the top: the global setup loads this file outside any test worker.
+  const { inject } = await import("vitest");
+  const urls = inject("natsUrls");
+  if (urls === undefined || urls.length === 0) return startNatsServer();
+  const slot = Number(process.env.VITEST_POOL_ID ?? "1");
+  const url = urls[slot - 1];
+  if (url === undefined) {
+    throw new Error(
+      `vitest worker slot ${slot} has no nats-server: the global setup started ${urls.length}, one per worker`,
+    );
   }
-  return startNatsServer();
+  return { url, storeDir: "", stop: async () => {} };
 }
 
 /** A private nats-server that a test can kill and bring back (reconnect tests). */

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { LocalBus } from "../../src/bus/local-bus.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { QUERY_REFUSAL } from "../../src/protocol/agent-client.js";
@@ -8,7 +8,7 @@ import { ToolCancelledError, ToolError } from "../../src/tools/tool-errors.js";
 import { runToolCall, TOOL_RESULT_LIMIT } from "../../src/tools/tool-runner.js";
 import { type FakeProtocolAgent, startFakeProtocolAgent } from "../protocol/fake-protocol-agent.js";
 import { waitFor } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { createTestToolContext } from "./tool-context.js";
 
 function call(args: Record<string, unknown>) {
@@ -22,7 +22,7 @@ describe("ask_agent with a protocol target (issue 13, caller side)", () => {
   let owner: string;
 
   beforeAll(async () => {
-    server = await acquireNatsServer(inject("natsUrl"));
+    server = await workerNatsServer();
     bus = await NatsBus.connect({ url: server.url });
   });
   afterAll(async () => {

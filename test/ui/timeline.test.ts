@@ -1,13 +1,13 @@
 import { mkdirSync } from "node:fs";
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureEventStream, eventStreamName } from "../../src/bus/event-log.js";
 import { LocalBus } from "../../src/bus/local-bus.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import type { EventBody } from "../../src/events/types.js";
 import { startUiServer, type UiServer } from "../../src/ui/ui-server.js";
-import { acquireNatsServer } from "../support/nats-server.js";
+import { workerNatsServer } from "../support/nats-server.js";
 import { iterationLikeMachine, loopLikeMachine } from "../viz/test-machines.js";
 import { createGate, type ScriptStep, startScriptedAgent } from "./scripted-agent.js";
 import { launchChromium } from "./support/launch-chromium.js";
@@ -387,7 +387,7 @@ describe("the chat timeline", () => {
   });
 
   it("draws the same chat replayed from the JetStream log", async () => {
-    const nats = await acquireNatsServer(inject("natsUrl"));
+    const nats = await workerNatsServer();
     const bus = await NatsBus.connect({ url: nats.url, name: "timeline-test" });
     const prefix = `tltest${Date.now().toString(36)}`;
     let server: UiServer | undefined;

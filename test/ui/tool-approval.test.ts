@@ -2,11 +2,11 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { turn } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { type FakeProvider, startFakeProvider, textTurn, toolResults } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { launchChromium } from "./support/launch-chromium.js";
 import { type RunningUp, startUp } from "./support/running-up.js";
 
@@ -31,7 +31,7 @@ const timeCall = turn({ toolCalls: [{ id: "call_1", name: "current_time", argume
 
 beforeAll(async () => {
   browser = await launchChromium();
-  nats = await acquireNatsServer(inject("natsUrl"));
+  nats = await workerNatsServer();
   directory = await mkdtemp(join(tmpdir(), "agentloop-ui-approval-"));
   const agents = join(directory, "agents.json");
   await writeFile(

@@ -1,9 +1,9 @@
 import { PassThrough } from "node:stream";
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { CliContext, RuntimeConfig } from "../../src/cli/cli-context.js";
 import { UsageError } from "../../src/cli/cli-context.js";
 import { uiCommand } from "../../src/cli/commands/ui.js";
-import { acquireNatsServer } from "../support/nats-server.js";
+import { workerNatsServer } from "../support/nats-server.js";
 
 /** Runs `agentloop ui` in-process; resolves once it printed its URL. */
 function runUi(natsUrl: string, flags: CliContext["flags"] = {}) {
@@ -60,7 +60,7 @@ describe("agentloop ui", () => {
   });
 
   it("uses NATS when reachable, with the JetStream log for history", async () => {
-    const server = await acquireNatsServer(inject("natsUrl"));
+    const server = await workerNatsServer();
     try {
       const run = runUi(server.url);
       const url = await run.url;

@@ -1,6 +1,6 @@
 import { request as httpRequest } from "node:http";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { BusMessage } from "../../src/bus/bus.js";
 import { ensureEventStream, eventStreamName } from "../../src/bus/event-log.js";
 import { LocalBus } from "../../src/bus/local-bus.js";
@@ -9,7 +9,7 @@ import { chatSubject, controlSubject } from "../../src/bus/subjects.js";
 import type { AgentEvent } from "../../src/events/types.js";
 import { startUiServer, type UiServer } from "../../src/ui/ui-server.js";
 import { MACHINE_NAMES } from "../../src/viz/machines.js";
-import { acquireNatsServer } from "../support/nats-server.js";
+import { workerNatsServer } from "../support/nats-server.js";
 import { loopLikeMachine } from "../viz/test-machines.js";
 import { checkWellFormed } from "../viz/xml-check.js";
 import { createEventFactory, publishEvents, SseReader } from "./ui-helpers.js";
@@ -304,7 +304,7 @@ describe("statecharts and the page", () => {
 
 describe("with a JetStream event log", () => {
   it("replays a session's history from the log", async () => {
-    const nats = await acquireNatsServer(inject("natsUrl"));
+    const nats = await workerNatsServer();
     const natsBus = await NatsBus.connect({ url: nats.url, name: "ui-server-test" });
     const prefix = `uitest${Date.now().toString(36)}`;
     const ui = await startUiServer({ bus: natsBus, prefix, natsConnection: natsBus.connection });

@@ -1,6 +1,6 @@
 import { mkdirSync } from "node:fs";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   chatTurnSse,
   cutAfterFrames,
@@ -12,7 +12,7 @@ import {
 } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { conversationText } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { launchChromium } from "./support/launch-chromium.js";
 import { recordPage } from "./support/page-recorder.js";
 import { type RunningUp, startUp } from "./support/running-up.js";
@@ -271,7 +271,7 @@ describe("agentloop up: NATS and a provider stream that is cut, then one that is
   const pageErrors: string[] = [];
 
   beforeAll(async () => {
-    nats = await acquireNatsServer(inject("natsUrl"));
+    nats = await workerNatsServer();
     fake = await startFakeOpenAI({ chat: createProviderScript() });
     up = await startUp(
       [
