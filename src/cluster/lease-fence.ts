@@ -1,5 +1,6 @@
 import type { ContextHistory } from "../context/context-history.js";
 import type { LlmClient } from "../llm/llm-client.js";
+import type { GenerateRequest } from "../llm/types.js";
 
 /**
  * What a session checks before it acts on shared state (a history write, a model request): that
@@ -52,11 +53,24 @@ export function fenceHistory(history: ContextHistory, fence: LeaseFence | undefi
 }
 
 /**
- * The model client, refusing to start a request once the lease is gone: a host resumed after a
- * pause must not send one more request of a session another host now runs.
+ * The model client, refusing to start a request, and every retry of one, once the lease is gone: a
+ * host resumed after a pause (or that lost the session during a backoff) must not send one more
+ * request of a session another host now runs. The check before each retry rides on the request's
+ * `beforeAttempt`, which the retrying client calls; the check before the call also fences a client
+ * that does not.
  */
 export function fenceLlm(llm: LlmClient, fence: LeaseFence | undefined): LlmClient {
   if (fence === undefined) return llm;
+  const fenced = (request: GenerateRequest): GenerateRequest => {
+    const before = request.beforeAttempt;
+    return {
+      ...request,
+      beforeAttempt: () => {
+        fence.assertHeld();
+        before?.();
+      },
+    };
+  };
   return {
     get backend() {
       return llm.backend;
@@ -64,11 +78,11 @@ export function fenceLlm(llm: LlmClient, fence: LeaseFence | undefined): LlmClie
     setBackend: (backend) => llm.setBackend(backend),
     generate: async (request) => {
       fence.assertHeld();
-      return llm.generate(request);
+      return llm.generate(fenced(request));
     },
     generateStream: async (request, sink) => {
       fence.assertHeld();
-      return llm.generateStream(request, sink);
+      return llm.generateStream(fenced(request), sink);
     },
   };
 }

@@ -49,7 +49,8 @@ export interface RetryingLlmClientOptions {
  * (retryable), keeping the original as `cause`: backends map every provider and HTTP failure
  * themselves, so what escapes unmapped comes from below them (undici's `TypeError: fetch failed`,
  * a socket error with a `code`). Whatever the error, once the request's signal has aborted it
- * becomes a {@link CancelledError}.
+ * becomes a {@link CancelledError}. Before each attempt the request's `beforeAttempt` runs; what it
+ * throws (a lost lease) ends the request as it is.
  */
 export class RetryingLlmClient implements LlmClient {
   #backend: LlmBackend;
@@ -92,6 +93,7 @@ export class RetryingLlmClient implements LlmClient {
     let strayRetried = false;
     for (;;) {
       throwIfAborted(signal);
+      request.beforeAttempt?.();
       let outcome: { response: GenerateResponse } | { error: LlmError };
       try {
         outcome = { response: await raceAbort(backend.generate(request), signal) };
@@ -128,6 +130,7 @@ export class RetryingLlmClient implements LlmClient {
     let attempt = 1;
     for (;;) {
       throwIfAborted(signal);
+      request.beforeAttempt?.();
       const attemptSink = new AttemptSink(sink);
       let response: GenerateResponse;
       try {

@@ -155,6 +155,12 @@ export interface GenerateRequest {
   messages: Message[];
   options: LlmOptions;
   signal?: AbortSignal;
+  /**
+   * Called by the client right before each attempt, the first and every retry (backends never call
+   * it). What it throws ends the request as thrown, never retried: the session's lease fence uses
+   * it, so a host that lost the session during a backoff does not send the retry.
+   */
+  beforeAttempt?: () => void;
 }
 
 /**
