@@ -188,7 +188,7 @@ export class ToolApprovals {
     } else {
       await this.#history?.savePendingApproval?.(pending);
     }
-    this.#send(live.actor, toApprovalEvent(call.toolCallId, call.decision));
+    this.#send(live.actor, toApprovalEvent(call, call.decision));
     return { ok: true };
   }
 
@@ -236,7 +236,7 @@ export class ToolApprovals {
       const live = this.#live;
       if (live === undefined) return;
       for (const call of parked.calls) {
-        if (call.decision) this.#send(live.actor, toApprovalEvent(call.toolCallId, call.decision));
+        if (call.decision) this.#send(live.actor, toApprovalEvent(call, call.decision));
       }
     });
     this.#resuming.catch(() => {});
@@ -253,14 +253,20 @@ export class ToolApprovals {
   }
 }
 
+/**
+ * The machine's event for a decision, bound to the call's id and the arguments it was announced
+ * with: the iteration takes it only for the call it held with exactly those arguments.
+ */
 function toApprovalEvent(
-  toolCallId: string,
+  call: { toolCallId: string; arguments: string },
   decision: { approved: boolean; reason?: string | undefined },
 ): ApprovalEvent {
-  if (decision.approved) return { type: "approval.granted", toolCallId };
+  const { toolCallId } = call;
+  if (decision.approved) return { type: "approval.granted", toolCallId, arguments: call.arguments };
   return {
     type: "approval.denied",
     toolCallId,
+    arguments: call.arguments,
     ...(decision.reason !== undefined ? { reason: decision.reason } : {}),
   };
 }
