@@ -186,7 +186,15 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   }
   if (bus instanceof NatsBus) {
     try {
-      protocol = await AgentProtocolHost.start({ connection: bus.connection, host, ...options.protocol });
+      const selfApproving = new Set(
+        options.definitions.filter((definition) => definition.selfApprove === true).map(({ name }) => name),
+      );
+      protocol = await AgentProtocolHost.start({
+        connection: bus.connection,
+        host,
+        canSelfApprove: (agent) => selfApproving.has(agent),
+        ...options.protocol,
+      });
     } catch (error) {
       await host.close();
       await contract?.stop();
