@@ -107,7 +107,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
     prefix: config.prefix,
     redactor,
     // The shell reads the variables it passes on from the same environment as the providers.
-    shell: { env },
+    shell: { env, log },
     ...(config.db === undefined ? {} : { db: config.db }),
     ...(histories === undefined
       ? {}
