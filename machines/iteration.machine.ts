@@ -3,6 +3,7 @@ import type { SessionDeps } from "../src/agent/session-deps.js";
 import type { ErrorInfo } from "../src/errors/error-info.js";
 import type { GenerateResponse, LlmOptions, Message, TokenUsage, ToolCall } from "../src/llm/types.js";
 import { emptyUsage } from "../src/llm/types.js";
+import { uniqueToolCallIds } from "../src/llm/unique-tool-call-ids.js";
 
 /**
  * One iteration of the agentic loop (SPEC §3): stream one model response, assemble the assistant
@@ -127,13 +128,17 @@ export function backfilledResults(context: IterationContext): Message[] {
   return [...ordered.map((outcome) => outcome.message), ...ordered.flatMap((outcome) => outcome.appended)];
 }
 
-/** Builds the assistant message from the full response (content, tool calls, reasoning, thinking). */
+/**
+ * Builds the assistant message from the full response (content, tool calls, reasoning, thinking).
+ * A call id the turn repeats is renamed (see `uniqueToolCallIds`) before anything runs: each call
+ * then has its own approval, result and events.
+ */
 export function assembleAssistantMessage(response: GenerateResponse, isFinal = false): Message {
   const message: Message = { role: "assistant", content: response.content };
   // The final turn may not call tools: a server that ignored `tool_choice: "none"` gets its calls
   // dropped, so the turn ends with its text instead of running tools nobody will answer.
   if (response.toolCalls.length > 0 && !isFinal)
-    message.toolCalls = response.toolCalls.map((call) => ({ ...call }));
+    message.toolCalls = uniqueToolCallIds(response.toolCalls).map((call) => ({ ...call }));
   if (response.reasoningContent) message.reasoningContent = response.reasoningContent;
   if (response.thinkingBlocks && response.thinkingBlocks.length > 0) {
     message.thinkingBlocks = response.thinkingBlocks.map((block) => ({ ...block }));

@@ -96,6 +96,8 @@ export class AgentSession implements Agent {
   #toolCallLimit: LimitFunction | undefined;
   /** Built at the session's first chat or decision (at once when a parked approval waits). */
   #approvals: ToolApprovals | undefined;
+  /** Tools the agents that asked this session need approval for (see {@link inheritApprovals}). */
+  readonly #inherited = new Set<string>();
 
   private constructor(params: AgentSessionParams) {
     this.name = params.name;
@@ -116,6 +118,7 @@ export class AgentSession implements Agent {
         agent: this.name,
         session: this.session,
         depth: this.#depth,
+        approvalRequired: this.#approvalChain(),
         ...(params.post ? { post: params.post } : {}),
       }),
       recordMessage: journal
@@ -125,7 +128,9 @@ export class AgentSession implements Agent {
           }
         : params.recordMessage,
       needsApproval: (call: ToolCall) =>
-        settings.approvalList.has(call.name) || toolSets.some((set) => set.needsApproval?.(call) === true),
+        settings.approvalList.has(call.name) ||
+        this.#inherited.has(call.name) ||
+        toolSets.some((set) => set.needsApproval?.(call) === true),
       announceApprovals: (iteration, requests) => this.#toolApprovals().announce(iteration, requests),
       redactor: params.redactor,
       now: Date.now,
@@ -143,8 +148,31 @@ export class AgentSession implements Agent {
       tokenLimit: params.settings.tokenLimit,
       compactor: (fork, topic, signal) => agent.#compactFork(fork, topic, signal),
     });
+    for (const name of params.journal?.approvalRequired ?? []) agent.#inherited.add(name);
+    for (const name of params.parked?.approvalRequired ?? []) agent.#inherited.add(name);
     if (params.parked !== undefined) agent.#toolApprovals();
     return agent;
+  }
+
+  /**
+   * An agent that asked this session (`ask_agent`) needs approval for `toolNames`: so does every
+   * later call of this session to them, or asking another agent would get round the approval. The
+   * set only grows, and goes with the session's journal and a parked approval to another host.
+   */
+  inheritApprovals(toolNames: readonly string[]): void {
+    for (const name of toolNames) this.#inherited.add(name);
+    this.#params.journal?.requireApproval(toolNames);
+  }
+
+  /**
+   * The tools needing approval in this session's chain, passed on when it asks another agent: its
+   * own list, its tools that may ask for approval, and what it inherited.
+   */
+  #approvalChain(): string[] {
+    const { settings, toolSets } = this.#params;
+    const names = new Set([...settings.approvalList, ...this.#inherited]);
+    for (const set of toolSets) for (const name of set.approvalTools?.() ?? []) names.add(name);
+    return [...names].sort();
   }
 
   /** The session's journal (its queued chats are journaled by the session's mailbox). */
@@ -277,6 +305,7 @@ export class AgentSession implements Agent {
       redact: (text) => redactor.redact(text),
       parked,
       resume: (pending) => this.#resumeChat(pending),
+      inheritedApprovals: () => [...this.#inherited].sort(),
     });
     return this.#approvals;
   }

@@ -142,6 +142,11 @@ export interface Agent {
    * resumed one still running). Resolves with whether one was parked, once it has let go.
    */
   parkPendingApproval?(): Promise<boolean>;
+  /**
+   * The agent that asked this session (`ask_agent`) needs approval for these tools: from now on
+   * the session's calls to them need approval too (for the life of the session; never fewer).
+   */
+  inheritApprovals?(toolNames: readonly string[]): void;
   /** A chat of this session waits for a tool approval (so the session is not idle). */
   readonly hasPendingApproval?: boolean;
   /** The session's journal (its queued chats are journaled by the session's mailbox). */

@@ -116,6 +116,8 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     session,
     model: params.model,
     llm: params.llm,
+    // Spans leave the process like events: the same secrets are hidden in them.
+    ...(params.redactor === undefined ? {} : { redactor: params.redactor }),
     ...params.tracing,
   });
   if (tracing) listeners.push(tracing.listener);

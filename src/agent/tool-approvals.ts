@@ -44,6 +44,8 @@ export interface ToolApprovalsParams {
    * actor is attached (see {@link ToolApprovals.attach}); rejects when it cannot be restored.
    */
   resume(pending: PendingApproval): Promise<void>;
+  /** The tools the session's callers need approval for: kept with a parked approval. */
+  inheritedApprovals?(): readonly string[];
 }
 
 /**
@@ -57,6 +59,7 @@ export class ToolApprovals {
   readonly #events: EventEmitter;
   readonly #resume: (pending: PendingApproval) => Promise<void>;
   readonly #redact: (text: string) => string;
+  readonly #inheritedApprovals: () => readonly string[];
   #live: LiveChat | undefined;
   #parked: PendingApproval | undefined;
   #resuming: Promise<void> | undefined;
@@ -67,6 +70,7 @@ export class ToolApprovals {
     this.#parked = params.parked;
     this.#resume = params.resume;
     this.#redact = params.redact ?? ((text) => text);
+    this.#inheritedApprovals = params.inheritedApprovals ?? (() => []);
   }
 
   /** A chat of the session waits for a decision (running, or parked in the history). */
@@ -122,11 +126,14 @@ export class ToolApprovals {
   announce(iteration: number, requests: readonly ApprovalRequest[]): void {
     const live = this.#live;
     if (live === undefined) return;
+    const inherited = this.#inheritedApprovals();
     const pending: PendingApproval = {
       chatId: this.#events.chatId,
       iteration,
       calls: requests.map((request) => ({ ...request })),
       snapshot: {},
+      // A parked chat restored on another host keeps asking for what its callers need approved.
+      ...(inherited.length === 0 ? {} : { approvalRequired: [...inherited] }),
     };
     live.pending = pending;
     // After the current macrostep, so the snapshot shows the iteration in awaitingApproval.
@@ -188,7 +195,7 @@ export class ToolApprovals {
     } else {
       await this.#history?.savePendingApproval?.(pending);
     }
-    this.#send(live.actor, toApprovalEvent(call.toolCallId, call.decision));
+    this.#send(live.actor, toApprovalEvent(call, call.decision));
     return { ok: true };
   }
 
@@ -236,7 +243,7 @@ export class ToolApprovals {
       const live = this.#live;
       if (live === undefined) return;
       for (const call of parked.calls) {
-        if (call.decision) this.#send(live.actor, toApprovalEvent(call.toolCallId, call.decision));
+        if (call.decision) this.#send(live.actor, toApprovalEvent(call, call.decision));
       }
     });
     this.#resuming.catch(() => {});
@@ -253,14 +260,20 @@ export class ToolApprovals {
   }
 }
 
+/**
+ * The machine's event for a decision, bound to the call's id and the arguments it was announced
+ * with: the iteration takes it only for the call it held with exactly those arguments.
+ */
 function toApprovalEvent(
-  toolCallId: string,
+  call: { toolCallId: string; arguments: string },
   decision: { approved: boolean; reason?: string | undefined },
 ): ApprovalEvent {
-  if (decision.approved) return { type: "approval.granted", toolCallId };
+  const { toolCallId } = call;
+  if (decision.approved) return { type: "approval.granted", toolCallId, arguments: call.arguments };
   return {
     type: "approval.denied",
     toolCallId,
+    arguments: call.arguments,
     ...(decision.reason !== undefined ? { reason: decision.reason } : {}),
   };
 }

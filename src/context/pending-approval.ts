@@ -24,5 +24,7 @@ export const PendingApproval = z.object({
   iteration: z.number().int().nonnegative(),
   calls: z.array(HeldToolCall).min(1),
   snapshot: z.record(z.string(), z.unknown()),
+  /** Tools the session's callers need approval for (see `ToolContext.approvalRequired`). */
+  approvalRequired: z.array(z.string()).optional(),
 });
 export type PendingApproval = z.infer<typeof PendingApproval>;

@@ -39,6 +39,12 @@ export const AgentDefinition = z
     needsApproval: z
       .array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: "must be a tool name" }))
       .optional(),
+    /**
+     * Who may decide the agent's tool approvals. `selfApprove: true` lets the sender of an Agent
+     * Protocol prompt answer the approval `query` of its own chat; by default only an approver
+     * (someone who may use the control subject) decides.
+     */
+    approval: z.object({ selfApprove: z.boolean().optional() }).strict().optional(),
   })
   .strict();
 export type AgentDefinition = z.infer<typeof AgentDefinition>;
@@ -81,6 +87,8 @@ export interface ResolvedAgentDefinition {
   promptCaching?: boolean;
   /** Tools whose calls wait for a person's approval (the control subject's `approve` / `deny`). */
   needsApproval?: string[];
+  /** The sender of an Agent Protocol prompt may answer its own chat's approval queries. */
+  selfApprove?: boolean;
   /** From the CLI (`--stream-idle-timeout`); undefined: the backends' default. */
   streamIdleTimeoutMs?: number;
   /** ToolSets built in code (a config file, `startHost`), after the built-ins named in `tools`. */
@@ -236,6 +244,7 @@ export function resolveAgentDefinitions(
       ...(agent.shellEnv === undefined ? {} : { shellEnv: agent.shellEnv }),
       ...(agent.mcpServers === undefined ? {} : { mcpServers: agent.mcpServers }),
       ...(agent.needsApproval === undefined ? {} : { needsApproval: agent.needsApproval }),
+      ...(agent.approval?.selfApprove === true ? { selfApprove: true } : {}),
       ...(streamIdleTimeoutMs === undefined ? {} : { streamIdleTimeoutMs }),
     };
   });

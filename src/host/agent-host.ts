@@ -16,6 +16,7 @@ import type { LeaseFence } from "../cluster/lease-fence.js";
 import type { SessionCluster } from "../cluster/session-cluster.js";
 import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
+import { readRequestApprovals } from "./request-approvals.js";
 import { readRequestDepth } from "./request-depth.js";
 import { type ChatOutcome, SessionActor } from "./session-actor.js";
 import { SessionHeartbeats } from "./session-heartbeats.js";
@@ -363,22 +364,26 @@ export class AgentHost {
     const echo = request.id === undefined ? {} : { id: request.id };
     const depth = readRequestDepth(message.data);
     if (!depth.ok) return this.#reply(message, { ...depth, ...echo });
+    const approvals = readRequestApprovals(message.data);
+    if (!approvals.ok) return this.#reply(message, { ...approvals, ...echo });
     let chatId: string | undefined;
     const dedupe = this.#cluster?.dedupe;
     // False when the session could not even start (closing, full): no chat ran.
     let ran = true;
     const run = async (): Promise<ChatReply> => {
       try {
-        const outcome = await this.sessions.use(agent, request.session, (actor) =>
-          actor.chat({
+        const outcome = await this.sessions.use(agent, request.session, (actor) => {
+          // The asking agent's approvals hold here too, before this chat is even queued.
+          if (approvals.value.length > 0) actor.agent.inheritApprovals?.(approvals.value);
+          return actor.chat({
             text: request.text,
             type: request.type,
             stackable: request.stackable,
             depth: depth.value,
             // Journaled with the chat (issue 11): a chat resumed elsewhere answers this id's retries.
             ...(request.id === undefined || dedupe === undefined ? {} : { requestId: request.id }),
-          }),
-        );
+          });
+        });
         if (outcome.ok) chatId = outcome.chatId;
         return chatReplyOf(request.session, outcome, echo);
       } catch (error) {

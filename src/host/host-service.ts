@@ -7,7 +7,7 @@ import { SessionCluster } from "../cluster/session-cluster.js";
 import { leaseTiming } from "../cluster/session-lease.js";
 import { processEnvironment } from "../config/process-environment.js";
 import type { HistoryBackendName, ProtocolSettings, RuntimeConfig } from "../config/runtime-config.js";
-import { secretRedactorFor } from "../config/runtime-config.js";
+import { configuredSecrets } from "../config/runtime-config.js";
 import { NatsHistoryStore } from "../context/nats-history-store.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
@@ -17,10 +17,12 @@ import { ConfigurationError } from "../llm/configuration-error.js";
 import type { ProviderEnvironment } from "../llm/create-backend.js";
 import { McpServerPool } from "../mcp/mcp-server-pool.js";
 import { AgentProtocolHost } from "../protocol/agent-protocol-host.js";
+import { createSecretRedactor } from "../text/secret-redactor.js";
 import type { ResolvedAgentDefinition } from "./agent-definitions.js";
 import { AgentHost } from "./agent-host.js";
 import { ContractService } from "./contract-service.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
+import { definitionSecrets } from "./definition-secrets.js";
 import { createHostId, isValidHostId } from "./host-id.js";
 
 export interface HostServiceOptions {
@@ -79,7 +81,11 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   const { bus, config } = options;
   const env = options.env ?? processEnvironment();
   // API keys and NATS credentials never leave in a tool result, an event, a reply or a log line.
-  const redactor = secretRedactorFor(config, env);
+  // So do the values the agents' settings hand to shell commands and MCP servers.
+  const redactor = createSecretRedactor([
+    ...configuredSecrets(config, env),
+    ...definitionSecrets(options.definitions, env),
+  ]);
   const log = (line: string) => options.log(redactor.redact(line));
   // One client per MCP server for the whole host; a server's own environment comes from `env`.
   if (options.hostId !== undefined && !isValidHostId(options.hostId)) {
@@ -107,7 +113,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
     prefix: config.prefix,
     redactor,
     // The shell reads the variables it passes on from the same environment as the providers.
-    shell: { env },
+    shell: { env, log },
     ...(config.db === undefined ? {} : { db: config.db }),
     ...(histories === undefined
       ? {}
@@ -186,7 +192,15 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   }
   if (bus instanceof NatsBus) {
     try {
-      protocol = await AgentProtocolHost.start({ connection: bus.connection, host, ...options.protocol });
+      const selfApproving = new Set(
+        options.definitions.filter((definition) => definition.selfApprove === true).map(({ name }) => name),
+      );
+      protocol = await AgentProtocolHost.start({
+        connection: bus.connection,
+        host,
+        canSelfApprove: (agent) => selfApproving.has(agent),
+        ...options.protocol,
+      });
     } catch (error) {
       await host.close();
       await contract?.stop();

@@ -67,6 +67,11 @@ export const JournalEntry = z.object({
   queued: z.array(QueuedChat),
   /** Answers whose replies are not stored yet under their request ids. */
   answered: z.array(AnsweredChat).optional(),
+  /**
+   * Tools whose calls need approval in this session because an agent that asked it (`ask_agent`)
+   * needs approval for them: a chat resumed from this entry asks for them too.
+   */
+  approvalRequired: z.array(z.string()).optional(),
 });
 export type JournalEntry = z.infer<typeof JournalEntry>;
 

@@ -51,6 +51,21 @@ export class SessionJournal {
     return this.#entry.queued;
   }
 
+  /** See {@link JournalEntry}'s `approvalRequired`. */
+  get approvalRequired(): readonly string[] {
+    return this.#entry.approvalRequired ?? [];
+  }
+
+  /**
+   * Tools the session's callers need approval for; stored with the next step (a session with no
+   * unfinished work has nothing to resume: its callers say it again with their next request).
+   */
+  requireApproval(toolNames: readonly string[]): void {
+    const known = new Set(this.#entry.approvalRequired ?? []);
+    if (toolNames.every((name) => known.has(name))) return;
+    this.#entry.approvalRequired = [...new Set([...known, ...toolNames])].sort();
+  }
+
   /** A chat starts: the history holds `chatStart` messages before it; `requestId` is the client's `id`. */
   beginChat(chatId: string, userText: string, chatStart: number, requestId?: string): void {
     this.#entry.chat = {

@@ -42,6 +42,11 @@ export interface AgentProtocolHostOptions {
   host: AgentHost;
   /** The `owner` token (`--owner`); default `agentloop`. */
   owner?: string;
+  /**
+   * Whether a prompt's sender may answer the approval queries of its own chat (the agent's
+   * `approval.selfApprove`). Default: no agent allows it; an approver decides on the control subject.
+   */
+  canSelfApprove?: (agent: string) => boolean;
   heartbeatIntervalMs?: number;
   keepAliveMs?: number;
   /** Stream coalescing: a `response` chunk per this long at most (default 50 ms)… */
@@ -77,6 +82,7 @@ export class AgentProtocolHost {
   readonly #coalesceMs: number | undefined;
   readonly #coalesceBytes: number | undefined;
   readonly #now: () => Date;
+  readonly #canSelfApprove: (agent: string) => boolean;
   readonly #services = new Map<string, Service>();
   readonly #streams = new Set<Promise<EndpointOutcome>>();
   #heartbeat: NodeJS.Timeout | undefined;
@@ -90,6 +96,7 @@ export class AgentProtocolHost {
     this.#coalesceMs = options.coalesceMs;
     this.#coalesceBytes = options.coalesceBytes;
     this.#now = options.now ?? (() => new Date());
+    this.#canSelfApprove = options.canSelfApprove ?? (() => false);
   }
 
   /** Registers every agent and starts the heartbeats. */
@@ -237,6 +244,7 @@ export class AgentProtocolHost {
     let sessionActor: SessionActor | undefined;
     const queries = new ApprovalQueries({
       connection: this.#connection,
+      acceptsSenderAnswers: this.#canSelfApprove(agent),
       send: (chunk) => {
         coalescer.flush();
         stream.send(chunk);

@@ -19,7 +19,17 @@ export interface ApprovalQueriesOptions {
   send(chunk: string): void;
   /** Takes a decision, as `approve` / `deny` on the control subject would. */
   decide(decision: ToolApprovalDecision): Promise<CommandOutcome>;
+  /**
+   * Whether the prompt's sender may decide its own chat's calls (the agent's `approval.selfApprove`).
+   * Default false: the question only tells the caller what waits, and an approver decides on the
+   * control subject.
+   */
+  acceptsSenderAnswers?: boolean;
 }
+
+/** Why an answer on the query's inbox is refused when the sender may not approve. */
+export const SELF_APPROVAL_REFUSED =
+  "the prompt's sender cannot approve its own chat's tool calls: an approver decides on the agentloop control subject (approve / deny)";
 
 /** What a caller's answer means: `yes` / `y` / `approve` approves; anything else denies. */
 export function readApprovalAnswer(answer: string): { approved: boolean; reason?: string } {
@@ -30,24 +40,37 @@ export function readApprovalAnswer(answer: string): { approved: boolean; reason?
   return reason === "" ? { approved: false } : { approved: false, reason };
 }
 
-/** The question a `query` chunk asks about one held tool call. */
-export function approvalQuestion(request: ApprovalRequest): string {
+/**
+ * The question a `query` chunk asks about one held tool call; `isAnswerable` false: a notice that
+ * the call waits for an approver (the caller's answer is not taken).
+ */
+export function approvalQuestion(request: ApprovalRequest, isAnswerable = true): string {
   const call = `${request.toolName}(${truncateText(request.arguments, MAX_SHOWN_ARGUMENTS)})`;
+  if (!isAnswerable) {
+    return `${call} waits for an approver's decision; answers to this question are not accepted.`;
+  }
   return `Approve ${call}? Answer yes or no (optionally: no, <reason>).`;
 }
 
 /**
- * Tool approval over the Agent Protocol (§7, issue 13): each tool call of a prompt's chat that waits
+ * Tool approval over the Agent Protocol: each tool call of a prompt's chat that waits
  * for approval is asked as a `query` chunk (`id`: the toolCallId; `reply_subject`: a fresh inbox
  * this host listens on). The caller's first answer (text, or an envelope's `prompt`) decides the
  * call. An answer sent as a request is told the outcome (`{"ok":true}` or `{"ok":false,"error"}`).
  * A call decided elsewhere (the control subject) or a stream that ends closes its inbox; a caller
  * that never answers leaves the approval pending like any other.
+ *
+ * The caller may answer only where the agent allows self-approval: whoever sends a prompt would
+ * otherwise approve the tool calls its own prompt caused, and a tool needing approval would need
+ * nothing. Otherwise the question still goes out (the caller learns what its stream waits for),
+ * and every answer is refused with {@link SELF_APPROVAL_REFUSED}; an approver decides on the
+ * control subject, which NATS permissions can keep to approvers.
  */
 export class ApprovalQueries {
   readonly #connection: NatsConnection;
   readonly #send: (chunk: string) => void;
   readonly #decide: (decision: ToolApprovalDecision) => Promise<CommandOutcome>;
+  readonly #acceptsSenderAnswers: boolean;
   readonly #open = new Map<string, Subscription>();
   #isClosed = false;
 
@@ -55,6 +78,7 @@ export class ApprovalQueries {
     this.#connection = options.connection;
     this.#send = options.send;
     this.#decide = options.decide;
+    this.#acceptsSenderAnswers = options.acceptsSenderAnswers ?? false;
   }
 
   /** Asks the caller about one held call. */
@@ -76,7 +100,11 @@ export class ApprovalQueries {
     this.#send(
       JSON.stringify({
         type: "query",
-        data: { id: request.toolCallId, reply_subject: replySubject, prompt: approvalQuestion(request) },
+        data: {
+          id: request.toolCallId,
+          reply_subject: replySubject,
+          prompt: approvalQuestion(request, this.#acceptsSenderAnswers),
+        },
       }),
     );
   }
@@ -100,6 +128,11 @@ export class ApprovalQueries {
       // A second answer that came before the inbox closed.
       const reason = `tool call "${request.toolCallId}" was already answered or decided`;
       this.#respond(message, { ok: false, error: { code: "bad_request", message: reason } });
+      return;
+    }
+    if (!this.#acceptsSenderAnswers) {
+      // The question stays open for nobody: the control subject decides it.
+      this.#respond(message, { ok: false, error: { code: "bad_request", message: SELF_APPROVAL_REFUSED } });
       return;
     }
     const parsed = isUtf8(message.data)

@@ -2,9 +2,11 @@ import { type Tracer, type TracerProvider, trace } from "@opentelemetry/api";
 import { processEnvironment } from "../config/process-environment.js";
 import type { EventListener } from "../events/types.js";
 import type { LlmClient } from "../llm/llm-client.js";
+import type { SecretRedactor } from "../text/secret-redactor.js";
 import { VERSION } from "../version.js";
 import { ChatSpanRecorder } from "./chat-span-recorder.js";
 import { CAPTURE_CONTENT_ENV, genAiProviderName } from "./gen-ai-conventions.js";
+import { redactingTracer } from "./redacting-tracer.js";
 import { TracedLlmClient } from "./traced-llm-client.js";
 
 /** The instrumentation scope of every span. */
@@ -34,6 +36,11 @@ export interface AgentTracingParams extends AgentTracingOptions {
   llm: LlmClient;
   /** Read for the capture-content default (default: process.env). */
   env?: NodeJS.ProcessEnv;
+  /**
+   * The secrets the events hide: every span's attributes, events, status and exceptions are
+   * redacted with them too (see {@link redactingTracer}). Default: none.
+   */
+  redactor?: SecretRedactor;
 }
 
 /** What a traced session is built with instead: one more event listener, and the traced client. */
@@ -59,8 +66,9 @@ export function registeredTracer(): Tracer | undefined {
 
 /** Tracing for one agent session, or undefined when there is nowhere to send spans. */
 export function createAgentTracing(params: AgentTracingParams): AgentTracing | undefined {
-  const tracer = params.tracer ?? registeredTracer();
-  if (tracer === undefined) return undefined;
+  const registered = params.tracer ?? registeredTracer();
+  if (registered === undefined) return undefined;
+  const tracer = params.redactor === undefined ? registered : redactingTracer(registered, params.redactor);
   const env = params.env ?? processEnvironment();
   const captureContent = params.captureContent ?? env[CAPTURE_CONTENT_ENV]?.trim().toLowerCase() === "true";
   const { llm } = params;

@@ -53,6 +53,9 @@ export interface AskAgentToolSetOptions {
  * from the caller's (`<callerAgent>-<callerSession>`), so a conversation between two agents keeps
  * its context from one question to the next. The request carries `depth` (the caller's + 1), and a
  * chat at `maxDepth` may not ask again, so agents asking each other cannot recurse without end.
+ * It also carries `approvalRequired`, the tools needing approval in the caller's chain: the other
+ * agent's calls to them need approval too. A protocol agent (`target`) cannot be held to that, so
+ * a chat whose chain needs approval for any tool may not ask one.
  * A host that dies while answering is noticed within seconds (its session heartbeat stops) and
  * becomes a tool error the model sees.
  */
@@ -87,6 +90,14 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
             { toolName: TOOL_NAME },
           );
         }
+        const guarded = context.approvalRequired ?? [];
+        if (guarded.length > 0) {
+          // A protocol agent cannot be told to ask for approval: it could run them unasked.
+          throw new ToolError(
+            `cannot ask a protocol agent from this chat: its calls to ${guarded.join(", ")} need approval, and an agent outside this system cannot be made to ask for it`,
+            { toolName: TOOL_NAME },
+          );
+        }
         return askProtocolTarget(bus, target, message, context.signal, options.protocol);
       }
       if (agent === undefined) {
@@ -107,10 +118,13 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
           { toolName: TOOL_NAME },
         );
       }
+      const guarded = context.approvalRequired ?? [];
       const request = {
         session: askAgentSession(context.agent, context.session),
         text: message,
         depth: depth + 1,
+        // What needs approval here needs it there too: asking another agent is no way round it.
+        ...(guarded.length === 0 ? {} : { approvalRequired: guarded }),
       };
       let reply: BusMessage;
       try {

@@ -65,6 +65,12 @@ class ComposedToolSet<State> implements StatefulToolSet<State> {
     return this.#tools.get(call.name)?.idempotent ?? false;
   }
 
+  approvalTools(): string[] {
+    return [...this.#tools.values()]
+      .filter((tool) => tool.mayNeedApproval === true)
+      .map((tool) => tool.definition.name);
+  }
+
   prompt(): string {
     return this.params.prompt ?? "";
   }

@@ -19,6 +19,8 @@ export interface Tool {
    * do not parse or validate need no approval: the call fails without running anyway.
    */
   needsApproval(argumentsJson: string): boolean;
+  /** Whether some call may need approval (`needsApproval` is not `false`). */
+  readonly mayNeedApproval?: boolean;
   /** Running it twice has the effect of running it once: it is run again after a host stopped mid-call. */
   readonly idempotent: boolean;
 }
@@ -77,6 +79,7 @@ export function defineTool<Schema extends z.ZodType>(params: DefineToolParams<Sc
       }
       return stringifyResult(name, await execute(parsed.data, context));
     },
+    mayNeedApproval: needsApproval !== false,
     needsApproval(argumentsJson) {
       if (typeof needsApproval === "boolean") return needsApproval;
       let raw: unknown;

@@ -7,6 +7,7 @@ import type { ToolCall, ToolDefinition } from "../llm/types.js";
 import { sliceCodePoints } from "../text/truncate-text.js";
 import { BackgroundTasks } from "./background-tasks.js";
 import { defineTool, type Tool } from "./define-tool.js";
+import { findShellIsolation, SHELL_ISOLATIONS, type ShellIsolation } from "./shell-isolation.js";
 import { ToolCancelledError, ToolError, ToolNotFoundError } from "./tool-errors.js";
 import type { ToolContext, ToolSet } from "./tool-set.js";
 
@@ -31,6 +32,10 @@ const REDACTION_MARGIN_CHARS = 8_192;
  * environment holds its API keys and NATS credentials. An agent adds names with `passEnv`.
  */
 export const SHELL_BASE_ENV: readonly string[] = ["PATH", "HOME", "LANG", "LC_ALL"];
+
+/** Logged once per process when commands cannot be isolated from the host's processes. */
+export const NO_SHELL_ISOLATION_NOTICE =
+  "shell: commands run without process isolation (neither `unshare --pid --fork --mount-proc` nor `bwrap` works here): a command can read the host's environment, API keys included, through /proc";
 
 export const ShellArguments = z.object({
   command: z.string().min(1).describe("The command line, run by /bin/sh -c."),
@@ -71,6 +76,13 @@ export interface ShellToolSetOptions {
   shell?: string;
   /** Task ids (injected for tests). */
   createTaskId?: () => string;
+  /**
+   * How commands are kept from seeing the host's processes, tried in order at the first command
+   * (default {@link SHELL_ISOLATIONS}); an empty list runs them without isolation.
+   */
+  isolations?: readonly ShellIsolation[];
+  /** One-line notices: that commands run without isolation (once per process). */
+  log?: (line: string) => void;
 }
 
 /** What one command did. */
@@ -86,9 +98,11 @@ export interface ShellRun {
  * The opt-in `shell` ToolSet: runs a command in the workspace with a timeout and a cap on its
  * output, in the foreground (the result is the tool's) or in the background (a task id now, a
  * `task_result` message later). Not a sandbox: the command has the host's rights (it can read
- * any file the host can, by absolute path); it only starts in the workspace and sees a minimal
- * environment ({@link shellEnvironment}). Each session gets its own copy, so `reset()` cancels
- * only that session's background commands.
+ * any file the host can, by absolute path, and use the network); it only starts in the workspace,
+ * sees a minimal environment ({@link shellEnvironment}) and, where the machine allows it, runs in
+ * a PID namespace of its own with its own `/proc` ({@link findShellIsolation}), so the host's
+ * process environment (its API keys) cannot be read through `/proc/<pid>/environ`. Each session
+ * gets its own copy, so `reset()` cancels only that session's background commands.
  */
 export function createShellToolSet(options: ShellToolSetOptions = {}): ToolSet {
   return new ShellToolSet(options);
@@ -195,7 +209,9 @@ class ShellToolSet implements ToolSet {
     return target;
   }
 
-  #run(command: string, cwd: string, timeoutMs: number, signal: AbortSignal): Promise<ShellRun> {
+  async #run(command: string, cwd: string, timeoutMs: number, signal: AbortSignal): Promise<ShellRun> {
+    const isolation = await findShellIsolation(this.#options.isolations ?? SHELL_ISOLATIONS);
+    if (isolation === undefined) noteNoIsolation(this.#options.log);
     return runShellCommand(command, {
       cwd,
       timeoutMs,
@@ -204,8 +220,18 @@ class ShellToolSet implements ToolSet {
       maxOutputChars: this.#maxOutputChars + REDACTION_MARGIN_CHARS,
       shell: this.#options.shell ?? "/bin/sh",
       env: this.#env,
+      ...(isolation === undefined ? {} : { isolation }),
     });
   }
+}
+
+/** The log functions told that commands run without isolation (each once). */
+const notified = new WeakSet<(line: string) => void>();
+
+function noteNoIsolation(log: ((line: string) => void) | undefined): void {
+  if (log === undefined || notified.has(log)) return;
+  notified.add(log);
+  log(NO_SHELL_ISOLATION_NOTICE);
 }
 
 /**
@@ -241,8 +267,9 @@ async function realDirectory(path: string, what: string): Promise<string> {
 /**
  * Runs `command` with `shell -c` in its own process group, so a timeout or an abort kills the
  * whole pipeline, not just the shell; the group also dies with this process, even on SIGKILL
- * (see {@link spawnTiedToHost}). Output beyond `maxOutputChars` is dropped (and flagged).
- * Rejects only when the process cannot be started (e.g. the directory does not exist).
+ * (see {@link spawnTiedToHost}). With `isolation`, the shell runs inside it (its own PID
+ * namespace and `/proc`). Output beyond `maxOutputChars` is dropped (and flagged). Rejects only
+ * when the process cannot be started (e.g. the directory does not exist).
  */
 export function runShellCommand(
   command: string,
@@ -253,13 +280,15 @@ export function runShellCommand(
     maxOutputChars: number;
     shell: string;
     env: NodeJS.ProcessEnv;
+    isolation?: ShellIsolation;
   },
 ): Promise<ShellRun> {
   return new Promise((resolvePromise, reject) => {
     let output = "";
     let truncated = false;
     let timedOut = false;
-    const child = spawnTiedToHost(options.shell, command, { cwd: options.cwd, env: options.env });
+    const program = [...(options.isolation?.prefix ?? []), options.shell, "-c", command];
+    const child = spawnTiedToHost(program, { cwd: options.cwd, env: options.env });
     const kill = () => {
       if (child.pid === undefined || child.exitCode !== null) return;
       try {
@@ -305,7 +334,8 @@ export function runShellCommand(
 }
 
 /**
- * The supervisor every command runs under (`/bin/sh -c SUPERVISOR agentloop-shell SHELL COMMAND`).
+ * The supervisor every command runs under (`/bin/sh -c SUPERVISOR agentloop-shell PROGRAM…`, the
+ * program being `SHELL -c COMMAND`, behind the isolation's prefix when there is one).
  * It keeps the host's pipe (its stdin) on fd 3 and gives the command /dev/null instead; a watcher
  * blocks reading fd 3. The host never writes to that pipe and holds its only write end, so the
  * watcher reads end-of-file exactly when the host is gone — even killed with SIGKILL, which runs
@@ -317,20 +347,21 @@ const HOST_DEATH_SUPERVISOR = [
   "( while read -r _ <&3; do :; done; kill -KILL 0 ) >/dev/null 2>&1 &",
   "watcher=$!",
   "exec 3<&-",
-  '"$1" -c "$2"',
+  '"$@"',
   "status=$?",
   'kill "$watcher" 2>/dev/null',
   'exit "$status"',
 ].join("\n");
 
 /**
- * Starts `shell -c command` so that it dies with this process. It gets its own process group (so
- * a timeout or an abort kills the whole pipeline with one signal), and that group is killed when
- * this process exits or is killed: Node cannot set PR_SET_PDEATHSIG (which would reach only the
- * direct child anyway), so a supervisor watches a pipe only this process holds open.
+ * Starts `program` (e.g. `sh -c command`) so that it dies with this process. It gets its own
+ * process group (so a timeout or an abort kills the whole pipeline with one signal, inside an
+ * isolation's namespace too), and that group is killed when this process exits or is killed:
+ * Node cannot set PR_SET_PDEATHSIG (which would reach only the direct child anyway), so a
+ * supervisor watches a pipe only this process holds open.
  */
-function spawnTiedToHost(shell: string, command: string, options: { cwd: string; env: NodeJS.ProcessEnv }) {
-  const child = spawn("/bin/sh", ["-c", HOST_DEATH_SUPERVISOR, "agentloop-shell", shell, command], {
+function spawnTiedToHost(program: readonly string[], options: { cwd: string; env: NodeJS.ProcessEnv }) {
+  const child = spawn("/bin/sh", ["-c", HOST_DEATH_SUPERVISOR, "agentloop-shell", ...program], {
     cwd: options.cwd,
     env: options.env,
     detached: true,

@@ -18,6 +18,12 @@ export interface ToolContext {
   redact?: (text: string) => string;
   /** Depth of nested agent-to-agent calls that led to this chat (0 for a user's message). */
   depth?: number;
+  /**
+   * Names of the tools that need approval in this chat's chain: the agent's own (its list, and
+   * tools that may ask), plus those inherited from the agents that asked it (`ask_agent`). An
+   * agent asked in turn must ask for approval for them too.
+   */
+  approvalRequired?: readonly string[];
 }
 
 /**
@@ -31,6 +37,8 @@ export interface ToolSet {
   invoke(call: ToolCall, context: ToolContext): Promise<string>;
   /** Whether this call must be approved before it runs. Optional: without it no call needs approval. */
   needsApproval?(call: ToolCall): boolean;
+  /** Names of the tools of which some call may need approval. Optional: without it, none. */
+  approvalTools?(): readonly string[];
   /**
    * Whether running this call twice has the effect of running it once (see `defineTool`'s
    * `idempotent`): it is run again after a host stopped mid-call. Optional: without it, no call is.

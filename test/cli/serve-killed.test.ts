@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -56,6 +56,20 @@ async function provider(...args: Parameters<typeof startFakeProvider>): Promise<
 const stalledTurn = { ...chatTurnSse({ text: ["Let me ", "think…"] }), stallAfter: 2 };
 
 /** Alive, and not a zombie left for a parent that does not reap (a dead process here). */
+/** The host pid of the `sleep <duration>` process, if one runs. */
+function sleepPid(duration: string): number | undefined {
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const commandLine = readFileSync(`/proc/${entry}/cmdline`, "utf8");
+      if (commandLine === `sleep\0${duration}\0`) return Number(entry);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return undefined;
+}
+
 function isRunning(pid: number): boolean {
   let stat: string;
   try {
@@ -130,8 +144,10 @@ describe("a host killed with SIGKILL mid-chat", () => {
     const prefix = uniqueRoot();
     const agents = join(directory, "shell-agents.json");
     await writeFile(agents, JSON.stringify({ agents: [{ name: "assistant", tools: ["shell"] }] }));
-    const pidFile = join(directory, "sleep.pid");
-    const command = `echo $$ > '${pidFile}'; exec sleep 30`;
+    // The command may run in a PID namespace of its own (its $$ is not a host pid): it is found by
+    // its unique command line instead.
+    const duration = `30.${process.pid}${Date.now() % 1000}`;
+    const command = `exec sleep ${duration}`;
     const model = await provider("openai-chat", [
       turn({ toolCalls: [{ id: "call_1", name: "shell", arguments: JSON.stringify({ command }) }] }),
     ]);
@@ -146,8 +162,8 @@ describe("a host killed with SIGKILL mid-chat", () => {
         timeoutMs: 60_000,
       })
       .catch(() => {});
-    await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").endsWith("\n"), 30_000);
-    const pid = Number(readFileSync(pidFile, "utf8").trim());
+    await waitFor(() => sleepPid(duration) !== undefined, 30_000);
+    const pid = sleepPid(duration)!;
     try {
       expect(isRunning(pid)).toBe(true);
       serve.child.kill("SIGKILL");

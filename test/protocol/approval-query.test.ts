@@ -6,7 +6,11 @@ import { createInbox } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { controlSubject } from "../../src/bus/subjects.js";
-import { approvalQuestion, readApprovalAnswer } from "../../src/protocol/approval-queries.js";
+import {
+  approvalQuestion,
+  readApprovalAnswer,
+  SELF_APPROVAL_REFUSED,
+} from "../../src/protocol/approval-queries.js";
 import { StreamChunk } from "../../src/protocol/stream-chunks.js";
 import { turn } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
@@ -15,9 +19,12 @@ import { type FakeProvider, startFakeProvider, textTurn, toolResults } from "../
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 13: a tool call that needs approval, in a chat started by an Agent Protocol prompt, is
- * asked mid-stream as a `query` chunk; the caller's answer on its `reply_subject` decides it
- * (`agentloop serve` on a real nats-server, a scripted model calling `current_time`).
+ * A tool call that needs approval, in a chat started by an Agent Protocol prompt, is asked
+ * mid-stream as a `query` chunk; the caller's answer on its `reply_subject` decides it when the
+ * agent allows self-approval (`approval.selfApprove`). Without it (the default) the prompt's
+ * sender cannot approve what its own prompt caused: its answer is refused and an approver decides
+ * on the control subject (`agentloop serve` on a real nats-server, a scripted model calling
+ * `current_time`).
  */
 
 let server: NatsServer;
@@ -42,13 +49,23 @@ beforeAll(async () => {
     textTurn("I was not allowed to look."),
     timeCall,
     textTurn("Approved elsewhere."),
+    timeCall,
+    textTurn("Approved by an approver."),
   ]);
   directory = await mkdtemp(join(tmpdir(), "agentloop-protocol-approval-"));
   const agents = join(directory, "agents.json");
   await writeFile(
     agents,
     JSON.stringify({
-      agents: [{ name: "assistant", tools: ["current_time"], needsApproval: ["current_time"] }],
+      agents: [
+        {
+          name: "assistant",
+          tools: ["current_time"],
+          needsApproval: ["current_time"],
+          approval: { selfApprove: true },
+        },
+        { name: "guarded", tools: ["current_time"], needsApproval: ["current_time"] },
+      ],
     }),
   );
   serve = startServe(
@@ -76,10 +93,11 @@ type Query = Extract<StreamChunk, { type: "query" }>["data"];
 async function prompt(
   text: string,
   onQuery: (query: Query) => Promise<void> | void,
+  agent = "assistant",
 ): Promise<{ chunks: StreamChunk[]; queries: Query[]; errorCode: string | undefined }> {
   const inbox = createInbox();
   const subscription = nc.subscribe(inbox, { timeout: 60_000 });
-  nc.publish(`agents.prompt.assistant.${owner}.default`, text, { reply: inbox });
+  nc.publish(`agents.prompt.${agent}.${owner}.default`, text, { reply: inbox });
   const chunks: StreamChunk[] = [];
   const queries: Query[] = [];
   let errorCode: string | undefined;
@@ -185,6 +203,47 @@ describe("tool approval as the Agent Protocol's mid-stream query", () => {
       });
       expect(streamed.queries).toHaveLength(1);
       expect(responseText(streamed.chunks)).toBe("Approved elsewhere.");
+      await expectClosed(streamed.queries[0]!.reply_subject);
+    },
+  );
+
+  it(
+    "without self-approval the prompt's sender cannot approve its own call: an approver decides",
+    { timeout: 60_000 },
+    async () => {
+      const refusals: unknown[] = [];
+      const streamed = await prompt(
+        "what time is it, guarded?",
+        async (query) => {
+          for (const answer of ["yes", JSON.stringify({ prompt: "approve" })]) {
+            const reply = await nc.request(query.reply_subject, answer, { timeout: 30_000 });
+            refusals.push(reply.json());
+          }
+          // The sender's answers decided nothing: the call still waits, and the approver's does.
+          const reply = await bus.request(
+            controlSubject(prefix, "guarded"),
+            JSON.stringify({ session: "default", command: "approve", toolCallId: query.id }),
+            { timeoutMs: 30_000 },
+          );
+          expect(JSON.parse(reply.data)).toEqual({ ok: true });
+        },
+        "guarded",
+      );
+      expect(streamed.queries).toEqual([
+        {
+          id: "call_1",
+          reply_subject: expect.stringMatching(/^_INBOX\./),
+          prompt: approvalQuestion(
+            { toolName: "current_time", toolCallId: "call_1", arguments: "{}" },
+            false,
+          ),
+        },
+      ]);
+      expect(refusals).toEqual([
+        { ok: false, error: { code: "bad_request", message: SELF_APPROVAL_REFUSED } },
+        { ok: false, error: { code: "bad_request", message: SELF_APPROVAL_REFUSED } },
+      ]);
+      expect(responseText(streamed.chunks)).toBe("Approved by an approver.");
       await expectClosed(streamed.queries[0]!.reply_subject);
     },
   );
