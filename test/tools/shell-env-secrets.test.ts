@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { definitionSecrets } from "../../src/host/definition-secrets.js";
@@ -9,7 +9,7 @@ import { turn } from "../../src/testing/index.js";
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
 import { startServe, waitUntilServing } from "../host/running-serve.js";
 import { type FakeProvider, startFakeProvider, textTurn, toolResults } from "../support/cli.js";
-import { acquireNatsServer, type NatsServer } from "../support/nats-server.js";
+import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
  * Regression: the values an agent's settings hand out were never redacted: a `shellEnv` token
@@ -27,7 +27,7 @@ let directory: string;
 let fake: FakeProvider;
 
 beforeAll(async () => {
-  server = await acquireNatsServer(inject("natsUrl"));
+  server = await workerNatsServer();
   bus = await NatsBus.connect({ url: server.url, name: "shell-env-secrets-test" });
   directory = await mkdtemp(join(tmpdir(), "agentloop-shell-env-secrets-"));
 });
