@@ -59,6 +59,8 @@ export interface UiServerOptions {
   log?: (line: string) => void;
   /** This machine's addresses (default `os.networkInterfaces()`). */
   localAddresses?: () => string[];
+  /** Clock of the refusal log's rate limit (default `Date.now`). */
+  now?: () => number;
 }
 
 export interface UiServer {
@@ -100,6 +102,7 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
       : { maxStreamsPerAddress: options.maxStreamsPerAddress }),
     ...(options.log === undefined ? {} : { log: options.log }),
     localAddresses,
+    ...(options.now === undefined ? {} : { now: options.now }),
     // The page's own files hold no data; everything under /api/ does.
     isPublicPath: (path) => !path.startsWith("/api/"),
     isStreamPath: (path) => path === "/api/events",
@@ -116,7 +119,9 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
     ui.hub.broadcast(event.agent, event.session, json);
   });
   const route = createRouter(uiRoutes(ui), (request) => serveStatic(ui, request));
+  // The guard answers a request without Host itself (403 with the security headers), not Node.
   const server = createServer(
+    { requireHostHeader: false },
     guard.wrap((request, response) => {
       route(request, response).catch((error: unknown) => answerFailure(response, error));
     }),
