@@ -209,7 +209,20 @@ export function createHttpGuard(options: HttpGuardOptions): HttpGuard {
         );
         return;
       }
-      const url = new URL(request.url ?? "/", "http://localhost");
+      const url = parseRequestUrl(request);
+      if (url === undefined) {
+        // Not a refusal by a rule: the request line itself is broken (`GET //[x`).
+        const body = JSON.stringify({
+          ok: false,
+          error: { code: "bad_request", message: "the request URL is malformed" },
+        });
+        response.writeHead(400, {
+          "content-type": "application/json; charset=utf-8",
+          "cache-control": "no-store",
+        });
+        response.end(body);
+        return;
+      }
       const isStream = isStreamPath(url.pathname);
       if (!isPublicPath(url.pathname) && !hasValidToken(request, url, isStream)) {
         refuse(
@@ -255,6 +268,15 @@ export function createHttpGuard(options: HttpGuardOptions): HttpGuard {
     token,
     stats: () => ({ refused: { ...refused }, openStreams }),
   };
+}
+
+/** The request's URL (its path and query; the host part is ours), or undefined when malformed. */
+export function parseRequestUrl(request: IncomingMessage): URL | undefined {
+  try {
+    return new URL(request.url ?? "/", "http://localhost");
+  } catch {
+    return undefined;
+  }
 }
 
 /** `Origin: scheme://host[:port]` whose host:port passes `isAllowedHostPort`; `null` never does. */

@@ -1,4 +1,5 @@
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
+import { createConnection } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import type { BusMessage } from "../../src/bus/bus.js";
 import { LocalBus } from "../../src/bus/local-bus.js";
@@ -176,6 +177,28 @@ describe("Host", () => {
     expect(await status("proxy.example:8443")).toBe(200);
     expect(await status("proxy.example:8444")).toBe(403);
     expect(await status("other.example")).toBe(403);
+  });
+});
+
+describe("a malformed request line", () => {
+  it("is a 400 bad_request with the security headers, and the server keeps serving", async () => {
+    await start();
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = createConnection({ host: "127.0.0.1", port: portOf() }, () => {
+        socket.end(`GET //[bad HTTP/1.1\r\nHost: 127.0.0.1:${portOf()}\r\nConnection: close\r\n\r\n`);
+      });
+      let text = "";
+      socket.setEncoding("utf8");
+      socket.on("data", (chunk: string) => {
+        text += chunk;
+      });
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400 /);
+    expect(raw.toLowerCase()).toContain("x-frame-options: deny");
+    expect(raw).toContain('"code":"bad_request"');
+    expect((await send({ path: "/api/info" })).status).toBe(200);
   });
 });
 
