@@ -1,13 +1,15 @@
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { connect } from "@nats-io/transport-node";
 import { describe, expect, it } from "vitest";
 import { parseNatsUrl } from "../src/bus/nats-url.js";
 import { runCli } from "./support/cli.js";
+import { startNatsServer } from "./support/nats-server.js";
 
 /**
- * `docker-compose.yml` (SPEC §13, issue 11): a three-node NATS cluster with JetStream, two hosts
- * sharing the sessions, the logger and the UI. Checked
+ * `docker-compose.yml`: a three-node NATS cluster with JetStream (passwords required, published on
+ * loopback only), two hosts sharing the sessions, the logger and the UI (loopback, token). Checked
  * with `docker compose config` where the compose plugin is installed, and always structurally: the
  * file is parsed here (a small YAML subset parser: the file keeps to block maps, `- item` lists,
  * JSON-style flow lists and plain or double-quoted scalars) and every agentloop command in it is
@@ -16,6 +18,30 @@ import { runCli } from "./support/cli.js";
 
 const COMPOSE_PATH = fileURLToPath(new URL("../docker-compose.yml", import.meta.url));
 const DOCKERFILE_PATH = fileURLToPath(new URL("../Dockerfile", import.meta.url));
+const NATS_CONFIG_PATH = fileURLToPath(new URL("../docker/nats.conf", import.meta.url));
+/** Where the compose file mounts docker/nats.conf in each NATS container. */
+const NATS_CONFIG_MOUNT = "./docker/nats.conf:/etc/nats/agentloop.conf:ro";
+/** The passwords compose passes to NATS and puts into the agentloop services' NATS URLs. */
+const PASSWORDS = {
+  AGENTLOOP_NATS_HOST_PASSWORD: "hostsecret123",
+  AGENTLOOP_NATS_UI_PASSWORD: "uisecret456",
+};
+
+/**
+ * A value as compose would pass it: `${NAME}`, `${NAME:-default}` and `${NAME:?error}` replaced
+ * from `env` (a missing `:?` variable throws with its message, as compose refuses to start).
+ */
+function interpolate(value: string, env: Record<string, string>): string {
+  return value.replace(
+    /\$\{([A-Z0-9_]+)(?:(:-|:\?)([^}]*))?\}/g,
+    (_, name: string, kind?: string, rest?: string) => {
+      const found = env[name];
+      if (found !== undefined && found !== "") return found;
+      if (kind === ":?") throw new Error(rest ?? `${name} is required`);
+      return kind === ":-" ? (rest ?? "") : "";
+    },
+  );
+}
 
 type YamlValue = string | YamlValue[] | { [key: string]: YamlValue };
 
@@ -106,7 +132,7 @@ describe("docker-compose.yml", () => {
     expect(Object.keys(services).sort()).toEqual([...HOST_SERVICES, "logger", ...NATS_SERVICES, "ui"]);
     expect(services.logger?.command?.[0]).toBe("tail");
     expect(services.ui?.command?.[0]).toBe("ui");
-    expect(services.ui?.ports).toContain("8080:8080");
+    expect(services.ui?.ports).toEqual(["127.0.0.1:8080:8080"]);
     expect(Object.keys(volumes).sort()).toEqual(["logs", "nats1-data", "nats2-data", "nats3-data"]);
   });
 
@@ -132,11 +158,16 @@ describe("docker-compose.yml", () => {
           .sort(),
       });
       const storeDir = flagValue(service.command, "-sd");
-      expect(service.volumes).toEqual([`${name}-data:${storeDir}`]);
+      expect(service.volumes).toEqual([`${name}-data:${storeDir}`, NATS_CONFIG_MOUNT]);
       expect(service.healthcheck?.test.join(" ")).toContain(
         `127.0.0.1:${flagValue(service.command, "-m")}/healthz`,
       );
-      for (const mapping of service.ports ?? []) clientPorts.add(mapping.split(":")[0]!);
+      for (const mapping of service.ports ?? []) {
+        // Published on the machine's loopback only: `127.0.0.1:HOSTPORT:4222`.
+        const [address, port, inside] = mapping.split(":");
+        expect({ name, address, inside }).toEqual({ name, address: "127.0.0.1", inside: "4222" });
+        clientPorts.add(port!);
+      }
     }
     // Each node reachable from the machine running compose, on a port of its own.
     expect([...clientPorts].sort()).toEqual(["4222", "4223", "4224"]);
@@ -165,9 +196,16 @@ describe("docker-compose.yml", () => {
       const service = services[name]!;
       expect(service.image).toBe("agentloop:local");
       expect(service.build).toBe(".");
-      // The URL as the CLI reads it (a comma-separated list).
-      const { servers } = parseNatsUrl(service.environment?.NATS_URL ?? "");
+      // The URL as the CLI reads it (a comma-separated list), once compose filled in the password.
+      const { servers, user, pass } = parseNatsUrl(
+        interpolate(service.environment?.NATS_URL ?? "", PASSWORDS),
+      );
       expect({ name, servers }).toEqual({ name, servers: NATS_SERVICES.map((node) => `${node}:4222`) });
+      // The hosts connect as `host`; the UI and the logger, which only watch and forward, as `ui`.
+      const expected = HOST_SERVICES.includes(name)
+        ? { user: "host", pass: PASSWORDS.AGENTLOOP_NATS_HOST_PASSWORD }
+        : { user: "ui", pass: PASSWORDS.AGENTLOOP_NATS_UI_PASSWORD };
+      expect({ name, user, pass }).toEqual({ name, ...expected });
       for (const node of NATS_SERVICES) {
         expect({ name, node, condition: service.depends_on?.[node]?.condition }).toEqual({
           name,
@@ -175,6 +213,67 @@ describe("docker-compose.yml", () => {
           condition: "service_healthy",
         });
       }
+    }
+  });
+
+  it("starts NATS with docker/nats.conf, its passwords required from the environment", () => {
+    const { services } = loadCompose();
+    for (const name of NATS_SERVICES) {
+      const service = services[name]!;
+      expect(flagValue(service.command, "-c")).toBe("/etc/nats/agentloop.conf");
+      const environment = service.environment ?? {};
+      expect(Object.keys(environment).sort()).toEqual(Object.keys(PASSWORDS).sort());
+      for (const [variable, value] of Object.entries(environment)) {
+        expect(interpolate(value, PASSWORDS)).toBe(PASSWORDS[variable as keyof typeof PASSWORDS]);
+        // Unset, compose refuses to start and says which variable to set.
+        expect(() => interpolate(value, {})).toThrow(new RegExp(`set ${variable}`));
+      }
+    }
+  });
+
+  it("publishes the UI on loopback only, behind its token (made up at start unless AGENTLOOP_UI_TOKEN is set)", () => {
+    const { services } = loadCompose();
+    const ui = services.ui!;
+    // Inside the container it listens on every interface, which makes the token required.
+    expect(flagValue(ui.command, "--host")).toBe("0.0.0.0");
+    const token = ui.environment?.AGENTLOOP_UI_TOKEN ?? "missing";
+    expect(interpolate(token, { AGENTLOOP_UI_TOKEN: "mine-0123456789abc" })).toBe("mine-0123456789abc");
+    expect(interpolate(token, {})).toBe("");
+    for (const [name, service] of Object.entries(services)) {
+      for (const mapping of service.ports ?? [])
+        expect({ name, mapping }).toEqual({ name, mapping: expect.stringMatching(/^127\.0\.0\.1:/) });
+    }
+  });
+
+  it("docker/nats.conf refuses a client without the password and lets in host and ui with theirs", async () => {
+    // nats-server reads the passwords from its environment, as in the containers.
+    const saved = { ...process.env };
+    Object.assign(process.env, PASSWORDS);
+    let server: Awaited<ReturnType<typeof startNatsServer>>;
+    try {
+      server = await startNatsServer({ args: ["-c", NATS_CONFIG_PATH], isPrivate: true });
+    } finally {
+      for (const variable of Object.keys(PASSWORDS)) {
+        if (saved[variable] === undefined) delete process.env[variable];
+        else process.env[variable] = saved[variable];
+      }
+    }
+    try {
+      const servers = new URL(server.url).host;
+      await expect(connect({ servers, reconnect: false })).rejects.toThrow(/authorization/i);
+      await expect(connect({ servers, user: "host", pass: "wrong", reconnect: false })).rejects.toThrow(
+        /authorization/i,
+      );
+      for (const [user, pass] of [
+        ["host", PASSWORDS.AGENTLOOP_NATS_HOST_PASSWORD],
+        ["ui", PASSWORDS.AGENTLOOP_NATS_UI_PASSWORD],
+      ] as const) {
+        const connection = await connect({ servers, user, pass, reconnect: false });
+        await connection.flush();
+        await connection.close();
+      }
+    } finally {
+      await server.stop();
     }
   });
 
@@ -211,6 +310,7 @@ describe("docker-compose.yml", () => {
     const result = spawnSync("docker", ["compose", "-f", COMPOSE_PATH, "config", "--quiet"], {
       encoding: "utf8",
       timeout: 60_000,
+      env: { ...process.env, ...PASSWORDS },
     });
     expect({ status: result.status, stderr: result.stderr }).toEqual({ status: 0, stderr: "" });
   });

@@ -53,6 +53,14 @@ const CLUSTER_FLAGS: Record<string, FlagKind> = {
   "js-replicas": "string",
 };
 
+/** How the web UI lets people in (ui, up): its token, extra host names, the event-stream cap. */
+const UI_FLAGS: Record<string, FlagKind> = {
+  host: "string",
+  "ui-token": "string",
+  "ui-allowed-hosts": "string",
+  "ui-max-streams": "string",
+};
+
 /** `arguments: false`: the command takes flags only, so a stray word is a mistake worth telling. */
 const COMMANDS: Record<
   string,
@@ -62,7 +70,7 @@ const COMMANDS: Record<
     run: withTelemetry(upCommand),
     flags: {
       port: "string",
-      host: "string",
+      ...UI_FLAGS,
       agents: "string",
       config: "string",
       "idle-timeout": "string",
@@ -73,7 +81,7 @@ const COMMANDS: Record<
       ...CLUSTER_FLAGS,
     },
     usage:
-      "up [--port N] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
+      "up [--port N] [--host ADDR] [--ui-token T] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
     arguments: false,
   },
   serve: {
@@ -104,8 +112,8 @@ const COMMANDS: Record<
   },
   ui: {
     run: uiCommand,
-    flags: { port: "string", host: "string" },
-    usage: "ui [--port N] [--host ADDR]",
+    flags: { port: "string", ...UI_FLAGS },
+    usage: "ui [--port N] [--host ADDR] [--ui-token T] [--ui-allowed-hosts a,b] [--ui-max-streams N]",
     arguments: false,
   },
   sessions: {
@@ -148,6 +156,14 @@ Provider and shared options (flags win over the environment):
   --nats URL              (NATS_URL, default nats://127.0.0.1:4222); --nats-creds FILE (NATS_CREDS)
   --db PATH               (AGENTLOOP_DB) SQLite history file
   --prefix NAME           (AGENTLOOP_PREFIX) subject prefix, default agentloop
+
+Web UI options (ui, up):
+  --host ADDR             address to listen on (default 127.0.0.1); any other needs a token
+  --ui-token T            (AGENTLOOP_UI_TOKEN) token every API call must carry, even on loopback;
+                          default: none on loopback, a random one (printed in the URL) elsewhere
+  --ui-allowed-hosts a,b  (AGENTLOOP_UI_ALLOWED_HOSTS) names the page may be reached by, besides
+                          loopback and this machine's addresses (name or name:port)
+  --ui-max-streams N      (AGENTLOOP_UI_MAX_STREAMS) live event streams open at once (default 256)
 `;
 
 /** Runs the CLI and resolves with the exit code. Never throws: errors become one line on stderr. */

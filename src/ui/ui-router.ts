@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { parseRequestUrl } from "../http/http-guard.js";
 import { HttpError } from "./http-io.js";
 
 /** One request as a route handler sees it: the path's captured parts are in `params`. */
@@ -28,7 +29,8 @@ export function createRouter(
   fallback: (request: RouteRequest) => Promise<void> | void,
 ): (request: IncomingMessage, response: ServerResponse) => Promise<void> {
   return async (request, response) => {
-    const url = new URL(request.url ?? "/", "http://localhost");
+    const url = parseRequestUrl(request);
+    if (url === undefined) throw new HttpError(400, "bad_request", "the request URL is malformed");
     const method = request.method ?? "GET";
     const allowed: string[] = [];
     for (const route of routes) {

@@ -7,6 +7,7 @@ import { MAX_PAYLOAD_BYTES } from "../bus/contract.js";
 import { replayEvents } from "../bus/event-log.js";
 import { chatSubject, controlSubject, isValidName, sessionEventsPattern } from "../bus/subjects.js";
 import type { AgentEvent } from "../events/types.js";
+import type { HttpGuardStats } from "../http/http-guard.js";
 import { renderMachine } from "../viz/render-machine.js";
 import { HttpError, readJsonBody, sendError, sendJson } from "./http-io.js";
 import { SessionTracker } from "./session-tracker.js";
@@ -31,6 +32,8 @@ export interface UiContext {
   chatTimeoutMs: number;
   controlTimeoutMs: number;
   replayTimeoutMs: number;
+  /** The HTTP guard's counts: refused requests by rule, open event streams. */
+  guardStats: () => HttpGuardStats;
 }
 
 /** The UI service's routes (SPEC §13). Paths nobody routes are the page's static files. */
@@ -106,6 +109,7 @@ function getInfo(ui: UiContext, { response }: RouteRequest): void {
     prefix: ui.prefix,
     machines: ui.machineNames,
     history: ui.natsConnection ? "jetstream" : "memory",
+    http: ui.guardStats(),
   });
 }
 

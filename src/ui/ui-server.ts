@@ -6,6 +6,12 @@ import type { AnyStateMachine } from "xstate";
 import type { Bus } from "../bus/bus.js";
 import { allEventsPattern, DEFAULT_PREFIX } from "../bus/subjects.js";
 import { parseEventJson } from "../events/parse-event.js";
+import {
+  createHttpGuard,
+  type HttpGuardStats,
+  isLoopbackListenHost,
+  listLocalAddresses,
+} from "../http/http-guard.js";
 import { getMachine as getProjectMachine, MACHINE_NAMES } from "../viz/machines.js";
 import { HttpError, sendError } from "./http-io.js";
 import { SessionTracker } from "./session-tracker.js";
@@ -38,11 +44,39 @@ export interface UiServerOptions {
   keepAliveMs?: number;
   /** Events kept in memory per session for replay (default 2000; text deltas merged). */
   historyLimit?: number;
+  /**
+   * The token API calls must carry (`Authorization: Bearer`). Default: none on loopback; a random
+   * one when listening on any other address (then in {@link UiServer.url}).
+   */
+  token?: string;
+  /** Host names (or `name:port`) the page may be reached by besides loopback and this machine's addresses. */
+  allowedHosts?: readonly string[];
+  /** Event streams open at once (default 256). */
+  maxStreams?: number;
+  /** Event streams open at once from one remote address (default 32). */
+  maxStreamsPerAddress?: number;
+  /** Where refused requests are reported, one line each (default: nowhere). */
+  log?: (line: string) => void;
+  /** This machine's addresses (default `os.networkInterfaces()`). */
+  localAddresses?: () => string[];
+  /** Clock of the refusal log's rate limit (default `Date.now`). */
+  now?: () => number;
 }
 
 export interface UiServer {
-  /** `http://host:port/`. */
+  /** `http://host:port/`, with `?token=…` when a token is required: the URL to open. */
   url: string;
+  /**
+   * Every URL the page can be opened at, {@link url} first: when listening on every interface
+   * (`0.0.0.0` / `::`), one per address of this machine.
+   */
+  urls: string[];
+  /** The token API calls must carry, or undefined when none is required. */
+  token: string | undefined;
+  /** True when listening on an address other than loopback. */
+  isExposed: boolean;
+  /** Refused requests by rule, and the event streams open now. */
+  stats(): HttpGuardStats;
   close(): Promise<void>;
 }
 
@@ -56,7 +90,24 @@ const DEFAULT_REPLAY_TIMEOUT_MS = 10_000;
  * over the bus contract. node:http only; the routes are a table (./ui-routes.ts).
  */
 export async function startUiServer(options: UiServerOptions): Promise<UiServer> {
-  const ui = createUiContext(options);
+  const host = options.host ?? "127.0.0.1";
+  const localAddresses = options.localAddresses ?? listLocalAddresses;
+  const guard = createHttpGuard({
+    listenHost: host,
+    ...(options.token === undefined ? {} : { token: options.token }),
+    ...(options.allowedHosts === undefined ? {} : { allowedHosts: options.allowedHosts }),
+    ...(options.maxStreams === undefined ? {} : { maxStreams: options.maxStreams }),
+    ...(options.maxStreamsPerAddress === undefined
+      ? {}
+      : { maxStreamsPerAddress: options.maxStreamsPerAddress }),
+    ...(options.log === undefined ? {} : { log: options.log }),
+    localAddresses,
+    ...(options.now === undefined ? {} : { now: options.now }),
+    // The page's own files hold no data; everything under /api/ does.
+    isPublicPath: (path) => !path.startsWith("/api/"),
+    isStreamPath: (path) => path === "/api/events",
+  });
+  const ui = createUiContext(options, () => guard.stats());
   const subscription = ui.bus.subscribe(allEventsPattern(ui.prefix), (message) => {
     // The timeline draws what it knows: other payloads and kinds newer than this version are skipped.
     const parsed = parseEventJson(message.data);
@@ -68,14 +119,24 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
     ui.hub.broadcast(event.agent, event.session, json);
   });
   const route = createRouter(uiRoutes(ui), (request) => serveStatic(ui, request));
-  const server = createServer((request, response) => {
-    route(request, response).catch((error: unknown) => answerFailure(response, error));
-  });
-  const host = options.host ?? "127.0.0.1";
+  // The guard answers a request without Host itself (403 with the security headers), not Node.
+  const server = createServer(
+    { requireHostHeader: false },
+    guard.wrap((request, response) => {
+      route(request, response).catch((error: unknown) => answerFailure(response, error));
+    }),
+  );
   await listen(server, options.port ?? 0, host);
+  const { port } = server.address() as AddressInfo;
+  const query = guard.token === undefined ? "" : `?token=${encodeURIComponent(guard.token)}`;
+  const urls = shownHosts(host, localAddresses).map((shown) => `http://${shown}:${port}/${query}`);
   let closing: Promise<void> | undefined;
   return {
-    url: `http://${shownHost(host)}:${(server.address() as AddressInfo).port}/`,
+    url: urls[0]!,
+    urls,
+    token: guard.token,
+    isExposed: !isLoopbackListenHost(host),
+    stats: () => guard.stats(),
     close() {
       closing ??= (async () => {
         subscription.unsubscribe();
@@ -91,7 +152,7 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
 }
 
 /** The options with their defaults, and the state the routes share. */
-function createUiContext(options: UiServerOptions): UiContext {
+function createUiContext(options: UiServerOptions, guardStats: () => HttpGuardStats): UiContext {
   const historyLimit = options.historyLimit ?? 2_000;
   return {
     bus: options.bus,
@@ -106,6 +167,7 @@ function createUiContext(options: UiServerOptions): UiContext {
     chatTimeoutMs: options.chatTimeoutMs ?? DEFAULT_CHAT_TIMEOUT_MS,
     controlTimeoutMs: options.controlTimeoutMs ?? DEFAULT_CONTROL_TIMEOUT_MS,
     replayTimeoutMs: options.replayTimeoutMs ?? DEFAULT_REPLAY_TIMEOUT_MS,
+    guardStats,
   };
 }
 
@@ -129,8 +191,17 @@ function listen(server: Server, port: number, host: string): Promise<void> {
   });
 }
 
-/** The host as a URL shows it: a wildcard address as loopback, IPv6 in brackets. */
-function shownHost(host: string): string {
-  if (host === "0.0.0.0" || host === "::") return "127.0.0.1";
-  return host.includes(":") ? `[${host}]` : host;
+/**
+ * The hosts a URL can show for a listening address, IPv6 in brackets: the address itself, or for
+ * a wildcard, loopback first, then this machine's other addresses (link-local IPv6 left out: it
+ * needs a zone no browser takes in a URL).
+ */
+function shownHosts(host: string, localAddresses: () => string[]): string[] {
+  const bracketed = (address: string) => (address.includes(":") ? `[${address}]` : address);
+  if (host !== "0.0.0.0" && host !== "::") return [bracketed(host)];
+  const others = localAddresses().filter(
+    (address) =>
+      !isLoopbackListenHost(address) && !/^fe80:/i.test(address) && (host === "::" || !address.includes(":")),
+  );
+  return ["127.0.0.1", ...new Set(others)].map(bracketed);
 }

@@ -2,17 +2,22 @@ import type { Bus } from "../../bus/bus.js";
 import { LocalBus } from "../../bus/local-bus.js";
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
-import { startUiServer } from "../../ui/ui-server.js";
-import type { Command } from "../cli-context.js";
+import { startUiServer, type UiServer } from "../../ui/ui-server.js";
+import type { CliContext, Command } from "../cli-context.js";
 import { parsePort, untilAborted } from "../command-helpers.js";
+import { uiSettingsFrom } from "../ui-settings.js";
 
 /** How long `ui` waits for a NATS server before falling back to the in-process bus. */
 const NATS_PROBE_TIMEOUT_MS = 2_000;
 
-/** `agentloop ui [--port N]`: the UI service on its own, watching the bus. */
+/**
+ * `agentloop ui [--port N] [--host ADDR] [--ui-token T] [--ui-allowed-hosts a,b] [--ui-max-streams N]`:
+ * the UI service on its own, watching the bus.
+ */
 export const uiCommand: Command = async (context) => {
   const port = parsePort(context.flags.port);
   const host = typeof context.flags.host === "string" ? context.flags.host : undefined;
+  const settings = uiSettingsFrom(context.flags, context.env);
   const nats = await NatsBus.tryConnect(context.config.natsUrl, NATS_PROBE_TIMEOUT_MS, {
     name: "agentloop ui",
     ...(context.config.natsCreds === undefined ? {} : { credsFile: context.config.natsCreds }),
@@ -34,8 +39,11 @@ export const uiCommand: Command = async (context) => {
       port,
       ...(host === undefined ? {} : { host }),
       ...(nats ? { natsConnection: nats.connection } : {}),
+      ...settings,
+      log: (line) => context.stderr.write(`agentloop ui: ${line}\n`),
     });
     context.stdout.write(`agentloop ui: ${server.url} (bus: ${bus.kind})\n`);
+    announceOtherAddresses(server, "agentloop ui:", context.stdout, context.stderr);
     await untilAborted(context.signal);
     await server.close();
   } finally {
@@ -43,3 +51,21 @@ export const uiCommand: Command = async (context) => {
   }
   return 0;
 };
+
+/**
+ * After the UI's first URL: its other addresses on `stdout` (listening on every interface), and on
+ * `stderr` one line of warning when it is reachable from other machines.
+ */
+export function announceOtherAddresses(
+  server: UiServer,
+  label: string,
+  stdout: CliContext["stdout"],
+  stderr: CliContext["stderr"],
+): void {
+  for (const url of server.urls.slice(1)) stdout.write(`${label} also at ${url}\n`);
+  if (!server.isExposed) return;
+  stderr.write(
+    `${label} warning: the UI listens beyond loopback; anyone who can reach it and has the token can read ` +
+      "every session, chat, and approve held tool calls (keep the token secret; prefer --host 127.0.0.1)\n",
+  );
+}

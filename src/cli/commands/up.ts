@@ -16,8 +16,10 @@ import { startUiServer } from "../../ui/ui-server.js";
 import type { Command } from "../cli-context.js";
 import { clusterSettingsFrom } from "../cluster-settings.js";
 import { parsePort, untilAborted } from "../command-helpers.js";
+import { uiSettingsFrom } from "../ui-settings.js";
 import { loadAgentsFromFlags } from "./serve.js";
 import { createEventLogger, followEvents, NOISY_EVENT_KINDS } from "./tail.js";
+import { announceOtherAddresses } from "./ui.js";
 
 /** How long `up` waits for a NATS server before falling back to the in-process bus. */
 const NATS_PROBE_TIMEOUT_MS = 2_000;
@@ -40,6 +42,7 @@ export const upCommand: Command = async (context) => {
   const hostId = hostIdFrom(context.flags, context.env);
   const history = historyBackendFrom(context.flags, context.env);
   const cluster = clusterSettingsFrom(context.flags, context.env);
+  const uiSettings = uiSettingsFrom(context.flags, context.env);
   const url = redactNatsUrl(config.natsUrl);
   const log = (line: string) => context.stderr.write(`agentloop up: ${line}\n`);
   const nats = await NatsBus.tryConnect(config.natsUrl, NATS_PROBE_TIMEOUT_MS, {
@@ -91,9 +94,12 @@ export const upCommand: Command = async (context) => {
         port,
         ...(typeof context.flags.host === "string" ? { host: context.flags.host } : {}),
         ...(nats === undefined ? {} : { natsConnection: nats.connection }),
+        ...uiSettings,
+        log: (line) => log(`UI ${line}`),
       });
       const where = nats === undefined ? "in-process" : `${url} (nats)`;
       context.stdout.write(`agentloop up: UI ${ui.url}\n`);
+      announceOtherAddresses(ui, "agentloop up: UI", context.stdout, context.stderr);
       context.stdout.write(`agentloop up: bus ${where}; agents: ${describeAgents(definitions)}\n`);
       await untilAborted(context.signal);
       await ui.close();

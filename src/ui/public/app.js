@@ -23,6 +23,36 @@ const chartState = document.querySelector('[data-testid="statechart-state"]');
 const chartHost = document.querySelector('[data-testid="statechart"]');
 const zoom = document.querySelector('[data-testid="chart-zoom"]');
 
+// ---------------------------------------------------------------------------------------------
+// The access token: when the server requires one, it printed the page's URL with `?token=…`.
+// Read it once, keep it for this tab (sessionStorage), and take it out of the address bar so it
+// is not bookmarked, shared or kept in history. Fetches send it as `Authorization: Bearer`; the
+// event stream (EventSource cannot set headers) takes it as a query parameter.
+
+const TOKEN_KEY = "agentloop.token";
+
+function takeToken() {
+  const url = new URL(window.location.href);
+  const fromUrl = url.searchParams.get("token");
+  if (fromUrl !== null) {
+    url.searchParams.delete("token");
+    window.history.replaceState(null, "", url.pathname + url.search + url.hash);
+    if (fromUrl !== "") {
+      sessionStorage.setItem(TOKEN_KEY, fromUrl);
+      return fromUrl;
+    }
+  }
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+const token = takeToken();
+
+/** `fetch` of our own API, with the token when there is one. */
+function apiFetch(path, init = {}) {
+  if (!token) return fetch(path, init);
+  return fetch(path, { ...init, headers: { ...(init.headers || {}), authorization: `Bearer ${token}` } });
+}
+
 const app = {
   /** key "agent/session" → summary (as /api/sessions returns, kept current from events). */
   sessions: new Map(),
@@ -157,7 +187,7 @@ function renderSession(key) {
 
 async function refreshSessions() {
   try {
-    const response = await fetch("/api/sessions");
+    const response = await apiFetch("/api/sessions");
     const body = await response.json();
     // Oldest first, so that prepending leaves the most recent on top.
     for (const summary of [...body.sessions].reverse()) mergeSummary(summary);
@@ -183,7 +213,7 @@ async function select(key) {
   updateSelectedState();
   let replayed = [];
   try {
-    const response = await fetch(
+    const response = await apiFetch(
       `/api/sessions/${encodeURIComponent(agent)}/${encodeURIComponent(session)}/events`,
     );
     if (response.ok) replayed = (await response.json()).events || [];
@@ -253,11 +283,11 @@ async function showMachine(machine) {
     app.charts.set(machine, chart);
     chartHost.append(pane);
     try {
-      const response = await fetch(`/api/machines/${encodeURIComponent(machine)}.svg`);
+      const response = await apiFetch(`/api/machines/${encodeURIComponent(machine)}.svg`);
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
-      // Our own server's drawing: trusted markup, inlined so CSS classes can highlight states.
-      pane.innerHTML = await response.text();
-      chart.svg = pane.querySelector("svg");
+      // Our own server's drawing, inlined so CSS classes can highlight states.
+      chart.svg = importDrawing(await response.text());
+      pane.append(chart.svg);
       pane.setAttribute("data-loaded", "true");
     } catch (error) {
       pane.replaceChildren(
@@ -271,6 +301,24 @@ async function showMachine(machine) {
   }
   for (const other of app.charts.values()) other.pane.hidden = other !== chart;
   highlight(machine);
+}
+
+/**
+ * The drawing's `<svg>` as a node of this page. Its `<style>` elements become constructed
+ * stylesheets, taken out of the text before it is parsed: the page's Content-Security-Policy
+ * refuses inline `<style>` elements (it allows only stylesheets from this server), while styles
+ * set from our own script are allowed.
+ */
+function importDrawing(text) {
+  const markup = text.replace(/<style>([\s\S]*?)<\/style>/g, (_, css) => {
+    const sheet = new CSSStyleSheet();
+    sheet.replaceSync(css);
+    document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
+    return "";
+  });
+  const svg = new DOMParser().parseFromString(markup, "image/svg+xml").documentElement;
+  if (svg.nodeName !== "svg") throw new Error("the drawing is not SVG");
+  return document.importNode(svg, true);
 }
 
 function highlight(machine) {
@@ -325,7 +373,7 @@ function onEvent(event) {
 }
 
 function connect() {
-  const source = new EventSource("/api/events");
+  const source = new EventSource(token ? `/api/events?token=${encodeURIComponent(token)}` : "/api/events");
   source.onopen = () => {
     connectionStatus.textContent = "live";
     connectionStatus.setAttribute("data-state", "live");
@@ -358,7 +406,7 @@ function setStatus(text, kind) {
 }
 
 async function post(path, body) {
-  const response = await fetch(path, {
+  const response = await apiFetch(path, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify(body),
@@ -449,7 +497,15 @@ for (const button of composer.querySelectorAll("button[data-command]")) {
 
 async function start() {
   try {
-    const info = await (await fetch("/api/info")).json();
+    const response = await apiFetch("/api/info");
+    if (response.status === 401) {
+      // Without the token nothing else would work either: say what to do instead of retrying.
+      connectionStatus.textContent = "no access: open the URL with ?token= that agentloop printed";
+      connectionStatus.setAttribute("data-state", "unauthorized");
+      busKind.textContent = "bus: ?";
+      return;
+    }
+    const info = await response.json();
     busKind.textContent = `bus: ${info.bus}`;
     if (Array.isArray(info.machines) && info.machines.length > 0) app.machines = info.machines;
   } catch {

@@ -56,9 +56,13 @@ export async function findChromium(
 /**
  * Launches headless Chromium the way the UI suites do: no sandbox (containers), no GPU, and nothing
  * that reaches the network on its own (no background updates, sync or QUIC), in a fresh temporary
- * profile.
+ * profile. `args` are added to the command line (e.g. `--host-resolver-rules` to point a name at
+ * 127.0.0.1).
  */
-export async function launchChromium(executable?: ChromiumExecutable): Promise<Browser> {
+export async function launchChromium(
+  executable?: ChromiumExecutable,
+  options: { args?: readonly string[] } = {},
+): Promise<Browser> {
   executable ??= await resolveChromium();
   return chromium.launch({
     executablePath: executable.path,
@@ -72,6 +76,7 @@ export async function launchChromium(executable?: ChromiumExecutable): Promise<B
       "--disable-sync",
       "--no-first-run",
       "--disable-quic",
+      ...(options.args ?? []),
     ],
   });
 }
