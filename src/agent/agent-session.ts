@@ -391,8 +391,8 @@ export class AgentSession implements Agent {
     if (resumed?.continueFrom === undefined) {
       journal?.beginChat(events.chatId, text, context.messages.length, options.requestId);
     }
-    // `preparing` is left within the start's macrostep, so no inspection event shows it.
-    events.emit(0, { kind: "StateChanged", machine: "chat", state: "preparing" });
+    // The chat's first move (admitting → preparing, or → failed for a spent budget) is a microstep
+    // of the start: the state reporter shows it, so `preparing` needs no StateChanged of its own here.
     const actor = this.#startActor(boundMachines.chat, {
       userText: text,
       injections: toolSets.map((set) => set.iterationPromptInjection()).filter((s) => s.trim() !== ""),
