@@ -1,5 +1,6 @@
 import { assign, type PromiseActorLogic, setup } from "xstate";
 import type { SessionDeps } from "../src/agent/session-deps.js";
+import { BudgetExceededError } from "../src/errors/budget-exceeded-error.js";
 import { type ErrorInfo, errorInfo, toErrorInfo } from "../src/errors/error-info.js";
 import type { EventBody } from "../src/events/types.js";
 import type { LlmOptions, Message, TokenUsage, ToolDefinition } from "../src/llm/types.js";
@@ -52,7 +53,15 @@ export interface ChatInput {
    * messages; the chat began at `chatStart` and goes on after `iteration`.
    */
   resumeFrom?: { chatStart: number; persisted: number; iteration: number };
+  /**
+   * Whether the chat may spend tokens (a tenant's budget), checked by whoever starts the chat: an
+   * exceeded one ends the chat `budget_exceeded` before the user message is stored or the model asked.
+   */
+  budget?: BudgetCheck;
 }
+
+/** See {@link ChatInput.budget}. */
+export type BudgetCheck = { isExceeded: false } | { isExceeded: true; reason: string };
 
 export type ChatStatus = "done" | "failed" | "cancelled";
 
@@ -79,6 +88,7 @@ export interface ChatConfig {
   maxIterations: number;
   tokenLimit: number;
   contextCompactRatio: number;
+  budget?: BudgetCheck;
 }
 
 export interface ChatContext {
@@ -127,6 +137,7 @@ const CONFIG_FIELDS = [
   "maxIterations",
   "tokenLimit",
   "contextCompactRatio",
+  "budget",
 ] as const satisfies ReadonlyArray<keyof ChatConfig>;
 
 /**
@@ -235,6 +246,14 @@ export const chatMachine = setup({
       usage: ({ context, event }) =>
         addUsage(context.usage, (event as unknown as IterationDone).output.usage),
     }),
+    /** The chat is refused for its spent budget. */
+    refuseOverBudget: assign({
+      error: ({ context }) => {
+        const budget = context.config.budget;
+        const reason = budget?.isExceeded === true ? budget.reason : "the token budget is spent";
+        return toErrorInfo(new BudgetExceededError(reason));
+      },
+    }),
     recordError: assign({
       error: ({ event }) => toErrorInfo((event as unknown as { error: unknown }).error),
     }),
@@ -267,6 +286,8 @@ export const chatMachine = setup({
       context.tokenUsed / context.config.tokenLimit >= context.config.contextCompactRatio,
     hasCompacted: ({ event }) => (event as unknown as { output: CompactionOutput }).output.ok,
     isCancelRequested: ({ context }) => context.isCancelRequested,
+    /** The budget given with the input is spent: no model request may be made. */
+    isOverBudget: ({ context }) => context.config.budget?.isExceeded === true && context.isResumed !== true,
   },
 }).createMachine({
   id: "chat",
@@ -280,6 +301,7 @@ export const chatMachine = setup({
       maxIterations: Math.max(1, input.maxIterations),
       tokenLimit: input.tokenLimit,
       contextCompactRatio: input.contextCompactRatio,
+      ...(input.budget === undefined ? {} : { budget: input.budget }),
     },
     messages: input.history,
     chatStart: input.resumeFrom?.chatStart ?? input.history.length,
@@ -298,8 +320,15 @@ export const chatMachine = setup({
     deps: input.deps,
     isResumed: input.resumeFrom !== undefined,
   }),
-  initial: "preparing",
+  initial: "admitting",
   states: {
+    admitting: {
+      // A spent budget refuses the chat before anything is stored or asked of the model.
+      always: [
+        { guard: "isOverBudget", target: "failed", actions: "refuseOverBudget" },
+        { target: "preparing" },
+      ],
+    },
     preparing: {
       entry: [
         assign(({ context }) => ({

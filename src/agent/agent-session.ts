@@ -9,6 +9,7 @@ import {
   toPromise,
 } from "xstate";
 import { toolCallActor } from "../../actors/tool-call.js";
+import type { BudgetCheck } from "../../machines/chat.machine.js";
 import { type ChatOutput, upgradeChatSnapshot } from "../../machines/chat.machine.js";
 import type { ContextHistory } from "../context/context-history.js";
 import { type Compactor, ContextManager } from "../context/context-manager.js";
@@ -58,6 +59,8 @@ export interface AgentSessionParams {
   redactor: SecretRedactor;
   recordMessage(message: Message): void;
   post: ((text: string, options?: { type?: string; stackable?: boolean }) => void) | undefined;
+  /** Asked as each chat starts (a tenant's token budget); undefined: no budget. */
+  checkBudget: (() => BudgetCheck) | undefined;
   /** Publish StateChanged for every machine (only when someone reads the events). */
   isReportingStates: boolean;
   inspect: ((inspection: InspectionEvent) => void) | undefined;
@@ -417,8 +420,8 @@ export class AgentSession implements Agent {
     if (resumed?.continueFrom === undefined) {
       journal?.beginChat(events.chatId, text, context.messages.length, options.requestId);
     }
-    // `preparing` is left within the start's macrostep, so no inspection event shows it.
-    events.emit(0, { kind: "StateChanged", machine: "chat", state: "preparing" });
+    // The chat's first move (admitting → preparing, or → failed for a spent budget) is a microstep
+    // of the start: the state reporter shows it, so `preparing` needs no StateChanged of its own here.
     const actor = this.#startActor(boundMachines.chat, {
       userText: text,
       injections: toolSets.map((set) => set.iterationPromptInjection()).filter((s) => s.trim() !== ""),
@@ -431,6 +434,7 @@ export class AgentSession implements Agent {
       tokenLimit: manager.tokenLimit,
       contextCompactRatio: settings.contextCompactRatio,
       tokenUsed: context.tokenUsed,
+      ...(this.#params.checkBudget === undefined ? {} : { budget: this.#params.checkBudget() }),
     });
     const cancel = () => {
       if (actor.getSnapshot().status === "active") actor.send({ type: "cancel" });

@@ -1,4 +1,5 @@
 import type { InspectionEvent } from "xstate";
+import type { BudgetCheck } from "../../machines/chat.machine.js";
 import type { ContextHistory } from "../context/context-history.js";
 import type { AgentEvent, EventBody } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
@@ -61,6 +62,11 @@ export interface CreateAgentParams {
    * errors a chat rejects with. Default: none.
    */
   redactor?: SecretRedactor;
+  /**
+   * Asked as each chat starts: an exceeded budget (a tenant's tokens per period) ends the chat
+   * `budget_exceeded` before any model request. Default: no budget.
+   */
+  checkBudget?: () => BudgetCheck;
   /** Posts to the session's mailbox (background tasks); set by the host. */
   post?: (text: string, options?: { type?: string; stackable?: boolean }) => void;
   /** OpenTelemetry spans; by default on when a global tracer provider is registered. */

@@ -134,6 +134,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     redactor: params.redactor ?? NO_SECRETS,
     recordMessage: swallow(options.onMessageRecorded),
     post: params.post,
+    checkBudget: params.checkBudget,
     isReportingStates,
     inspect: params.inspect,
     parked: await params.history?.loadPendingApproval?.(),

@@ -20,7 +20,7 @@ export interface BusMessage {
 }
 
 /** The reason a payload whose bytes are not valid UTF-8 is refused. */
-export const NOT_UTF8 = "the payload is not valid UTF-8 (SPEC §11: all payloads are UTF-8 JSON)";
+export const NOT_UTF8 = "the payload is not valid UTF-8 (every payload of the contract is UTF-8 JSON)";
 
 /** How to subscribe. */
 export interface SubscribeOptions {

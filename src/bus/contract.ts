@@ -22,6 +22,8 @@ export const ERROR_CODES = [
   "overloaded",
   /** The answer was over the bus's max payload: read it from the session history (`chatId`). */
   "reply_too_large",
+  /** The tenant's token budget for the period is spent: the chat ran no model request. Not retryable within the period. */
+  "budget_exceeded",
 ] as const;
 
 /** The `code` of a failed reply (SPEC §11). */

@@ -1,4 +1,3 @@
-import { isUtf8 } from "node:buffer";
 import { readFileSync } from "node:fs";
 import {
   type Authenticator,
@@ -6,19 +5,10 @@ import {
   headers as createHeaders,
   credsAuthenticator,
   errors,
-  type Msg,
   type NatsConnection,
   type NodeConnectionOptions,
 } from "@nats-io/transport-node";
-import {
-  type Bus,
-  type BusMessage,
-  type Connectivity,
-  NOT_UTF8,
-  type RequestOptions,
-  type SubscribeOptions,
-  type Subscription,
-} from "./bus.js";
+import type { Bus, BusMessage, Connectivity, RequestOptions, SubscribeOptions, Subscription } from "./bus.js";
 import { DEFAULT_REQUEST_TIMEOUT_MS, type HandlerErrorReporter, reportHandlerError } from "./bus-defaults.js";
 import {
   BusClosedError,
@@ -30,6 +20,7 @@ import {
 } from "./bus-errors.js";
 import { MAX_PAYLOAD_BYTES } from "./contract.js";
 import { type HeldMessage, HeldMessages } from "./held-messages.js";
+import { toBusMessage } from "./inbound-message.js";
 import { parseNatsUrl, redactNatsUrl } from "./nats-url.js";
 import { isValidPattern, isValidSubject } from "./subjects.js";
 
@@ -303,16 +294,17 @@ export class NatsBus implements Bus {
     reportedTimeoutMs = timeoutMs,
   ): Promise<BusMessage> {
     signal?.throwIfAborted();
-    const reply = this.connection
-      .request(subject, data, { timeout: timeoutMs })
-      .then(toBusMessage, (error: unknown) => {
+    const reply = this.connection.request(subject, data, { timeout: timeoutMs }).then(
+      (msg) => toBusMessage(msg),
+      (error: unknown) => {
         const mapped = toBusError(error, subject, reportedTimeoutMs);
         // The client fails open requests with a plain RequestError when the connection closes.
         if (mapped === error && (this.connection.isClosed() || this.connection.isDraining())) {
           throw new BusClosedError("the bus closed before a reply came", { cause: error });
         }
         throw mapped;
-      });
+      },
+    );
     if (signal === undefined) return reply;
     // The client has no abort for requests: stop waiting and let the late reply be ignored.
     reply.catch(() => {});
@@ -611,20 +603,6 @@ function toNatsHeaders(record: Record<string, string>): ReturnType<typeof create
   const natsHeaders = createHeaders();
   for (const key of Object.keys(record)) natsHeaders.set(key, record[key]!);
   return natsHeaders;
-}
-
-function toBusMessage(msg: Msg): BusMessage {
-  const message: BusMessage = { subject: msg.subject, data: msg.string() };
-  // Decoding replaces bad bytes with U+FFFD: a request would run on text nobody sent.
-  if (!isUtf8(msg.data)) message.malformed = NOT_UTF8;
-  if (msg.reply) message.reply = msg.reply;
-  if (msg.headers !== undefined) {
-    const record: Record<string, string> = {};
-    // Keys as sent (the v3 client's lookups are case-sensitive): no canonicalisation here.
-    for (const key of msg.headers.keys()) record[key] = msg.headers.get(key);
-    message.headers = record;
-  }
-  return message;
 }
 
 function toBusError(error: unknown, subject: string, timeoutMs: number): unknown {

@@ -38,7 +38,50 @@ export function isValidPrefix(prefix: string): boolean {
  * (two streams may not claim overlapping subjects).
  */
 export function jetStreamName(prefix: string, suffix: string): string {
+  const tenant = TENANT_PREFIX.exec(prefix);
+  if (tenant !== null) {
+    // A tenant keeps its case: tenants `acme` and `ACME` must not share a bucket.
+    return `${jetStreamName(tenant[1]!, "TENANT")}_${tenant[2]}_${suffix}`;
+  }
   return `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_${suffix}`;
+}
+
+/** `<prefix>.tenant.<tenant>`, as {@link tenantPrefix} builds it. */
+const TENANT_PREFIX = /^(.+)\.tenant\.([A-Za-z0-9_-]{1,64})$/;
+
+/**
+ * `<prefix>.tenant.<tenant>`: the prefix everything of one tenant lives under on the hosts' side
+ * (requests, events, heartbeats, forwarding, and the JetStream streams and buckets named after
+ * it). A tenant's own account sees its subjects without `tenant.<tenant>` (see
+ * examples/multi-tenant/nats.conf); the hosts tell tenants apart by this token.
+ */
+export function tenantPrefix(prefix: string, tenant: string): string {
+  return `${prefix}.tenant.${tenant}`;
+}
+
+/** `<prefix>.tenant.*.agents.*.<verb>`: one subscription takes every tenant's requests. */
+export function tenantRequestsPattern(prefix: string, verb: AgentVerb): string {
+  return `${prefix}.tenant.*.agents.*.${verb}`;
+}
+
+/**
+ * The tenant of a request received on `<prefix>.tenant.<tenant>.agents.…`: `{ tenant }`, or
+ * `{ invalid }` with the reason when the token cannot be a tenant name (it must match
+ * {@link NAME_PATTERN}), or undefined for a subject that names no tenant.
+ */
+export function tenantOf(
+  prefix: string,
+  subject: string,
+): { tenant: string; invalid?: undefined } | { invalid: string; tenant?: undefined } | undefined {
+  const head = `${prefix}.tenant.`;
+  if (!subject.startsWith(head)) return undefined;
+  const token = subject.slice(head.length).split(".", 1)[0] ?? "";
+  if (!isValidName(token)) {
+    return {
+      invalid: `invalid tenant name ${JSON.stringify(token)}: a tenant matches ${NAME_PATTERN.source}`,
+    };
+  }
+  return { tenant: token };
 }
 
 /** `<prefix>.agents.<agent>.chat`: request/reply for chat messages. */

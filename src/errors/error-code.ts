@@ -44,6 +44,8 @@ export const ERROR_CODE_TABLE = {
   host_closing: { reply: "cancelled", exitCode: EXIT_FAILURE },
   /** Every session slot is busy. */
   overloaded: { reply: "overloaded", exitCode: EXIT_FAILURE },
+  /** The tenant's token budget for the period is spent: no model request was made. */
+  budget_exceeded: { reply: "budget_exceeded", exitCode: EXIT_FAILURE },
   // The user's configuration or command line.
   configuration: userMistake,
   usage: userMistake,

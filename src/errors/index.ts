@@ -1,4 +1,5 @@
 export { AgentloopError, type AgentloopErrorOptions, isAgentloopError } from "./agentloop-error.js";
+export { BudgetExceededError } from "./budget-exceeded-error.js";
 export { ConfigurationError } from "./configuration-error.js";
 export {
   AGENTLOOP_ERROR_CODES,

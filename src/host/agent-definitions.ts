@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { NAME_PATTERN } from "../bus/subjects.js";
 import type { RuntimeConfig } from "../config/runtime-config.js";
+import { TenantsSection } from "../config/tenant-limits.js";
 import { checkUniqueAgentNames } from "../config/unique-agent-names.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
 import { knownContextWindow, ProviderName } from "../llm/create-backend.js";
@@ -51,7 +52,11 @@ export type AgentDefinition = z.infer<typeof AgentDefinition>;
 
 /** The agents file: `{ "agents": [ … ] }`, names unique. */
 export const AgentsFile = z
-  .object({ agents: z.array(AgentDefinition).min(1, { error: "must list at least one agent" }) })
+  .object({
+    agents: z.array(AgentDefinition).min(1, { error: "must list at least one agent" }),
+    /** Limits per tenant (see src/config/tenant-limits.ts); who is served is up to the NATS accounts. */
+    tenants: TenantsSection.optional(),
+  })
   .strict()
   .superRefine((file, context) => {
     checkUniqueAgentNames(file.agents, context);

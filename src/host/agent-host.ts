@@ -43,7 +43,8 @@ export interface SessionHooks {
  * `handle`'s promise — the reply sent, once sent — for their statistics.
  */
 export type RequestListener = (
-  verb: AgentVerb,
+  /** The endpoint's name (`chat`, `control`; `$SRV` shows it). */
+  verb: string,
   subject: string,
   queue: string,
   handle: (message: BusMessage) => Promise<ChatReply | ControlReply>,

@@ -1,6 +1,8 @@
 import type { Service } from "@nats-io/services";
 import type { BusMessage, Subscription } from "../bus/bus.js";
+import { MAX_PAYLOAD_BYTES } from "../bus/contract.js";
 import { addCountedEndpoint, servicesOn } from "../bus/counted-endpoint.js";
+import { toBusMessage } from "../bus/inbound-message.js";
 import type { NatsBus } from "../bus/nats-bus.js";
 import { VERSION } from "../version.js";
 import type { RequestListener } from "./agent-host.js";
@@ -73,9 +75,7 @@ export class ContractService {
       subject,
       queue,
       handle: async (message) => {
-        const busMessage: BusMessage = { subject: message.subject, data: message.string() };
-        if (message.reply) busMessage.reply = message.reply;
-        const reply = await handle(busMessage);
+        const reply = await handle(toBusMessage(message, { maxBytes: MAX_PAYLOAD_BYTES }));
         return reply.ok
           ? { isError: false }
           : { isError: true, reason: `${reply.error.code}: ${reply.error.message}` };

@@ -1,3 +1,4 @@
+import type { BudgetCheck } from "../../machines/chat.machine.js";
 import type { Agent } from "../agent/agent-types.js";
 import { createAgent } from "../agent/create-agent.js";
 import type { Bus } from "../bus/bus.js";
@@ -57,6 +58,8 @@ export interface SessionAgentFactoryOptions {
    * `chat_journal` table when `db` is set, else none (in-memory histories die with the process).
    */
   journal?: ChatJournal;
+  /** Asked as each chat starts (a tenant's token budget): see {@link CreateAgentParams.checkBudget}. */
+  checkBudget?: () => BudgetCheck;
   /** The host's MCP servers: each agent gets the ToolSets of the servers it lists. */
   mcpServers?: McpServerPool;
   /** Injected for deterministic tests. */
@@ -203,6 +206,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
       history: fenceHistory(historyOf(agent, session), hooks.fence),
       ...(journalOf() === undefined ? {} : { journal: journalOf() }),
       post: hooks.post,
+      ...(options.checkBudget === undefined ? {} : { checkBudget: options.checkBudget }),
       ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
       options: {
         tokenLimit: definition.contextWindow,

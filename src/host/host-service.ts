@@ -1,13 +1,15 @@
+import { join, parse } from "node:path";
 import type { Bus } from "../bus/bus.js";
 import { ensureEventStream } from "../bus/event-log.js";
 import { NatsBus } from "../bus/nats-bus.js";
-import { jetStreamName } from "../bus/subjects.js";
+import { jetStreamName, tenantPrefix } from "../bus/subjects.js";
 import { AgentRouting } from "../cluster/agent-routing.js";
 import { SessionCluster } from "../cluster/session-cluster.js";
 import { leaseTiming } from "../cluster/session-lease.js";
 import { processEnvironment } from "../config/process-environment.js";
 import type { HistoryBackendName, ProtocolSettings, RuntimeConfig } from "../config/runtime-config.js";
 import { configuredSecrets } from "../config/runtime-config.js";
+import type { TenantLimits } from "../config/tenant-limits.js";
 import { NatsHistoryStore } from "../context/nats-history-store.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
@@ -19,11 +21,13 @@ import { McpServerPool } from "../mcp/mcp-server-pool.js";
 import { AgentProtocolHost } from "../protocol/agent-protocol-host.js";
 import { createSecretRedactor } from "../text/secret-redactor.js";
 import type { ResolvedAgentDefinition } from "./agent-definitions.js";
-import { AgentHost } from "./agent-host.js";
+import { AgentHost, type RequestListener } from "./agent-host.js";
 import { ContractService } from "./contract-service.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
 import { definitionSecrets } from "./definition-secrets.js";
 import { createHostId, isValidHostId } from "./host-id.js";
+import { TenantHosts } from "./tenant-hosts.js";
+import { TokenBudget } from "./token-budget.js";
 
 export interface HostServiceOptions {
   bus: Bus;
@@ -52,6 +56,8 @@ export interface HostServiceOptions {
    * sessions, replies, journal). Existing ones keep their settings. Default: the server's (1).
    */
   jsReplicas?: number;
+  /** Limits per tenant (the agents file's `tenants` section): tenants not named here have none. */
+  tenants?: Readonly<Record<string, TenantLimits>>;
 }
 
 /** A running agent host with what it holds open. */
@@ -59,6 +65,8 @@ export interface HostService {
   host: AgentHost;
   /** The id this host goes by. */
   readonly hostId: string;
+  /** The tenants served so far (on `<prefix>.tenant.<tenant>.agents.…`). */
+  tenants: TenantHosts;
   /** The Agent Protocol side (undefined on the in-process bus: there is no `$SRV` there). */
   protocol: AgentProtocolHost | undefined;
   /** Resolves with how many journaled sessions were resumed at start, once their chats ran. */
@@ -96,35 +104,128 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   const hostId = options.hostId ?? createHostId();
   // Only what this host creates gets them: a stream or bucket that exists keeps its settings.
   const replicas = options.jsReplicas === undefined ? {} : { replicas: options.jsReplicas };
-  const histories =
-    options.history === "nats" ? await openNatsHistories(bus, config.prefix, replicas) : undefined;
-  // Shared histories need a shared journal: the next owner of a session resumes from it.
-  const sharedJournal =
-    histories !== undefined && bus instanceof NatsBus
-      ? await KvChatJournal.open(bus.connection, {
-          bucket: jetStreamName(config.prefix, "JOURNAL"),
-          ...replicas,
-        })
-      : undefined;
   const mcpServers = new McpServerPool(options.definitions, { env, log });
-  const factory = createSessionAgentFactory({
-    definitions: options.definitions,
-    bus,
-    prefix: config.prefix,
-    redactor,
-    // The shell reads the variables it passes on from the same environment as the providers.
-    shell: { env, log },
-    ...(config.db === undefined ? {} : { db: config.db }),
-    ...(histories === undefined
-      ? {}
-      : { openHistory: (agent, session) => histories.history(agent, session) }),
-    ...(sharedJournal === undefined ? {} : { journal: sharedJournal }),
-    hostId,
-    ...(options.env === undefined ? {} : { env: options.env }),
-    ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
-    log,
-    mcpServers,
-  });
+  const agentNames = options.definitions.map((definition) => definition.name);
+  const tenantLimits = options.tenants ?? {};
+
+  /**
+   * Everything that serves one prefix: the untenanted `<prefix>` or a tenant's
+   * `<prefix>.tenant.<tenant>`. Each has its own histories, journal, leases, stored replies and
+   * sessions, so nothing of one is reachable from another.
+   */
+  const startUnit = async (
+    prefix: string,
+    unit: {
+      listen?: RequestListener;
+      db?: string;
+      maxSessions?: number;
+      budget?: TokenBudget;
+    },
+  ) => {
+    const histories = options.history === "nats" ? await openNatsHistories(bus, prefix, replicas) : undefined;
+    // Shared histories need a shared journal: the next owner of a session resumes from it.
+    const sharedJournal =
+      histories !== undefined && bus instanceof NatsBus
+        ? await KvChatJournal.open(bus.connection, { bucket: jetStreamName(prefix, "JOURNAL"), ...replicas })
+        : undefined;
+    const { budget } = unit;
+    const factory = createSessionAgentFactory({
+      definitions: options.definitions,
+      bus,
+      prefix,
+      redactor,
+      // The shell reads the variables it passes on from the same environment as the providers.
+      shell: { env, log },
+      ...(unit.db === undefined ? {} : { db: unit.db }),
+      ...(histories === undefined
+        ? {}
+        : { openHistory: (agent, session) => histories.history(agent, session) }),
+      ...(sharedJournal === undefined ? {} : { journal: sharedJournal }),
+      hostId,
+      ...(options.env === undefined ? {} : { env: options.env }),
+      ...(budget === undefined ? {} : { checkBudget: () => budget.check() }),
+      ...(options.onEvent === undefined && budget === undefined
+        ? {}
+        : {
+            onEvent: (event: AgentEvent) => {
+              budget?.record(event);
+              options.onEvent?.(event);
+            },
+          }),
+      log,
+      mcpServers,
+    });
+    let host: AgentHost | undefined;
+    // Issue 11: on NATS with JetStream, sessions are leased so several hosts can share the agents.
+    let cluster: SessionCluster | undefined;
+    if (bus instanceof NatsBus) {
+      const started = await SessionCluster.startOrExplain({
+        connection: bus.connection,
+        prefix,
+        hostId,
+        timing: leaseTiming(options.leaseTtlMs),
+        ...replicas,
+        ...(options.dedupeWindowMs === undefined ? {} : { dedupeWindowMs: options.dedupeWindowMs }),
+        stateOf: (agent, session) => {
+          const actor = host?.sessions.find(agent, session);
+          return actor === undefined ? undefined : actor.isIdle ? "idle" : "busy";
+        },
+        log,
+      });
+      if (started instanceof SessionCluster) cluster = started;
+      else
+        log(
+          `no session leases (JetStream KV): ${started.unavailable}; run one host only on this NATS system`,
+        );
+    }
+    try {
+      host = new AgentHost({
+        bus,
+        prefix,
+        agents: agentNames,
+        createAgent: factory.createAgent,
+        hostId,
+        log,
+        ...(cluster === undefined ? {} : { cluster }),
+        ...(bus instanceof NatsBus ? { routing: new AgentRouting(bus.connection, prefix) } : {}),
+        ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
+        ...(unit.maxSessions === undefined ? {} : { maxSessions: unit.maxSessions }),
+        ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
+        ...(unit.listen === undefined ? {} : { listen: unit.listen }),
+      }).start();
+    } catch (error) {
+      await cluster?.close();
+      factory.close();
+      throw error;
+    }
+    const startedHost = host;
+    // Issue 11: what this host's last life (or, with leases, a dead host) left unfinished goes on now,
+    // without a new message: sessions with a journal entry and no live owner are activated here.
+    const journal: ChatJournal | undefined = factory.journal;
+    const sweeper =
+      journal === undefined
+        ? undefined
+        : new JournalSweeper({
+            journal,
+            sessions: startedHost.sessions,
+            agents: agentNames,
+            ...(cluster === undefined
+              ? {}
+              : { ownership: cluster, intervalMs: Math.max(250, leaseTiming(options.leaseTtlMs).ttlMs / 3) }),
+            log,
+          });
+    return {
+      host: startedHost,
+      factory,
+      sweeper,
+      close: async (closeOptions: { hurry?: AbortSignal } = {}) => {
+        sweeper?.close();
+        await startedHost.close(closeOptions);
+        factory.close();
+      },
+    };
+  };
+
   // Servers that cannot start are logged and retried: the host serves without their tools meanwhile.
   await mcpServers.start();
   if (bus instanceof NatsBus) {
@@ -137,28 +238,9 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   }
   // On NATS our own contract is a `$SRV` micro service (`agentloop`); in process, plain subscriptions.
   let contract: ContractService | undefined;
-  let host: AgentHost | undefined;
+  let main: Awaited<ReturnType<typeof startUnit>> | undefined;
+  let tenants: TenantHosts | undefined;
   let protocol: AgentProtocolHost | undefined;
-  // Issue 11: on NATS with JetStream, sessions are leased so several hosts can share the agents.
-  let cluster: SessionCluster | undefined;
-  if (bus instanceof NatsBus) {
-    const started = await SessionCluster.startOrExplain({
-      connection: bus.connection,
-      prefix: config.prefix,
-      hostId,
-      timing: leaseTiming(options.leaseTtlMs),
-      ...replicas,
-      ...(options.dedupeWindowMs === undefined ? {} : { dedupeWindowMs: options.dedupeWindowMs }),
-      stateOf: (agent, session) => {
-        const actor = host?.sessions.find(agent, session);
-        return actor === undefined ? undefined : actor.isIdle ? "idle" : "busy";
-      },
-      log,
-    });
-    if (started instanceof SessionCluster) cluster = started;
-    else
-      log(`no session leases (JetStream KV): ${started.unavailable}; run one host only on this NATS system`);
-  }
   try {
     contract =
       bus instanceof NatsBus
@@ -166,30 +248,42 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
             prefix: config.prefix,
             hostId,
             log,
-            statsData: () => ({ eventPublishFailures: factory.eventPublishFailures }),
+            statsData: () => ({ eventPublishFailures: main?.factory.eventPublishFailures ?? 0 }),
           })
         : undefined;
-    host = new AgentHost({
+    main = await startUnit(config.prefix, {
+      ...(config.db === undefined ? {} : { db: config.db }),
+      ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
+      ...(contract === undefined ? {} : { listen: contract.listen }),
+    });
+    // Tenants (NATS accounts importing `<prefix>.tenant.<tenant>.agents.>`) need no list here:
+    // each is served from its first request on.
+    tenants = new TenantHosts({
       bus,
       prefix: config.prefix,
-      agents: options.definitions.map((definition) => definition.name),
-      createAgent: factory.createAgent,
-      hostId,
-      log,
-      ...(cluster === undefined ? {} : { cluster }),
-      ...(bus instanceof NatsBus ? { routing: new AgentRouting(bus.connection, config.prefix) } : {}),
-      ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
-      ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
-      ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
+      queueGroup: `${config.prefix.replace(/\./g, "_")}_host`,
       ...(contract === undefined ? {} : { listen: contract.listen }),
+      log,
+      createUnit: (tenant, listen) => {
+        const limits = tenantLimits[tenant];
+        return startUnit(tenantPrefix(config.prefix, tenant), {
+          listen,
+          ...(config.db === undefined ? {} : { db: tenantDatabasePath(config.db, tenant) }),
+          ...(limits?.maxSessions === undefined ? {} : { maxSessions: limits.maxSessions }),
+          ...(limits?.tokenBudget === undefined
+            ? {}
+            : { budget: new TokenBudget(tenant, limits.tokenBudget) }),
+        });
+      },
     }).start();
   } catch (error) {
     // No server process may outlive a host that did not start.
+    await main?.close();
     await contract?.stop();
     await mcpServers.close();
-    factory.close();
     throw error;
   }
+  const { host } = main;
   if (bus instanceof NatsBus) {
     try {
       const selfApproving = new Set(
@@ -202,45 +296,37 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
         ...options.protocol,
       });
     } catch (error) {
-      await host.close();
+      await tenants.close();
+      await main.close();
       await contract?.stop();
       await mcpServers.close();
-      factory.close();
       throw error;
     }
   }
-  // Issue 11: what this host's last life (or, with leases, a dead host) left unfinished goes on now,
-  // without a new message: sessions with a journal entry and no live owner are activated here.
-  const journal: ChatJournal | undefined = factory.journal;
-  const sweeper =
-    journal === undefined
-      ? undefined
-      : new JournalSweeper({
-          journal,
-          sessions: host.sessions,
-          agents: options.definitions.map((definition) => definition.name),
-          ...(cluster === undefined
-            ? {}
-            : { ownership: cluster, intervalMs: Math.max(250, leaseTiming(options.leaseTtlMs).ttlMs / 3) }),
-          log,
-        });
-  const resumed = sweeper?.start() ?? Promise.resolve(0);
+  const resumed = main.sweeper?.start() ?? Promise.resolve(0);
+  const startedMain = main;
+  const startedTenants = tenants;
   return {
     host,
+    tenants: startedTenants,
     hostId,
     protocol,
     resumed,
     close: async (closeOptions = {}) => {
       // No new prompts; running ones end with the host's sessions (answered, or cancelled after the grace).
-      sweeper?.close();
       await protocol?.stop();
-      await host.close(closeOptions);
+      await Promise.all([startedMain.close(closeOptions), startedTenants.close(closeOptions)]);
       await protocol?.drained();
       await contract?.stop();
       await mcpServers.close();
-      factory.close();
     },
   };
+}
+
+/** A tenant's SQLite file next to the host's: `chats.db` → `chats.tenant-<tenant>.db`. */
+export function tenantDatabasePath(db: string, tenant: string): string {
+  const { dir, name, ext } = parse(db);
+  return join(dir, `${name}.tenant-${tenant}${ext}`);
 }
 
 /**

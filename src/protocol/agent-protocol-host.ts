@@ -1,9 +1,8 @@
-import { isUtf8 } from "node:buffer";
 import type { Service, ServiceMsg } from "@nats-io/services";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { NOT_UTF8 } from "../bus/bus.js";
 import { MAX_PAYLOAD_BYTES } from "../bus/contract.js";
 import { addCountedEndpoint, type EndpointOutcome, servicesOn } from "../bus/counted-endpoint.js";
+import { toBusMessage } from "../bus/inbound-message.js";
 import { isValidName, NAME_PATTERN } from "../bus/subjects.js";
 import { type AgentHost, sessionStartError } from "../host/agent-host.js";
 import type { ChatOutcome, SessionActor } from "../host/session-actor.js";
@@ -219,8 +218,10 @@ export class AgentProtocolHost {
     const session = instanceOf(message.subject) ?? "";
     if (!isValidName(session))
       return this.#refuse(replySubject, 404, "unknown_session", unknownSession(session));
-    if (!isUtf8(message.data)) return this.#refuse(replySubject, 400, "bad_request", NOT_UTF8);
-    const parsed = parsePromptPayload(message.string());
+    const inbound = toBusMessage(message, { maxBytes: MAX_PAYLOAD_BYTES });
+    if (inbound.malformed !== undefined)
+      return this.#refuse(replySubject, 400, "bad_request", inbound.malformed);
+    const parsed = parsePromptPayload(inbound.data);
     if (!parsed.ok) return this.#refuse(replySubject, 400, "bad_request", parsed.reason);
     if ((parsed.value.attachments?.length ?? 0) > 0) {
       return this.#refuse(

@@ -1,7 +1,7 @@
-import { isUtf8 } from "node:buffer";
 import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
-import { NOT_UTF8 } from "../bus/bus.js";
+import { MAX_PAYLOAD_BYTES } from "../bus/contract.js";
+import { toBusMessage } from "../bus/inbound-message.js";
 import type { EventOf } from "../events/types.js";
 import { describeFailure } from "../host/describe-failure.js";
 import type { CommandOutcome } from "../host/session-actor.js";
@@ -135,9 +135,11 @@ export class ApprovalQueries {
       this.#respond(message, { ok: false, error: { code: "bad_request", message: SELF_APPROVAL_REFUSED } });
       return;
     }
-    const parsed = isUtf8(message.data)
-      ? parsePromptPayload(message.string())
-      : ({ ok: false, reason: NOT_UTF8 } as const);
+    const inbound = toBusMessage(message, { maxBytes: MAX_PAYLOAD_BYTES });
+    const parsed =
+      inbound.malformed === undefined
+        ? parsePromptPayload(inbound.data)
+        : ({ ok: false, reason: inbound.malformed } as const);
     if (!parsed.ok) {
       // Not an answer: the question stays open.
       this.#respond(message, { ok: false, error: { code: "bad_request", message: parsed.reason } });

@@ -156,6 +156,7 @@ describe("replies", () => {
       "internal",
       "overloaded",
       "reply_too_large",
+      "budget_exceeded",
     ]);
   });
 

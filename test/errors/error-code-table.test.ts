@@ -21,6 +21,7 @@ import {
 import {
   AGENTLOOP_ERROR_CODES,
   AgentloopError,
+  BudgetExceededError,
   ConfigurationError,
   ERROR_CODE_TABLE,
   errorInfo,
@@ -142,6 +143,13 @@ const CASES: Array<{ error: AgentloopError; code: string; reply: string; exit: n
       reply: "overloaded",
       exit: 1,
       retryable: true,
+    },
+    {
+      error: new BudgetExceededError('tenant "B" used its budget'),
+      code: "budget_exceeded",
+      reply: "budget_exceeded",
+      exit: 1,
+      retryable: false,
     },
     {
       error: new ConfigurationError("bad"),

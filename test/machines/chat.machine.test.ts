@@ -291,8 +291,12 @@ const userMessage: Message = {
   content: "<TODO_LIST_REMINDER>plan</TODO_LIST_REMINDER>\n\nwhat now?",
 };
 
-async function replay(path: PlannedPath<Snapshot, ModelEvent>, coverage: MachineCoverage) {
-  const { actor, pending, started, reports, recorded } = startScripted(input, coverage.inspect);
+async function replay(
+  path: PlannedPath<Snapshot, ModelEvent>,
+  coverage: MachineCoverage,
+  chatInput: ChatInput = input,
+) {
+  const { actor, pending, started, reports, recorded } = startScripted(chatInput, coverage.inspect);
   coverage.recordSnapshot(actor.getSnapshot());
   for (const step of path) {
     const { event } = step;
@@ -328,6 +332,14 @@ function checkInvariants(
   reports: Array<{ iteration: number; body: EventBody }>,
   recorded: Message[],
 ) {
+  if (snapshot.context.error?.code === "budget_exceeded") {
+    // Refused before anything: no message recorded or written, no model request, one ChatFailed.
+    expect(recorded).toEqual([]);
+    expect(started).toEqual([]);
+    expect(reports.map((report) => report.body.kind)).toEqual(["ChatFailed"]);
+    expect(snapshot.status).toBe("done");
+    return;
+  }
   // The user message: injections first, then the text; recorded once, before anything else.
   // (The iteration stand-in records nothing; what the chat machine adds itself is the cancelled
   // results it back-fills for calls that never settled.)
@@ -428,6 +440,10 @@ describe("chat machine (model-based)", () => {
   it("replays every path on the real machine and covers every state and transition", async () => {
     const coverage = createMachineCoverage(chatMachine);
     for (const path of [...edgePaths, ...simplePaths]) await replay(path, coverage);
+    // A spent budget: the chat is refused as it starts, with no event to send (an empty path).
+    const overBudget: ChatInput = { ...input, budget: { isExceeded: true, reason: "spent" } };
+    expect(planEdgePaths(chatMachine, { ...traversal, input: overBudget })).toEqual([]);
+    await replay([], coverage, overBudget);
     const report = coverage.report();
     expect(report.states.missing).toEqual([]);
     expect(report.transitions.missing).toEqual([]);

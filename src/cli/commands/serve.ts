@@ -11,6 +11,7 @@ import {
   natsHoldBytesFrom,
   protocolSettingsFrom,
 } from "../../config/runtime-config.js";
+import { readTenantLimits } from "../../config/tenant-limits.js";
 import { EXIT_USER_MISTAKE } from "../../errors/error-code.js";
 import { loadAgentDefinitions, type ResolvedAgentDefinition } from "../../host/agent-definitions.js";
 import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
@@ -46,6 +47,9 @@ export function loadAgentsFromFlags(context: CliContext): Promise<ResolvedAgentD
 export const serveCommand: Command = async (context) => {
   const { config } = context;
   const definitions = await loadAgentsFromFlags(context);
+  // Checked with the agents just above: what is left is reading the section.
+  const tenants =
+    typeof context.flags.agents === "string" ? await readTenantLimits(context.flags.agents) : {};
   // Every flag is checked before connecting: a typo is a usage error, not a NATS problem.
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
@@ -88,6 +92,7 @@ export const serveCommand: Command = async (context) => {
       ...(hostId === undefined ? {} : { hostId }),
       history,
       protocol,
+      tenants,
       ...cluster,
     });
     context.stdout.write(
