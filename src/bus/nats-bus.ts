@@ -39,6 +39,12 @@ export interface NatsBusOptions {
   url: string;
   /** A NATS credentials file (JWT + nkey seed), for hosts running under NATS accounts. */
   credsFile?: string;
+  /**
+   * The subject prefix of this connection's reply inboxes (default `_INBOX`): requests, JetStream
+   * and KV calls all take their replies on `<inboxPrefix>.…`, so a NATS user may be allowed to
+   * subscribe to `<inboxPrefix>.>` only. One or more literal tokens, no wildcards.
+   */
+  inboxPrefix?: string;
   /** Connection name shown by the server's monitoring (`agentloop serve`, `agentloop tail`…). */
   name?: string;
   /** How long the first connection attempt may take (default 5 s). */
@@ -579,6 +585,14 @@ function toConnectionOptions(options: NatsBusOptions): NodeConnectionOptions {
     noEcho: false,
   };
   if (options.name !== undefined) connectionOptions.name = options.name;
+  if (options.inboxPrefix !== undefined) {
+    if (!isValidSubject(options.inboxPrefix)) {
+      throw new BusConfigError(
+        `the inbox prefix must be literal subject tokens (no wildcards or whitespace), got "${options.inboxPrefix}"`,
+      );
+    }
+    connectionOptions.inboxPrefix = options.inboxPrefix;
+  }
   if (address.user !== undefined) connectionOptions.user = address.user;
   if (address.pass !== undefined) connectionOptions.pass = address.pass;
   if (address.token !== undefined) connectionOptions.token = address.token;

@@ -1,7 +1,8 @@
 import { isUtf8 } from "node:buffer";
-import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
 import { NOT_UTF8 } from "../bus/bus.js";
+import { createConnectionInbox } from "../bus/connection-inbox.js";
 import type { EventOf } from "../events/types.js";
 import { describeFailure } from "../host/describe-failure.js";
 import type { CommandOutcome } from "../host/session-actor.js";
@@ -60,7 +61,7 @@ export class ApprovalQueries {
   /** Asks the caller about one held call. */
   ask(request: ApprovalRequest): void {
     if (this.#isClosed || this.#open.has(request.toolCallId)) return;
-    const replySubject = createInbox();
+    const replySubject = createConnectionInbox(this.#connection);
     let subscription: Subscription;
     try {
       subscription = this.#connection.subscribe(replySubject, {

@@ -9,6 +9,7 @@ import { EXIT_USER_MISTAKE, exitCodeOfReply } from "../../errors/error-code.js";
 import { parseEventJson } from "../../events/parse-event.js";
 import type { AgentEvent } from "../../events/types.js";
 import type { CliContext } from "../cli-context.js";
+import { natsIdentityOptions } from "../command-helpers.js";
 import { createApprovalPrompt } from "./approval-prompt.js";
 import { createEventPrinter } from "./chat.js";
 
@@ -49,7 +50,7 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
     bus = await NatsBus.connect({
       url: config.natsUrl,
       name: "agentloop chat",
-      ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
+      ...natsIdentityOptions(config),
     });
   } catch (error) {
     if (error instanceof BusConfigError) return fail(messageOf(error), EXIT_USER_MISTAKE);

@@ -4,7 +4,7 @@ import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { startUiServer } from "../../ui/ui-server.js";
 import type { Command } from "../cli-context.js";
-import { parsePort, untilAborted } from "../command-helpers.js";
+import { natsIdentityOptions, parsePort, untilAborted } from "../command-helpers.js";
 
 /** How long `ui` waits for a NATS server before falling back to the in-process bus. */
 const NATS_PROBE_TIMEOUT_MS = 2_000;
@@ -15,7 +15,7 @@ export const uiCommand: Command = async (context) => {
   const host = typeof context.flags.host === "string" ? context.flags.host : undefined;
   const nats = await NatsBus.tryConnect(context.config.natsUrl, NATS_PROBE_TIMEOUT_MS, {
     name: "agentloop ui",
-    ...(context.config.natsCreds === undefined ? {} : { credsFile: context.config.natsCreds }),
+    ...natsIdentityOptions(context.config),
   });
   let bus: Bus;
   if (nats) {
