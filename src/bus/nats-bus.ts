@@ -77,6 +77,8 @@ const REPLY_PROBE_MS = 2_000;
 const RETRY_INTERVAL_MS = 250;
 /** After a reconnect, how long "no responders" may just mean the responders are still reconnecting. */
 const RESPONDERS_RECONNECT_MS = 5_000;
+/** A subject refused again within this long is counted but not logged again. */
+const PERMISSION_LOG_INTERVAL_MS = 10 * 60_000;
 /** Subjects remembered as valid (a session's event subjects repeat): the set starts over past this. */
 const VALID_SUBJECTS_KEPT = 1_024;
 
@@ -117,12 +119,24 @@ export class NatsBus implements Bus {
   private readonly reconnectWaiters = new Set<() => void>();
   /** Subjects already checked: an event publisher hands the bus the same subject string each time. */
   private readonly validSubjects = new Set<string>();
+  private permissionErrorCount = 0;
+  /** When each denied operation was last logged (`publish x` / `subscription x`): one line per subject. */
+  private readonly permissionLoggedAt = new Map<string, number>();
+  /** While a start-up check watches, denials go to it instead of being counted and logged. */
+  private readonly permissionWatchers = new Set<(denial: PermissionDenial) => void>();
+  private readonly hasLog: boolean;
 
   private constructor(connection: NatsConnection, options: NatsBusOptions) {
     this.connection = connection;
     this.knownMaxPayload = connection.info?.max_payload ?? MAX_PAYLOAD_BYTES;
     this.onHandlerError = options.onHandlerError ?? reportHandlerError;
-    this.onSubscriptionError = options.onSubscriptionError ?? reportSubscriptionError;
+    this.hasLog = options.log !== undefined;
+    // A denied subscription also arrives as a permission error on the status stream, which logs it.
+    this.onSubscriptionError =
+      options.onSubscriptionError ??
+      ((error, subject) => {
+        if (!(error instanceof errors.PermissionViolationError)) reportSubscriptionError(error, subject);
+      });
     this.defaultRequestTimeoutMs = options.defaultRequestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.maxHeldMessages = options.maxHeldMessages ?? DEFAULT_MAX_HELD_MESSAGES;
     this.maxHeldBytes = options.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES;
@@ -183,6 +197,27 @@ export class NatsBus implements Bus {
    */
   get droppedPublishes(): number {
     return this.droppedCount;
+  }
+
+  /**
+   * Operations the server refused for lack of permission since connecting (`-ERR 'Permissions
+   * Violation for Publish to "x"'` / `Subscription to "x"`), except those a
+   * {@link watchPermissionErrors} watcher took. Each subject is also logged, once per
+   * {@link PERMISSION_LOG_INTERVAL_MS}.
+   */
+  get permissionErrors(): number {
+    return this.permissionErrorCount;
+  }
+
+  /**
+   * Hands every permission error to `watcher` (instead of counting and logging it) until the
+   * returned function is called: a start-up check that names what is missing reports them itself.
+   */
+  watchPermissionErrors(watcher: (denial: PermissionDenial) => void): () => void {
+    this.permissionWatchers.add(watcher);
+    return () => {
+      this.permissionWatchers.delete(watcher);
+    };
   }
 
   /** The server's `max_payload` (the last one known while disconnected). */
@@ -439,10 +474,32 @@ export class NatsBus implements Bus {
       for await (const status of this.connection.status()) {
         if (status.type === "disconnect") this.onDisconnect(status.server);
         else if (status.type === "reconnect") this.onReconnect(status.server);
+        else if (status.type === "error" && status.error instanceof errors.PermissionViolationError) {
+          this.onPermissionError(status.error);
+        }
       }
     } catch {
       // The status stream ends with the connection.
     }
+  }
+
+  private onPermissionError(error: InstanceType<typeof errors.PermissionViolationError>): void {
+    const denial: PermissionDenial = { operation: error.operation, subject: error.subject };
+    if (error.queue !== undefined) denial.queue = error.queue;
+    if (this.permissionWatchers.size > 0) {
+      for (const watcher of this.permissionWatchers) watcher(denial);
+      return;
+    }
+    this.permissionErrorCount++;
+    const key = `${denial.operation} ${denial.subject}`;
+    const now = Date.now();
+    const loggedAt = this.permissionLoggedAt.get(key);
+    if (loggedAt !== undefined && now - loggedAt < PERMISSION_LOG_INTERVAL_MS) return;
+    if (this.permissionLoggedAt.size >= VALID_SUBJECTS_KEPT) this.permissionLoggedAt.clear();
+    this.permissionLoggedAt.set(key, now);
+    const line = `the NATS server refused: ${describeDenial(denial)} (permission errors so far: ${this.permissionErrorCount}; the same subject is not logged again for ${PERMISSION_LOG_INTERVAL_MS / 60_000} min)`;
+    if (this.hasLog) this.log(line);
+    else console.error(`agentloop bus: ${line}`);
   }
 
   private onDisconnect(server: string): void {
@@ -541,6 +598,21 @@ export class NatsBus implements Bus {
   private wakeReconnectWaiters(): void {
     for (const wake of [...this.reconnectWaiters]) wake();
   }
+}
+
+/** An operation the NATS server refused for lack of permission. */
+export interface PermissionDenial {
+  operation: "publish" | "subscription";
+  subject: string;
+  queue?: string;
+}
+
+/** `may not publish to "x"` / `may not subscribe to "x"` (with its queue group, if any). */
+export function describeDenial(denial: PermissionDenial): string {
+  const queue = denial.queue === undefined ? "" : ` in queue group "${denial.queue}"`;
+  return denial.operation === "publish"
+    ? `may not publish to "${denial.subject}"`
+    : `may not subscribe to "${denial.subject}"${queue}`;
 }
 
 function pause(ms: number, signal?: AbortSignal): Promise<void> {

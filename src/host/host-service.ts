@@ -22,6 +22,7 @@ import { AgentHost } from "./agent-host.js";
 import { ContractService } from "./contract-service.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
 import { createHostId, isValidHostId } from "./host-id.js";
+import { checkHostPermissions, type StartPermissionWatch } from "./permission-check.js";
 
 export interface HostServiceOptions {
   bus: Bus;
@@ -90,6 +91,36 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   const hostId = options.hostId ?? createHostId();
   // Only what this host creates gets them: a stream or bucket that exists keeps its settings.
   const replicas = options.jsReplicas === undefined ? {} : { replicas: options.jsReplicas };
+  // A missing permission is named now, before anything is created, instead of failing silently later.
+  const permissions =
+    bus instanceof NatsBus
+      ? await checkHostPermissions(bus, {
+          prefix: config.prefix,
+          agents: options.definitions.map((definition) => definition.name),
+          usesJetStream: options.history === "nats" || bus.connection.info?.jetstream === true,
+          historyOnNats: options.history === "nats",
+        })
+      : undefined;
+  try {
+    return await startOnBus(options, { env, redactor, log, hostId, replicas, permissions });
+  } finally {
+    permissions?.stop();
+  }
+}
+
+async function startOnBus(
+  options: HostServiceOptions,
+  started: {
+    env: ProviderEnvironment;
+    redactor: ReturnType<typeof secretRedactorFor>;
+    log: (line: string) => void;
+    hostId: string;
+    replicas: { replicas?: number };
+    permissions: StartPermissionWatch | undefined;
+  },
+): Promise<HostService> {
+  const { bus, config } = options;
+  const { env, redactor, log, hostId, replicas } = started;
   const histories =
     options.history === "nats" ? await openNatsHistories(bus, config.prefix, replicas) : undefined;
   // Shared histories need a shared journal: the next owner of a session resumes from it.
@@ -160,7 +191,10 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
             prefix: config.prefix,
             hostId,
             log,
-            statsData: () => ({ eventPublishFailures: factory.eventPublishFailures }),
+            statsData: () => ({
+              eventPublishFailures: factory.eventPublishFailures,
+              permissionErrors: bus.permissionErrors,
+            }),
           })
         : undefined;
     host = new AgentHost({
@@ -210,6 +244,24 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
             : { ownership: cluster, intervalMs: Math.max(250, leaseTiming(options.leaseTtlMs).ttlMs / 3) }),
           log,
         });
+  const close = async (closeOptions: { hurry?: AbortSignal } = {}): Promise<void> => {
+    // No new prompts; running ones end with the host's sessions (answered, or cancelled after the grace).
+    sweeper?.close();
+    await protocol?.stop();
+    await host.close(closeOptions);
+    await protocol?.drained();
+    await contract?.stop();
+    await mcpServers.close();
+    factory.close();
+  };
+  // Everything is subscribed: a subscription the server refused is named now (a needed one fails
+  // the start; the `$SRV` and Agent Protocol extras are logged and the host serves without them).
+  try {
+    await started.permissions?.finish(log);
+  } catch (error) {
+    await close();
+    throw error;
+  }
   const resumed = sweeper?.start() ?? Promise.resolve(0);
   return {
     host,
