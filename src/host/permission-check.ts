@@ -121,9 +121,14 @@ export async function checkHostPermissions(
       }
       const needed = unique(denials.filter((denial) => !isOptional(denial)));
       if (needed.length > 0) throw new NatsPermissionError(needed, needs.prefix);
-      for (const denial of unique(denials)) {
+      const optional = unique(denials);
+      for (const feature of OPTIONAL_FEATURES) {
+        const refused = optional.filter((denial) => denial.subject.startsWith(feature.head));
+        const first = refused[0];
+        if (first === undefined) continue;
+        const more = refused.length === 1 ? "" : ` and ${refused.length - 1} more under ${feature.head}`;
         log(
-          `the NATS server refused: ${describeDenial(denial)}; the host serves its own contract without it (${optionalFeature(denial)} will not work)`,
+          `${feature.name} will not work: the NATS server refused it (${describeDenial(first)}${more}; grant ${feature.grant}); the host serves its own contract without it`,
         );
       }
     },
@@ -135,14 +140,17 @@ export async function checkHostPermissions(
  * The micro-service discovery (`$SRV.…`) and the Agent Protocol (`agents.…`) are extras: the
  * host's own contract works without them, as an operator who never granted them expects.
  */
-function isOptional(denial: PermissionDenial): boolean {
-  return denial.subject.startsWith("$SRV.") || denial.subject.startsWith("agents.");
-}
+const OPTIONAL_FEATURES = [
+  { head: "$SRV.", name: "$SRV discovery and stats", grant: 'subscribe "$SRV.>"' },
+  {
+    head: "agents.",
+    name: "the Agent Protocol",
+    grant: 'subscribe "agents.prompt.*.<owner>.*" and "agents.status.*.<owner>.*", publish "agents.hb.>"',
+  },
+] as const;
 
-function optionalFeature(denial: PermissionDenial): string {
-  return denial.subject.startsWith("$SRV.")
-    ? "$SRV discovery and stats"
-    : "the Agent Protocol on this subject";
+function isOptional(denial: PermissionDenial): boolean {
+  return OPTIONAL_FEATURES.some((feature) => denial.subject.startsWith(feature.head));
 }
 
 function unique(denials: readonly PermissionDenial[]): PermissionDenial[] {
