@@ -153,6 +153,26 @@ describe("the approver role", () => {
   }, 60_000);
 });
 
+describe("the monitor role", () => {
+  it("lists the live sessions and the Agent Protocol agents", async () => {
+    const alice = await connectAs("alice", "_INBOX_alice");
+    await alice.request(
+      chatSubject(PREFIX, "assistant"),
+      JSON.stringify({ session: "alice", text: "lease it" }),
+      { timeoutMs: 30_000 },
+    );
+    const identity = ["--nats", urlFor(server, "monitor"), "--inbox-prefix", "_INBOX_monitor"];
+    const sessions = await runCli(["sessions", ...identity, "--json"]);
+    expect(sessions.stderr).toBe("");
+    expect(sessions.code).toBe(0);
+    expect(sessions.stdout).toContain('"session":"alice"');
+    const agents = await runCli(["agents", ...identity, "--json", "--timeout", "2s"]);
+    expect(agents.stderr).toBe("");
+    expect(agents.code).toBe(0);
+    expect(agents.stdout).toContain('"agent":"assistant"');
+  }, 60_000);
+});
+
 describe("the observer role", () => {
   it("tails the events live and replays them from the event log", async () => {
     const alice = await connectAs("alice", "_INBOX_alice");
@@ -242,28 +262,86 @@ async function withReducedHosts(
   }
 }
 
+describe("--inbox-prefix", () => {
+  it.each([
+    "_INBOX.>",
+    "a.*",
+    "a..b",
+    "has space",
+    "$SYS",
+  ])("refuses %j with a usage error", async (prefix) => {
+    const run = await runCli(["sessions", "--nats", "nats://127.0.0.1:1", "--inbox-prefix", prefix]);
+    expect(run.code).toBe(2);
+    expect(linesOf(run.stderr)).toEqual([
+      `agentloop: --inbox-prefix must be NATS subject tokens (letters, digits, _ and -, separated by dots; no wildcards), got "${prefix}"`,
+    ]);
+  });
+});
+
 describe("a host missing a permission", () => {
   it("names the subject at start and exits 2, at once", async () => {
-    await withReducedHosts(
-      { sessions: "agentloop.sessions.>", js: "$JS.API.>", hb: "agents.hb.>" },
-      async (target) => {
-        const serve = (user: string, ...extra: string[]) =>
-          runCli(["serve", "--nats", urlFor(target, user), "--inbox-prefix", "_INBOX_host", ...extra]);
+    await withReducedHosts({ sessions: "agentloop.sessions.>", js: "$JS.API.>" }, async (target) => {
+      const serve = (user: string, ...extra: string[]) =>
+        runCli(["serve", "--nats", urlFor(target, user), "--inbox-prefix", "_INBOX_host", ...extra]);
 
-        const noHeartbeats = await serve("host_no_sessions");
-        expect(noHeartbeats.code).toBe(2);
-        expect(noHeartbeats.stdout).toBe("");
-        expect(linesOf(noHeartbeats.stderr)).toEqual([
-          'agentloop: the NATS user lacks permissions this host needs: may not publish to "agentloop.sessions.assistant.$probe.heartbeat" (grant publish "agentloop.sessions.>") (the host role is in docs/security-nats-roles.md)',
-        ]);
+      const noHeartbeats = await serve("host_no_sessions");
+      expect(noHeartbeats.code).toBe(2);
+      expect(noHeartbeats.stdout).toBe("");
+      expect(linesOf(noHeartbeats.stderr)).toEqual([
+        'agentloop: the NATS user lacks permissions this host needs: may not publish to "agentloop.sessions.assistant.$probe.heartbeat" (grant publish "agentloop.sessions.>") (the host role is in docs/security-nats-roles.md)',
+      ]);
 
-        // JetStream's refusal is an answer: named, not retried.
-        const noJetStream = await serve("host_no_js", "--history", "nats");
-        expect(noJetStream.code).toBe(2);
-        expect(linesOf(noJetStream.stderr)).toEqual([
-          'agentloop: the NATS user lacks permissions this host needs: may not publish to "$JS.API.INFO" (grant publish "$JS.API.>") (the host role is in docs/security-nats-roles.md)',
-        ]);
-      },
-    );
+      // JetStream's refusal is an answer: named, not retried.
+      const noJetStream = await serve("host_no_js", "--history", "nats");
+      expect(noJetStream.code).toBe(2);
+      expect(linesOf(noJetStream.stderr)).toEqual([
+        'agentloop: the NATS user lacks permissions this host needs: may not publish to "$JS.API.INFO" (grant publish "$JS.API.>") (the host role is in docs/security-nats-roles.md)',
+      ]);
+    });
+  }, 90_000);
+});
+
+describe("permission errors at run time", () => {
+  it("are counted in $SRV.STATS and logged once per subject", async () => {
+    await withReducedHosts({ hb: "agents.hb.>" }, async (target) => {
+      const serve = startServe([
+        "--nats",
+        urlFor(target, "host_no_hb"),
+        "--inbox-prefix",
+        "_INBOX_host",
+        "--heartbeat",
+        "200ms",
+      ]);
+      const monitor = await NatsBus.connect({
+        url: urlFor(target, "monitor"),
+        inboxPrefix: "_INBOX_monitor",
+      });
+      try {
+        const alice = await NatsBus.connect({ url: urlFor(target, "alice"), inboxPrefix: "_INBOX_alice" });
+        try {
+          await waitUntilServing(alice, PREFIX, serve);
+        } finally {
+          await alice.close();
+        }
+        let permissionErrors = 0;
+        for (let attempt = 0; attempt < 100 && permissionErrors < 3; attempt++) {
+          const reply = await monitor.request("$SRV.STATS.agentloop", "", { timeoutMs: 5_000 });
+          const stats = JSON.parse(reply.data) as { endpoints: Array<{ name: string; data?: unknown }> };
+          const chat = stats.endpoints.find((endpoint) => endpoint.name === "chat");
+          permissionErrors = (chat?.data as { permissionErrors?: number } | undefined)?.permissionErrors ?? 0;
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        expect(permissionErrors).toBeGreaterThanOrEqual(3);
+      } finally {
+        await monitor.close();
+      }
+      const run = await serve.stop();
+      expect(run.code).toBe(0);
+      expect(linesOf(run.stderr)).toEqual([
+        'agentloop serve: the Agent Protocol will not work: the NATS server refused it (may not publish to "agents.hb.assistant.agentloop.default"; grant subscribe "agents.prompt.*.<owner>.*" and "agents.status.*.<owner>.*", publish "agents.hb.>"); the host serves its own contract without it',
+        'agentloop serve: the NATS server refused: may not publish to "agents.hb.assistant.agentloop.default" (permission errors so far: 1; the same subject is not logged again for 10 min)',
+        "agentloop serve: stopping: finishing running chats (signal again to cancel them)",
+      ]);
+    });
   }, 90_000);
 });
