@@ -202,8 +202,8 @@ export class NatsBus implements Bus {
   /**
    * Operations the server refused for lack of permission since connecting (`-ERR 'Permissions
    * Violation for Publish to "x"'` / `Subscription to "x"`), except those a
-   * {@link watchPermissionErrors} watcher took. Each subject is also logged, once per
-   * {@link PERMISSION_LOG_INTERVAL_MS}.
+   * {@link watchPermissionErrors} watcher took. Each subject is also logged, at most once every
+   * 10 minutes (to `log`, else stderr).
    */
   get permissionErrors(): number {
     return this.permissionErrorCount;
