@@ -131,11 +131,13 @@ export class NatsBus implements Bus {
     this.knownMaxPayload = connection.info?.max_payload ?? MAX_PAYLOAD_BYTES;
     this.onHandlerError = options.onHandlerError ?? reportHandlerError;
     this.hasLog = options.log !== undefined;
-    // A denied subscription also arrives as a permission error on the status stream, which logs it.
+    // A refused subscription also arrives on the status stream, which logs it when there is a `log`.
     this.onSubscriptionError =
       options.onSubscriptionError ??
       ((error, subject) => {
-        if (!(error instanceof errors.PermissionViolationError)) reportSubscriptionError(error, subject);
+        if (!(this.hasLog && error instanceof errors.PermissionViolationError)) {
+          reportSubscriptionError(error, subject);
+        }
       });
     this.defaultRequestTimeoutMs = options.defaultRequestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.maxHeldMessages = options.maxHeldMessages ?? DEFAULT_MAX_HELD_MESSAGES;
@@ -499,7 +501,9 @@ export class NatsBus implements Bus {
     this.permissionLoggedAt.set(key, now);
     const line = `the NATS server refused: ${describeDenial(denial)} (permission errors so far: ${this.permissionErrorCount}; the same subject is not logged again for ${PERMISSION_LOG_INTERVAL_MS / 60_000} min)`;
     if (this.hasLog) this.log(line);
-    else console.error(`agentloop bus: ${line}`);
+    // Without a `log`, a refused subscription made here is the subscription's to report
+    // (`onSubscriptionError`); a refused request rejects; a refused publish has no one else to tell.
+    else if (denial.operation === "publish") console.error(`agentloop bus: ${line}`);
   }
 
   private onDisconnect(server: string): void {

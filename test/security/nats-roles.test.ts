@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseChatReply } from "../../src/bus/contract.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
+import { PROBE_HEADER } from "../../src/bus/probe-message.js";
 import { chatSubject, controlSubject } from "../../src/bus/subjects.js";
 import { type RunningServe, startServe, waitUntilServing } from "../host/running-serve.js";
 import { linesOf, runCli } from "../support/cli.js";
@@ -207,6 +208,12 @@ describe("the observer role", () => {
         text = await readFile(jsonl, "utf8").catch(() => "");
       }
       expect(text).toContain('"text":"for the log"');
+      // A host's start-up probe on the events is skipped without a warning.
+      const probing = await connectAs("host", "_INBOX_host");
+      probing.publish("agentloop.events.assistant.$probe.PermissionProbe", "", {
+        [PROBE_HEADER]: "permissions",
+      });
+      await probing.flush();
       // Live: a chat now arrives too.
       await alice.request(
         chatSubject(PREFIX, "assistant"),
