@@ -30,6 +30,7 @@ import {
 } from "./bus-errors.js";
 import { MAX_PAYLOAD_BYTES } from "./contract.js";
 import { type HeldMessage, HeldMessages } from "./held-messages.js";
+import { describeDenial, type PermissionDenial, PermissionDeniedError } from "./nats-permission-error.js";
 import { parseNatsUrl, redactNatsUrl } from "./nats-url.js";
 import { isValidPattern, isValidSubject } from "./subjects.js";
 
@@ -125,6 +126,8 @@ export class NatsBus implements Bus {
   /** While a start-up check watches, denials go to it instead of being counted and logged. */
   private readonly permissionWatchers = new Set<(denial: PermissionDenial) => void>();
   private readonly hasLog: boolean;
+  /** Subjects of the requests waiting for a reply, with how many: their refusal rejects them. */
+  private readonly pendingRequestSubjects = new Map<string, number>();
 
   private constructor(connection: NatsConnection, options: NatsBusOptions) {
     this.connection = connection;
@@ -346,16 +349,23 @@ export class NatsBus implements Bus {
     reportedTimeoutMs = timeoutMs,
   ): Promise<BusMessage> {
     signal?.throwIfAborted();
-    const reply = this.connection
-      .request(subject, data, { timeout: timeoutMs })
-      .then(toBusMessage, (error: unknown) => {
-        const mapped = toBusError(error, subject, reportedTimeoutMs);
-        // The client fails open requests with a plain RequestError when the connection closes.
-        if (mapped === error && (this.connection.isClosed() || this.connection.isDraining())) {
-          throw new BusClosedError("the bus closed before a reply came", { cause: error });
-        }
-        throw mapped;
-      });
+    this.pendingRequestSubjects.set(subject, (this.pendingRequestSubjects.get(subject) ?? 0) + 1);
+    const settled = (): void => {
+      const pending = (this.pendingRequestSubjects.get(subject) ?? 1) - 1;
+      if (pending > 0) this.pendingRequestSubjects.set(subject, pending);
+      else this.pendingRequestSubjects.delete(subject);
+    };
+    const request = this.connection.request(subject, data, { timeout: timeoutMs });
+    // Kept until the status stream has had the refusal too: it arrives there after the rejection.
+    request.then(settled, () => setImmediate(settled));
+    const reply = request.then(toBusMessage, (error: unknown) => {
+      const mapped = toBusError(error, subject, reportedTimeoutMs);
+      // The client fails open requests with a plain RequestError when the connection closes.
+      if (mapped === error && (this.connection.isClosed() || this.connection.isDraining())) {
+        throw new BusClosedError("the bus closed before a reply came", { cause: error });
+      }
+      throw mapped;
+    });
     if (signal === undefined) return reply;
     // The client has no abort for requests: stop waiting and let the late reply be ignored.
     reply.catch(() => {});
@@ -502,8 +512,11 @@ export class NatsBus implements Bus {
     const line = `the NATS server refused: ${describeDenial(denial)} (permission errors so far: ${this.permissionErrorCount}; the same subject is not logged again for ${PERMISSION_LOG_INTERVAL_MS / 60_000} min)`;
     if (this.hasLog) this.log(line);
     // Without a `log`, a refused subscription made here is the subscription's to report
-    // (`onSubscriptionError`); a refused request rejects; a refused publish has no one else to tell.
-    else if (denial.operation === "publish") console.error(`agentloop bus: ${line}`);
+    // (`onSubscriptionError`), a refused request rejects with a PermissionDeniedError, and a
+    // refused publish has no one else to tell.
+    else if (denial.operation === "publish" && !this.pendingRequestSubjects.has(denial.subject)) {
+      console.error(`agentloop bus: ${line}`);
+    }
   }
 
   private onDisconnect(server: string): void {
@@ -602,21 +615,6 @@ export class NatsBus implements Bus {
   private wakeReconnectWaiters(): void {
     for (const wake of [...this.reconnectWaiters]) wake();
   }
-}
-
-/** An operation the NATS server refused for lack of permission. */
-export interface PermissionDenial {
-  operation: "publish" | "subscription";
-  subject: string;
-  queue?: string;
-}
-
-/** `may not publish to "x"` / `may not subscribe to "x"` (with its queue group, if any). */
-export function describeDenial(denial: PermissionDenial): string {
-  const queue = denial.queue === undefined ? "" : ` in queue group "${denial.queue}"`;
-  return denial.operation === "publish"
-    ? `may not publish to "${denial.subject}"`
-    : `may not subscribe to "${denial.subject}"${queue}`;
 }
 
 function pause(ms: number, signal?: AbortSignal): Promise<void> {
@@ -718,6 +716,11 @@ function toBusMessage(msg: Msg): BusMessage {
 }
 
 function toBusError(error: unknown, subject: string, timeoutMs: number): unknown {
+  const refused = permissionViolationIn(error);
+  if (refused !== undefined) {
+    const denial: PermissionDenial = { operation: refused.operation, subject: refused.subject };
+    return new PermissionDeniedError(denial, { cause: error });
+  }
   if (error instanceof errors.TimeoutError) return new BusTimeoutError(subject, timeoutMs, { cause: error });
   if (error instanceof errors.NoRespondersError) return new NoRespondersError(subject, { cause: error });
   if (error instanceof errors.RequestError) {
@@ -730,4 +733,13 @@ function toBusError(error: unknown, subject: string, timeoutMs: number): unknown
     return new BusClosedError(undefined, { cause: error });
   }
   return error;
+}
+
+/** The server's permission refusal behind a failed request (the client wraps it in a RequestError). */
+function permissionViolationIn(
+  error: unknown,
+): InstanceType<typeof errors.PermissionViolationError> | undefined {
+  if (error instanceof errors.PermissionViolationError) return error;
+  if (error instanceof Error && error.cause instanceof errors.PermissionViolationError) return error.cause;
+  return undefined;
 }

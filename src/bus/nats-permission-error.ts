@@ -1,6 +1,35 @@
 import { errors } from "@nats-io/transport-node";
 import { BusConfigError } from "./bus-errors.js";
-import { describeDenial, type PermissionDenial } from "./nats-bus.js";
+
+/** An operation the NATS server refused for lack of permission. */
+export interface PermissionDenial {
+  operation: "publish" | "subscription";
+  subject: string;
+  queue?: string;
+}
+
+/** `may not publish to "x"` / `may not subscribe to "x"` (with its queue group, if any). */
+export function describeDenial(denial: PermissionDenial): string {
+  const queue = denial.queue === undefined ? "" : ` in queue group "${denial.queue}"`;
+  return denial.operation === "publish"
+    ? `may not publish to "${denial.subject}"`
+    : `may not subscribe to "${denial.subject}"${queue}`;
+}
+
+/**
+ * A request the NATS server refused: this user may not publish to its subject, or may not
+ * subscribe to the reply inbox. The user's permissions to fix (exit 2 in the CLI), not a fault.
+ */
+export class PermissionDeniedError extends BusConfigError {
+  readonly operation: PermissionDenial["operation"];
+  readonly subject: string;
+
+  constructor(denial: PermissionDenial, options?: { cause?: unknown }) {
+    super(`the NATS server refused the request: this user ${describeDenial(denial)}`, options);
+    this.operation = denial.operation;
+    this.subject = denial.subject;
+  }
+}
 
 /** Where the roles are written down, named in every refusal. */
 const ROLES_DOC = "docs/security-nats-roles.md";

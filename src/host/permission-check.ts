@@ -1,7 +1,7 @@
 import { headers as createHeaders } from "@nats-io/transport-node";
 import { createConnectionInbox } from "../bus/connection-inbox.js";
-import { describeDenial, type NatsBus, type PermissionDenial } from "../bus/nats-bus.js";
-import { NatsPermissionError } from "../bus/nats-permission-error.js";
+import type { NatsBus } from "../bus/nats-bus.js";
+import { describeDenial, NatsPermissionError, type PermissionDenial } from "../bus/nats-permission-error.js";
 import { PROBE_EXPECTED_STREAM, PROBE_HEADER, PROBE_TOKEN } from "../bus/probe-message.js";
 import { jetStreamName } from "../bus/subjects.js";
 

@@ -93,7 +93,7 @@ describe("the client role", () => {
       bob.request(chatSubject(PREFIX, "assistant"), JSON.stringify({ session: "bob", text: "hi" }), {
         timeoutMs: 10_000,
       }),
-    ).rejects.toThrow(/Permissions Violation for Subscription to "_INBOX\./);
+    ).rejects.toThrow(/^the NATS server refused the request: this user may not subscribe to "_INBOX\./);
     await bob.flush();
     expect(bob.permissionErrors).toBe(1);
     expect(logged).toEqual([
@@ -132,12 +132,38 @@ describe("the client role", () => {
           JSON.stringify({ session: "alice", command: "stop" }),
           { timeoutMs: 10_000 },
         ),
-      ).rejects.toThrow(/Permissions Violation for Publish to "agentloop\.agents\.assistant\.control"/);
+      ).rejects.toThrow(
+        'the NATS server refused the request: this user may not publish to "agentloop.agents.assistant.control"',
+      );
     }
     await alice.flush();
     expect(alice.permissionErrors).toBe(2);
     expect(logged).toEqual([
       'the NATS server refused: may not publish to "agentloop.agents.assistant.control" (permission errors so far: 1; the same subject is not logged again for 10 min)',
+    ]);
+  });
+});
+
+describe("chat under the client role", () => {
+  it("names the subject the user may not use, in one line, exit 2", async () => {
+    const run = await runCli([
+      "chat",
+      "--nats",
+      urlFor(server, "alice"),
+      "--inbox-prefix",
+      "_INBOX_alice",
+      "--agent",
+      "researcher",
+      "--session",
+      "alice",
+      "hi",
+    ]);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    expect(linesOf(run.stderr)).toEqual([
+      'agentloop: cannot watch agentloop.events.researcher.alice.> (Permissions Violation for Subscription to "agentloop.events.researcher.alice.>"); the chat goes on without it',
+      'agentloop: cannot watch agentloop.sessions.researcher.alice.heartbeat (Permissions Violation for Subscription to "agentloop.sessions.researcher.alice.heartbeat"); the chat goes on without it',
+      'agentloop: the NATS server refused the request: this user may not publish to "agentloop.agents.researcher.chat"',
     ]);
   });
 });

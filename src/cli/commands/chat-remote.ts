@@ -50,6 +50,11 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
     bus = await NatsBus.connect({
       url: config.natsUrl,
       name: "agentloop chat",
+      // Watching the session's events or heartbeat refused: said, and the chat goes on without it.
+      onSubscriptionError: (error, subject) =>
+        context.stderr.write(
+          `agentloop: cannot watch ${subject} (${messageOf(error)}); the chat goes on without it\n`,
+        ),
       ...natsIdentityOptions(config),
     });
   } catch (error) {
@@ -114,6 +119,8 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
             `the agent host serving "${args.agent}" stopped responding (no heartbeat for ${error.silentFor}): it stopped, crashed or lost its NATS connection; the chat did not finish`,
           );
         }
+        // A subject this NATS user may not use: its permissions to fix, named.
+        if (error instanceof BusConfigError) return fail(messageOf(error), EXIT_USER_MISTAKE);
         if (error instanceof BusTimeoutError)
           return fail(`no reply from agent "${args.agent}" within 30 minutes`);
         return fail(`the request failed: ${messageOf(error)}`);
