@@ -21,6 +21,7 @@ import {
 import { MAX_PAYLOAD_BYTES } from "./contract.js";
 import { type HeldMessage, HeldMessages } from "./held-messages.js";
 import { toBusMessage } from "./inbound-message.js";
+import { describeDenial, type PermissionDenial, PermissionDeniedError } from "./nats-permission-error.js";
 import { parseNatsUrl, redactNatsUrl } from "./nats-url.js";
 import { isValidPattern, isValidSubject } from "./subjects.js";
 
@@ -30,6 +31,12 @@ export interface NatsBusOptions {
   url: string;
   /** A NATS credentials file (JWT + nkey seed), for hosts running under NATS accounts. */
   credsFile?: string;
+  /**
+   * The subject prefix of this connection's reply inboxes (default `_INBOX`): requests, JetStream
+   * and KV calls all take their replies on `<inboxPrefix>.…`, so a NATS user may be allowed to
+   * subscribe to `<inboxPrefix>.>` only. One or more literal tokens, no wildcards.
+   */
+  inboxPrefix?: string;
   /** Connection name shown by the server's monitoring (`agentloop serve`, `agentloop tail`…). */
   name?: string;
   /** How long the first connection attempt may take (default 5 s). */
@@ -62,6 +69,8 @@ const REPLY_PROBE_MS = 2_000;
 const RETRY_INTERVAL_MS = 250;
 /** After a reconnect, how long "no responders" may just mean the responders are still reconnecting. */
 const RESPONDERS_RECONNECT_MS = 5_000;
+/** A subject refused again within this long is counted but not logged again. */
+const PERMISSION_LOG_INTERVAL_MS = 10 * 60_000;
 /** Subjects remembered as valid (a session's event subjects repeat): the set starts over past this. */
 const VALID_SUBJECTS_KEPT = 1_024;
 
@@ -102,12 +111,28 @@ export class NatsBus implements Bus {
   private readonly reconnectWaiters = new Set<() => void>();
   /** Subjects already checked: an event publisher hands the bus the same subject string each time. */
   private readonly validSubjects = new Set<string>();
+  private permissionErrorCount = 0;
+  /** When each denied operation was last logged (`publish x` / `subscription x`): one line per subject. */
+  private readonly permissionLoggedAt = new Map<string, number>();
+  /** While a start-up check watches, denials go to it instead of being counted and logged. */
+  private readonly permissionWatchers = new Set<(denial: PermissionDenial) => void>();
+  private readonly hasLog: boolean;
+  /** Subjects of the requests waiting for a reply, with how many: their refusal rejects them. */
+  private readonly pendingRequestSubjects = new Map<string, number>();
 
   private constructor(connection: NatsConnection, options: NatsBusOptions) {
     this.connection = connection;
     this.knownMaxPayload = connection.info?.max_payload ?? MAX_PAYLOAD_BYTES;
     this.onHandlerError = options.onHandlerError ?? reportHandlerError;
-    this.onSubscriptionError = options.onSubscriptionError ?? reportSubscriptionError;
+    this.hasLog = options.log !== undefined;
+    // A refused subscription also arrives on the status stream, which logs it when there is a `log`.
+    this.onSubscriptionError =
+      options.onSubscriptionError ??
+      ((error, subject) => {
+        if (!(this.hasLog && error instanceof errors.PermissionViolationError)) {
+          reportSubscriptionError(error, subject);
+        }
+      });
     this.defaultRequestTimeoutMs = options.defaultRequestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.maxHeldMessages = options.maxHeldMessages ?? DEFAULT_MAX_HELD_MESSAGES;
     this.maxHeldBytes = options.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES;
@@ -168,6 +193,27 @@ export class NatsBus implements Bus {
    */
   get droppedPublishes(): number {
     return this.droppedCount;
+  }
+
+  /**
+   * Operations the server refused for lack of permission since connecting (`-ERR 'Permissions
+   * Violation for Publish to "x"'` / `Subscription to "x"`), except those a
+   * {@link watchPermissionErrors} watcher took. Each subject is also logged, at most once every
+   * 10 minutes (to `log`, else stderr).
+   */
+  get permissionErrors(): number {
+    return this.permissionErrorCount;
+  }
+
+  /**
+   * Hands every permission error to `watcher` (instead of counting and logging it) until the
+   * returned function is called: a start-up check that names what is missing reports them itself.
+   */
+  watchPermissionErrors(watcher: (denial: PermissionDenial) => void): () => void {
+    this.permissionWatchers.add(watcher);
+    return () => {
+      this.permissionWatchers.delete(watcher);
+    };
   }
 
   /** The server's `max_payload` (the last one known while disconnected). */
@@ -294,17 +340,23 @@ export class NatsBus implements Bus {
     reportedTimeoutMs = timeoutMs,
   ): Promise<BusMessage> {
     signal?.throwIfAborted();
-    const reply = this.connection.request(subject, data, { timeout: timeoutMs }).then(
-      (msg) => toBusMessage(msg),
-      (error: unknown) => {
-        const mapped = toBusError(error, subject, reportedTimeoutMs);
-        // The client fails open requests with a plain RequestError when the connection closes.
-        if (mapped === error && (this.connection.isClosed() || this.connection.isDraining())) {
-          throw new BusClosedError("the bus closed before a reply came", { cause: error });
-        }
-        throw mapped;
-      },
-    );
+    this.pendingRequestSubjects.set(subject, (this.pendingRequestSubjects.get(subject) ?? 0) + 1);
+    const settled = (): void => {
+      const pending = (this.pendingRequestSubjects.get(subject) ?? 1) - 1;
+      if (pending > 0) this.pendingRequestSubjects.set(subject, pending);
+      else this.pendingRequestSubjects.delete(subject);
+    };
+    const request = this.connection.request(subject, data, { timeout: timeoutMs });
+    // Kept until the status stream has had the refusal too: it arrives there after the rejection.
+    request.then(settled, () => setImmediate(settled));
+    const reply = request.then(toBusMessage, (error: unknown) => {
+      const mapped = toBusError(error, subject, reportedTimeoutMs);
+      // The client fails open requests with a plain RequestError when the connection closes.
+      if (mapped === error && (this.connection.isClosed() || this.connection.isDraining())) {
+        throw new BusClosedError("the bus closed before a reply came", { cause: error });
+      }
+      throw mapped;
+    });
     if (signal === undefined) return reply;
     // The client has no abort for requests: stop waiting and let the late reply be ignored.
     reply.catch(() => {});
@@ -425,9 +477,36 @@ export class NatsBus implements Bus {
       for await (const status of this.connection.status()) {
         if (status.type === "disconnect") this.onDisconnect(status.server);
         else if (status.type === "reconnect") this.onReconnect(status.server);
+        else if (status.type === "error" && status.error instanceof errors.PermissionViolationError) {
+          this.onPermissionError(status.error);
+        }
       }
     } catch {
       // The status stream ends with the connection.
+    }
+  }
+
+  private onPermissionError(error: InstanceType<typeof errors.PermissionViolationError>): void {
+    const denial: PermissionDenial = { operation: error.operation, subject: error.subject };
+    if (error.queue !== undefined) denial.queue = error.queue;
+    if (this.permissionWatchers.size > 0) {
+      for (const watcher of this.permissionWatchers) watcher(denial);
+      return;
+    }
+    this.permissionErrorCount++;
+    const key = `${denial.operation} ${denial.subject}`;
+    const now = Date.now();
+    const loggedAt = this.permissionLoggedAt.get(key);
+    if (loggedAt !== undefined && now - loggedAt < PERMISSION_LOG_INTERVAL_MS) return;
+    if (this.permissionLoggedAt.size >= VALID_SUBJECTS_KEPT) this.permissionLoggedAt.clear();
+    this.permissionLoggedAt.set(key, now);
+    const line = `the NATS server refused: ${describeDenial(denial)} (permission errors so far: ${this.permissionErrorCount}; the same subject is not logged again for ${PERMISSION_LOG_INTERVAL_MS / 60_000} min)`;
+    if (this.hasLog) this.log(line);
+    // Without a `log`, a refused subscription made here is the subscription's to report
+    // (`onSubscriptionError`), a refused request rejects with a PermissionDeniedError, and a
+    // refused publish has no one else to tell.
+    else if (denial.operation === "publish" && !this.pendingRequestSubjects.has(denial.subject)) {
+      console.error(`agentloop bus: ${line}`);
     }
   }
 
@@ -571,6 +650,14 @@ function toConnectionOptions(options: NatsBusOptions): NodeConnectionOptions {
     noEcho: false,
   };
   if (options.name !== undefined) connectionOptions.name = options.name;
+  if (options.inboxPrefix !== undefined) {
+    if (!isValidSubject(options.inboxPrefix)) {
+      throw new BusConfigError(
+        `the inbox prefix must be literal subject tokens (no wildcards or whitespace), got "${options.inboxPrefix}"`,
+      );
+    }
+    connectionOptions.inboxPrefix = options.inboxPrefix;
+  }
   if (address.user !== undefined) connectionOptions.user = address.user;
   if (address.pass !== undefined) connectionOptions.pass = address.pass;
   if (address.token !== undefined) connectionOptions.token = address.token;
@@ -606,6 +693,11 @@ function toNatsHeaders(record: Record<string, string>): ReturnType<typeof create
 }
 
 function toBusError(error: unknown, subject: string, timeoutMs: number): unknown {
+  const refused = permissionViolationIn(error);
+  if (refused !== undefined) {
+    const denial: PermissionDenial = { operation: refused.operation, subject: refused.subject };
+    return new PermissionDeniedError(denial, { cause: error });
+  }
   if (error instanceof errors.TimeoutError) return new BusTimeoutError(subject, timeoutMs, { cause: error });
   if (error instanceof errors.NoRespondersError) return new NoRespondersError(subject, { cause: error });
   if (error instanceof errors.RequestError) {
@@ -618,4 +710,13 @@ function toBusError(error: unknown, subject: string, timeoutMs: number): unknown
     return new BusClosedError(undefined, { cause: error });
   }
   return error;
+}
+
+/** The server's permission refusal behind a failed request (the client wraps it in a RequestError). */
+function permissionViolationIn(
+  error: unknown,
+): InstanceType<typeof errors.PermissionViolationError> | undefined {
+  if (error instanceof errors.PermissionViolationError) return error;
+  if (error instanceof Error && error.cause instanceof errors.PermissionViolationError) return error.cause;
+  return undefined;
 }

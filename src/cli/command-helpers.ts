@@ -2,7 +2,18 @@ import { BusConfigError } from "../bus/bus-errors.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { redactNatsUrl } from "../bus/nats-url.js";
 import { EXIT_USER_MISTAKE } from "../errors/error-code.js";
-import { type CliContext, UsageError } from "./cli-context.js";
+import { type CliContext, type RuntimeConfig, UsageError } from "./cli-context.js";
+
+/**
+ * Who this process is on NATS, as the shared flags say: the credentials file (`--nats-creds`) and
+ * the reply inbox prefix (`--inbox-prefix`). Every command that connects passes these on.
+ */
+export function natsIdentityOptions(config: RuntimeConfig): { credsFile?: string; inboxPrefix?: string } {
+  return {
+    ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
+    ...(config.natsInboxPrefix === undefined ? {} : { inboxPrefix: config.natsInboxPrefix }),
+  };
+}
 
 /** Resolves when a long-running command is told to stop (SIGINT / SIGTERM). */
 export function untilAborted(signal: AbortSignal): Promise<void> {
@@ -32,7 +43,7 @@ export async function connectCommandToNats(context: CliContext, command: string)
     return await NatsBus.connect({
       url: config.natsUrl,
       name: `agentloop ${command}`,
-      ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
+      ...natsIdentityOptions(config),
     });
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);

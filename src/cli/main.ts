@@ -27,6 +27,7 @@ const GLOBAL_FLAGS: Record<string, FlagKind> = {
   "stream-idle-timeout": "string",
   nats: "string",
   "nats-creds": "string",
+  "inbox-prefix": "string",
   db: "string",
   prefix: "string",
   help: "boolean",
@@ -154,6 +155,7 @@ Provider and shared options (flags win over the environment):
   --context-window N      (AGENTLOOP_CONTEXT_WINDOW) tokens the compaction ratio is measured against
   --stream-idle-timeout D (AGENTLOOP_STREAM_IDLE_TIMEOUT) a stream silent this long fails (default 120s)
   --nats URL              (NATS_URL, default nats://127.0.0.1:4222); --nats-creds FILE (NATS_CREDS)
+  --inbox-prefix P        (AGENTLOOP_INBOX_PREFIX) reply inboxes on P.> instead of _INBOX.> (default _INBOX)
   --db PATH               (AGENTLOOP_DB) SQLite history file
   --prefix NAME           (AGENTLOOP_PREFIX) subject prefix, default agentloop
 

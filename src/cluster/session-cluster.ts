@@ -2,6 +2,7 @@ import { JetStreamApiError } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 import { errorReply } from "../bus/contract.js";
+import { NatsPermissionError, permissionDenialOf } from "../bus/nats-permission-error.js";
 import { type AgentVerb, NAME_PATTERN } from "../bus/subjects.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { answersProbe, passOnRequest } from "./pass-on.js";
@@ -103,7 +104,8 @@ export class SessionCluster {
    * {@link start}, telling an answer from silence. When JetStream is not enabled, or answers the
    * bucket requests with an error (a full account, say), resolves `{ unavailable: reason }`: the
    * host runs alone, as before. A timeout or a lost connection is retried until `retryForMs`
-   * (default 30 s) has passed, then thrown: giving up on the first one would start a host of a
+   * (default 30 s) has passed, then thrown (a refused permission is thrown at once, as a
+   * NatsPermissionError naming the subject): giving up on the first one would start a host of a
    * cluster without leases, next to hosts that have them.
    */
   static async startOrExplain(
@@ -115,6 +117,9 @@ export class SessionCluster {
       try {
         return await SessionCluster.start(options);
       } catch (error) {
+        // The server refused a subject: its answer, not a timeout, and it will not change by waiting.
+        const denial = permissionDenialOf(error);
+        if (denial !== undefined) throw new NatsPermissionError([denial], options.prefix);
         const reason = error instanceof Error ? error.message : String(error);
         // nats.js does not export its JetStreamNotEnabled class; its name says it.
         const answered =

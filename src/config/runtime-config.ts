@@ -27,6 +27,12 @@ export interface RuntimeConfig {
   /** NATS URL (flag --nats, env NATS_URL, default nats://127.0.0.1:4222). */
   natsUrl: string;
   natsCreds?: string;
+  /**
+   * `--inbox-prefix` / `AGENTLOOP_INBOX_PREFIX`: the subject prefix of this process's reply inboxes
+   * (nats.js's `inboxPrefix`; the client's default is `_INBOX`), so a NATS user's permissions can
+   * name only `<prefix>.>` for its replies instead of every reply on the server.
+   */
+  natsInboxPrefix?: string;
   /** SQLite file (flag --db, env AGENTLOOP_DB); undefined = in memory. */
   db?: string;
   /** Subject prefix (flag --prefix, env AGENTLOOP_PREFIX, default "agentloop"). */
@@ -98,6 +104,7 @@ export function resolveRuntimeConfig(flags: Flags, env: NodeJS.ProcessEnv): Runt
     "--stream-idle-timeout",
   );
   const natsCreds = pick(flags, "nats-creds", env, "NATS_CREDS");
+  const natsInboxPrefix = inboxPrefixFrom(pick(flags, "inbox-prefix", env, "AGENTLOOP_INBOX_PREFIX"));
   const db = pick(flags, "db", env, "AGENTLOOP_DB");
   const prefix = pick(flags, "prefix", env, "AGENTLOOP_PREFIX") ?? "agentloop";
   if (!/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(prefix)) {
@@ -114,9 +121,25 @@ export function resolveRuntimeConfig(flags: Flags, env: NodeJS.ProcessEnv): Runt
     ...(streamIdleTimeoutMs !== undefined ? { streamIdleTimeoutMs } : {}),
     natsUrl: pick(flags, "nats", env, "NATS_URL") ?? DEFAULT_NATS_URL,
     ...(natsCreds !== undefined ? { natsCreds } : {}),
+    ...(natsInboxPrefix !== undefined ? { natsInboxPrefix } : {}),
     ...(db !== undefined ? { db } : {}),
     prefix,
   };
+}
+
+/**
+ * `--inbox-prefix`: one or more dot-separated literal subject tokens (`_INBOX_alice`,
+ * `acme.alice.inbox`). No wildcard, no `$` start (the server's own namespaces) and no whitespace:
+ * the client appends `.<unique id>` to it for each inbox.
+ */
+export function inboxPrefixFrom(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (!/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(value)) {
+    throw new UsageError(
+      `--inbox-prefix must be NATS subject tokens (letters, digits, _ and -, separated by dots; no wildcards), got "${value}"`,
+    );
+  }
+  return value;
 }
 
 /**

@@ -45,7 +45,7 @@ export class ContractService {
 
   /**
    * @param options.statsData host-wide counters shown as each endpoint's `data` in `$SRV.STATS`
-   *   (e.g. `{ eventPublishFailures }`).
+   *   (e.g. `{ eventPublishFailures, permissionErrors }`).
    */
   static async start(
     bus: NatsBus,

@@ -26,6 +26,7 @@ import { ContractService } from "./contract-service.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
 import { definitionSecrets } from "./definition-secrets.js";
 import { createHostId, isValidHostId } from "./host-id.js";
+import { checkHostPermissions, type StartPermissionWatch } from "./permission-check.js";
 import { TenantHosts } from "./tenant-hosts.js";
 import { TokenBudget } from "./token-budget.js";
 
@@ -104,6 +105,36 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
   const hostId = options.hostId ?? createHostId();
   // Only what this host creates gets them: a stream or bucket that exists keeps its settings.
   const replicas = options.jsReplicas === undefined ? {} : { replicas: options.jsReplicas };
+  // A missing permission is named now, before anything is created, instead of failing silently later.
+  const permissions =
+    bus instanceof NatsBus
+      ? await checkHostPermissions(bus, {
+          prefix: config.prefix,
+          agents: options.definitions.map((definition) => definition.name),
+          usesJetStream: options.history === "nats" || bus.connection.info?.jetstream === true,
+          historyOnNats: options.history === "nats",
+        })
+      : undefined;
+  try {
+    return await startOnBus(options, { env, redactor, log, hostId, replicas, permissions });
+  } finally {
+    permissions?.stop();
+  }
+}
+
+async function startOnBus(
+  options: HostServiceOptions,
+  started: {
+    env: ProviderEnvironment;
+    redactor: ReturnType<typeof createSecretRedactor>;
+    log: (line: string) => void;
+    hostId: string;
+    replicas: { replicas?: number };
+    permissions: StartPermissionWatch | undefined;
+  },
+): Promise<HostService> {
+  const { bus, config } = options;
+  const { env, redactor, log, hostId, replicas } = started;
   const mcpServers = new McpServerPool(options.definitions, { env, log });
   const agentNames = options.definitions.map((definition) => definition.name);
   const tenantLimits = options.tenants ?? {};
@@ -248,7 +279,10 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
             prefix: config.prefix,
             hostId,
             log,
-            statsData: () => ({ eventPublishFailures: main?.factory.eventPublishFailures ?? 0 }),
+            statsData: () => ({
+              eventPublishFailures: main?.factory.eventPublishFailures ?? 0,
+              permissionErrors: bus.permissionErrors,
+            }),
           })
         : undefined;
     main = await startUnit(config.prefix, {
@@ -303,23 +337,32 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
       throw error;
     }
   }
-  const resumed = main.sweeper?.start() ?? Promise.resolve(0);
   const startedMain = main;
   const startedTenants = tenants;
+  const close = async (closeOptions: { hurry?: AbortSignal } = {}): Promise<void> => {
+    // No new prompts; running ones end with the host's sessions (answered, or cancelled after the grace).
+    await protocol?.stop();
+    await Promise.all([startedMain.close(closeOptions), startedTenants.close(closeOptions)]);
+    await protocol?.drained();
+    await contract?.stop();
+    await mcpServers.close();
+  };
+  // Everything is subscribed: a subscription the server refused is named now (a needed one fails
+  // the start; the `$SRV` and Agent Protocol extras are logged and the host serves without them).
+  try {
+    await started.permissions?.finish(log);
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  const resumed = main.sweeper?.start() ?? Promise.resolve(0);
   return {
     host,
     tenants: startedTenants,
     hostId,
     protocol,
     resumed,
-    close: async (closeOptions = {}) => {
-      // No new prompts; running ones end with the host's sessions (answered, or cancelled after the grace).
-      await protocol?.stop();
-      await Promise.all([startedMain.close(closeOptions), startedTenants.close(closeOptions)]);
-      await protocol?.drained();
-      await contract?.stop();
-      await mcpServers.close();
-    },
+    close,
   };
 }
 

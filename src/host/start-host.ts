@@ -71,8 +71,13 @@ export interface RunningHost {
  * const host = await startHost({ bus, agents: [{ name: "helper", tools: [myTool] }] });
  * ```
  *
+ * On a NatsBus it first checks the NATS user's permissions (an empty probe message per publish
+ * family, its reply inbox, JetStream's API; see docs/security-nats-roles.md).
+ *
  * @throws ConfigurationError naming the field (`startHost: agents[0].tools[1]: …`) for a bad
  *   agent, or when a provider cannot be built (e.g. no API key).
+ * @throws NatsPermissionError (a BusConfigError) naming each subject the NATS user may not use
+ *   and the allow entry to grant.
  */
 export async function startHost(options: StartHostOptions): Promise<RunningHost> {
   const env = options.env ?? processEnvironment();

@@ -1,4 +1,5 @@
-import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import { createConnectionInbox } from "../bus/connection-inbox.js";
 import { isValidSubject } from "../bus/subjects.js";
 import { sliceCodePoints } from "../text/truncate-text.js";
 import {
@@ -175,7 +176,7 @@ export async function* promptAgent(
         },
       });
     }
-    const inbox = createInbox();
+    const inbox = createConnectionInbox(connection);
     subscription = connection.subscribe(inbox, {
       callback: (error, message) => {
         if (error !== null) return push({ type: "failed", error });

@@ -1,5 +1,6 @@
-import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
+import { createConnectionInbox } from "../bus/connection-inbox.js";
 import { MAX_PAYLOAD_BYTES } from "../bus/contract.js";
 import { toBusMessage } from "../bus/inbound-message.js";
 import type { EventOf } from "../events/types.js";
@@ -84,7 +85,7 @@ export class ApprovalQueries {
   /** Asks the caller about one held call. */
   ask(request: ApprovalRequest): void {
     if (this.#isClosed || this.#open.has(request.toolCallId)) return;
-    const replySubject = createInbox();
+    const replySubject = createConnectionInbox(this.#connection);
     let subscription: Subscription;
     try {
       subscription = this.#connection.subscribe(replySubject, {

@@ -1,4 +1,5 @@
-import { createInbox, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { createConnectionInbox } from "../bus/connection-inbox.js";
 import {
   AGENTS_SERVICE_NAME,
   DISCOVERY_SUBJECT,
@@ -60,7 +61,7 @@ export async function discoverAgents(
   const settleMs = options.settleMs ?? DEFAULT_DISCOVERY_SETTLE_MS;
   options.signal?.throwIfAborted();
   const found = new Map<string, DiscoveredAgent>();
-  const inbox = createInbox();
+  const inbox = createConnectionInbox(connection);
   return new Promise<DiscoveredAgent[]>((resolve, reject) => {
     let settleTimer: NodeJS.Timeout | undefined;
     const finish = (error?: unknown): void => {

@@ -12,7 +12,8 @@ import { type NatsServer, startNatsServer } from "../support/nats-server.js";
 /**
  * A host whose NATS user may not subscribe to `$SRV.>` nor `agents.>` (an operator who never
  * granted the micro-service or Agent Protocol subjects) still serves our own contract: the
- * services are extras, never a reason to stop answering chats.
+ * services are extras, never a reason to stop answering chats; what will not work is said once
+ * per feature at start.
  */
 
 let server: NatsServer;
@@ -66,7 +67,14 @@ describe("serve without permission for $SRV and agents.>", () => {
     }
     const run = await serve.stop();
     expect(run.code).toBe(0);
+    // Said once per feature at start, never per subject, and not again at run time.
     expect(linesOf(run.stderr)).toEqual([
+      expect.stringMatching(
+        /^agentloop serve: \$SRV discovery and stats will not work: the NATS server refused it \(may not subscribe to "\$SRV\.PING" and \d+ more under \$SRV\.; grant subscribe "\$SRV\.>"\); the host serves its own contract without it$/,
+      ),
+      expect.stringMatching(
+        /^agentloop serve: the Agent Protocol will not work: the NATS server refused it \(may not subscribe to "agents\.prompt\.assistant\.agentloop\.default" in queue group "agents" and 3 more under agents\.; grant /,
+      ),
       "agentloop serve: stopping: finishing running chats (signal again to cancel them)",
     ]);
   });

@@ -9,6 +9,7 @@ import { EXIT_USER_MISTAKE, exitCodeOfReply } from "../../errors/error-code.js";
 import { parseEventJson } from "../../events/parse-event.js";
 import type { AgentEvent } from "../../events/types.js";
 import type { CliContext } from "../cli-context.js";
+import { natsIdentityOptions } from "../command-helpers.js";
 import { createApprovalPrompt } from "./approval-prompt.js";
 import { createEventPrinter } from "./chat.js";
 
@@ -49,7 +50,12 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
     bus = await NatsBus.connect({
       url: config.natsUrl,
       name: "agentloop chat",
-      ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
+      // Watching the session's events or heartbeat refused: said, and the chat goes on without it.
+      onSubscriptionError: (error, subject) =>
+        context.stderr.write(
+          `agentloop: cannot watch ${subject} (${messageOf(error)}); the chat goes on without it\n`,
+        ),
+      ...natsIdentityOptions(config),
     });
   } catch (error) {
     if (error instanceof BusConfigError) return fail(messageOf(error), EXIT_USER_MISTAKE);
@@ -113,6 +119,8 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
             `the agent host serving "${args.agent}" stopped responding (no heartbeat for ${error.silentFor}): it stopped, crashed or lost its NATS connection; the chat did not finish`,
           );
         }
+        // A subject this NATS user may not use: its permissions to fix, named.
+        if (error instanceof BusConfigError) return fail(messageOf(error), EXIT_USER_MISTAKE);
         if (error instanceof BusTimeoutError)
           return fail(`no reply from agent "${args.agent}" within 30 minutes`);
         return fail(`the request failed: ${messageOf(error)}`);

@@ -19,7 +19,7 @@ import { describeAgents, startHostService } from "../../host/host-service.js";
 import type { ProviderName } from "../../llm/create-backend.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
 import { clusterSettingsFrom } from "../cluster-settings.js";
-import { untilAborted } from "../command-helpers.js";
+import { natsIdentityOptions, untilAborted } from "../command-helpers.js";
 
 /** `--agents FILE` (JSON) or `--config FILE` (code) read, validated and completed from the CLI configuration. */
 export function loadAgentsFromFlags(context: CliContext): Promise<ResolvedAgentDefinition[]> {
@@ -67,7 +67,7 @@ export const serveCommand: Command = async (context) => {
       name: "agentloop serve",
       log,
       ...(maxHeldBytes === undefined ? {} : { maxHeldBytes }),
-      ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
+      ...natsIdentityOptions(config),
     });
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);

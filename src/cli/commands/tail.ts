@@ -2,6 +2,7 @@ import { createWriteStream, openSync, type WriteStream } from "node:fs";
 import type { Bus } from "../../bus/bus.js";
 import { type ReplayStart, replayEvents } from "../../bus/event-log.js";
 import { NatsBus } from "../../bus/nats-bus.js";
+import { isProbeMessage } from "../../bus/probe-message.js";
 import { allEventsPattern, isValidPattern } from "../../bus/subjects.js";
 import { parseEventJson } from "../../events/parse-event.js";
 import type { AgentEvent, EventKind, UnknownEvent } from "../../events/types.js";
@@ -127,6 +128,8 @@ export async function followEvents(options: {
   const { bus, logger } = options;
   let held: Array<AgentEvent | UnknownEvent> | undefined = options.since === undefined ? undefined : [];
   const subscription = bus.subscribe(options.filter, (message) => {
+    // A host's start-up permission probe: not an event, and nothing to warn about.
+    if (isProbeMessage(message)) return;
     const parsed = parseEventJson(message.data);
     if (parsed.status === "invalid") {
       options.onInvalid?.(message.subject, parsed.reason);

@@ -4,7 +4,7 @@ import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { startUiServer, type UiServer } from "../../ui/ui-server.js";
 import type { CliContext, Command } from "../cli-context.js";
-import { parsePort, untilAborted } from "../command-helpers.js";
+import { natsIdentityOptions, parsePort, untilAborted } from "../command-helpers.js";
 import { uiSettingsFrom } from "../ui-settings.js";
 
 /** How long `ui` waits for a NATS server before falling back to the in-process bus. */
@@ -20,7 +20,7 @@ export const uiCommand: Command = async (context) => {
   const settings = uiSettingsFrom(context.flags, context.env);
   const nats = await NatsBus.tryConnect(context.config.natsUrl, NATS_PROBE_TIMEOUT_MS, {
     name: "agentloop ui",
-    ...(context.config.natsCreds === undefined ? {} : { credsFile: context.config.natsCreds }),
+    ...natsIdentityOptions(context.config),
   });
   let bus: Bus;
   if (nats) {

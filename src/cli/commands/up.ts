@@ -15,7 +15,7 @@ import { describeAgents, startHostService } from "../../host/host-service.js";
 import { startUiServer } from "../../ui/ui-server.js";
 import type { Command } from "../cli-context.js";
 import { clusterSettingsFrom } from "../cluster-settings.js";
-import { parsePort, untilAborted } from "../command-helpers.js";
+import { natsIdentityOptions, parsePort, untilAborted } from "../command-helpers.js";
 import { uiSettingsFrom } from "../ui-settings.js";
 import { loadAgentsFromFlags } from "./serve.js";
 import { createEventLogger, followEvents, NOISY_EVENT_KINDS } from "./tail.js";
@@ -49,7 +49,7 @@ export const upCommand: Command = async (context) => {
     name: "agentloop up",
     log,
     ...(maxHeldBytes === undefined ? {} : { maxHeldBytes }),
-    ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
+    ...natsIdentityOptions(config),
   });
   let bus: Bus;
   if (nats !== undefined) bus = nats;
