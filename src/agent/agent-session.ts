@@ -63,8 +63,13 @@ export interface AgentSessionParams {
   inspect: ((inspection: InspectionEvent) => void) | undefined;
   /** A chat the history holds awaiting a tool approval (stopped by the previous host). */
   parked: PendingApproval | undefined;
-  /** Where the session's unfinished work is journaled (issue 11), if anywhere. */
+  /** Where the session's unfinished work is journaled, if anywhere. */
   journal: SessionJournal | undefined;
+  /**
+   * A host's session mailbox hands this session its chats, compactions and resets one at a time
+   * (and waits for a stopped one to settle): the session keeps no queue of its own for them.
+   */
+  isOrderedByMailbox?: boolean;
   createId(): string;
 }
 
@@ -73,11 +78,12 @@ function describeError(error: unknown): string {
 }
 
 /**
- * One agent session: owns its context and runs one operation on it at a time. Chats, compactions,
- * resets and a resumed parked chat take their turn in one queue ({@link AgentSession.#serialise}),
- * because a cancelled chat still writes its back-filled messages after it was told to stop, and
- * library callers may call `chat` concurrently. (A host's session mailbox decides the order of its
- * messages in front of this.)
+ * One agent session: owns its context and runs one operation on it at a time. Used directly
+ * (`createAgent()`, `agentloop chat --local`), chats, compactions, resets and a resumed parked chat
+ * take their turn in one queue ({@link AgentSession.#serialise}), because library callers may call
+ * `chat` concurrently and a cancelled chat still writes its back-filled messages after it was told
+ * to stop. Behind a host's session mailbox (`isOrderedByMailbox`), the mailbox is that one queue:
+ * the session only makes its operations wait for a parked chat resumed out of band.
  *
  * Each operation starts a root actor of a bound machine ({@link boundMachines}) with this session's
  * {@link SessionDeps} as `input.deps`.
@@ -153,7 +159,7 @@ export class AgentSession implements Agent {
   }
 
   /**
-   * Issue 11: the chat the session's last host left unfinished goes on, first in the queue. Its
+   * The chat the session's last host left unfinished goes on, first in the queue. Its
    * calls in flight are settled first (an idempotent one runs again, any other is `interrupted`).
    */
   resumeUnfinishedChat(options: ResumeChatOptions = {}): Promise<boolean> {
@@ -262,8 +268,15 @@ export class AgentSession implements Agent {
     events.emit(0, { kind: "ChatFailed", error, cancelled: true }, chatId);
   }
 
-  /** One operation on the context at a time: later calls wait their turn. */
-  #serialise<T>(task: () => Promise<T>): Promise<T> {
+  /**
+   * One operation on the context at a time: later calls wait their turn. Behind a mailbox, which
+   * orders its own operations, they wait only for out-of-band work (`outOfBand`: a parked chat
+   * resumed by its approval), and do not queue themselves.
+   */
+  #serialise<T>(task: () => Promise<T>, options: { outOfBand?: boolean } = {}): Promise<T> {
+    if (this.#params.isOrderedByMailbox === true && options.outOfBand !== true) {
+      return this.#queue === undefined ? task() : this.#queue.then(task, task);
+    }
     const run = (this.#queue ?? Promise.resolve()).then(task, task);
     this.#queue = run.catch(() => undefined);
     return run;
@@ -465,32 +478,35 @@ export class AgentSession implements Agent {
   #resumeChat(pending: PendingApproval): Promise<void> {
     const approvals = this.#toolApprovals();
     return new Promise<void>((attached, fail) => {
-      void this.#serialise(async () => {
-        let actor: Actor<typeof boundMachines.chat>;
-        try {
-          this.#params.events.chatId = pending.chatId;
-          actor = this.#startActor(
-            boundMachines.chat,
-            undefined as never,
-            upgradeChatSnapshot(pending.snapshot),
-          );
-          approvals.attach(actor, pending);
-          actor.start();
-        } catch (error) {
-          // A snapshot this code cannot restore: the approval is spent.
-          await this.#params.history?.takePendingApproval?.().catch(() => false);
-          fail(new Error(`the pending approval cannot be restored: ${describeError(error)}`));
-          return;
-        }
-        attached();
-        let output: ChatOutput | undefined;
-        try {
-          output = await toPromise(actor);
-        } finally {
-          await approvals.detach(actor);
-        }
-        if (output !== undefined) await this.#adopt(output);
-      }).catch(() => {});
+      void this.#serialise(
+        async () => {
+          let actor: Actor<typeof boundMachines.chat>;
+          try {
+            this.#params.events.chatId = pending.chatId;
+            actor = this.#startActor(
+              boundMachines.chat,
+              undefined as never,
+              upgradeChatSnapshot(pending.snapshot),
+            );
+            approvals.attach(actor, pending);
+            actor.start();
+          } catch (error) {
+            // A snapshot this code cannot restore: the approval is spent.
+            await this.#params.history?.takePendingApproval?.().catch(() => false);
+            fail(new Error(`the pending approval cannot be restored: ${describeError(error)}`));
+            return;
+          }
+          attached();
+          let output: ChatOutput | undefined;
+          try {
+            output = await toPromise(actor);
+          } finally {
+            await approvals.detach(actor);
+          }
+          if (output !== undefined) await this.#adopt(output);
+        },
+        { outOfBand: true },
+      ).catch(() => {});
     });
   }
 }

@@ -63,6 +63,12 @@ export interface CreateAgentParams {
   redactor?: SecretRedactor;
   /** Posts to the session's mailbox (background tasks); set by the host. */
   post?: (text: string, options?: { type?: string; stackable?: boolean }) => void;
+  /**
+   * Set by the host: the session's mailbox hands the agent its chats, compactions and resets one
+   * at a time, so the agent keeps no queue of its own for them. Default false (the agent queues
+   * them itself, for callers that may call `chat` concurrently).
+   */
+  isOrderedByMailbox?: boolean;
   /** OpenTelemetry spans; by default on when a global tracer provider is registered. */
   tracing?: AgentTracingOptions;
   /**

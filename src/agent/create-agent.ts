@@ -132,6 +132,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     redactor: params.redactor ?? NO_SECRETS,
     recordMessage: swallow(options.onMessageRecorded),
     post: params.post,
+    isOrderedByMailbox: params.isOrderedByMailbox ?? false,
     isReportingStates,
     inspect: params.inspect,
     parked: await params.history?.loadPendingApproval?.(),

@@ -203,6 +203,8 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
       history: fenceHistory(historyOf(agent, session), hooks.fence),
       ...(journalOf() === undefined ? {} : { journal: journalOf() }),
       post: hooks.post,
+      // The session's mailbox is its one queue.
+      isOrderedByMailbox: true,
       ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
       options: {
         tokenLimit: definition.contextWindow,

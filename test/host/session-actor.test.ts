@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createActor, fromPromise } from "xstate";
+import { createActor, fromCallback } from "xstate";
 import { sessionMachine } from "../../machines/session.machine.js";
 import type { ChatOptions } from "../../src/agent/agent-types.js";
 import { ChatFailedError } from "../../src/agent/chat-errors.js";
@@ -85,7 +85,7 @@ describe("SessionActor", () => {
       { text: "overflowed", reason: "dropped: more than 1 messages were queued for the session" },
       { text: "queued", reason: "cancelled by stop" },
     ]);
-    // "waiting" is handed to the agent only once "long" let go; it is stopped before that.
+    // "waiting" stays queued until "long" let go; it is stopped before that.
     const waiting = actor.chatAndWait("waiting");
     await tick();
     actor.stop();
@@ -94,9 +94,7 @@ describe("SessionActor", () => {
     await agent.chats[0]?.settled;
     await tick();
     expect(agent.chats.map((chat) => chat.text)).toEqual(["long"]);
-    expect(agent.cancelledChats.slice(2)).toEqual([
-      { text: "waiting", reason: "the chat was cancelled before it started" },
-    ]);
+    expect(agent.cancelledChats.slice(2)).toEqual([{ text: "waiting", reason: "cancelled by stop" }]);
   });
 
   it("drops the oldest queued message past the limit with queue_overflow", async () => {
@@ -403,7 +401,11 @@ describe("SessionActor: an idle session holds no mailbox actor (issue 15)", () =
     const mailbox = createActor(
       sessionMachine.provide({
         actors: {
-          runChat: fromPromise(async () => ({ kind: "chat" as const, result: "", usage: emptyUsage() })),
+          runMessage: fromCallback(({ sendBack }) => {
+            queueMicrotask(() =>
+              sendBack({ type: "operation.done", output: { kind: "chat", result: "", usage: emptyUsage() } }),
+            );
+          }),
         },
       }),
       { input: {} },
