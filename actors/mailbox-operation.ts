@@ -7,6 +7,7 @@ import type {
   OperationSettled,
 } from "../machines/session.machine.js";
 import type { Agent, ChatOptions, ResumedChatOutcome } from "../src/agent/agent-types.js";
+import { SessionTooLargeError } from "../src/host/session-too-large-error.js";
 import { CancelledError } from "../src/llm/errors.js";
 
 /** What a message carries besides its data (not serialisable, so kept out of the machine). */
@@ -25,6 +26,11 @@ export interface MailboxDeps {
   options: ReadonlyMap<string, MessageOptions>;
   /** Chats handed to the agent and not settled yet: from then on the agent reports how they end. */
   started: Set<string>;
+  /**
+   * Bytes the agent's messages may hold in memory (`--max-session-bytes`): a session over it is
+   * compacted before its next chat, which is refused if the session is still over. Default: no limit.
+   */
+  maxSessionBytes?: number;
 }
 
 /** Builds {@link MailboxDeps}; `toJSON` leaves them out of a persisted snapshot (they are not data). */
@@ -40,6 +46,27 @@ function requireMailboxDeps(deps: unknown): MailboxDeps {
     );
   }
   return candidate as MailboxDeps;
+}
+
+/**
+ * A session over `maxSessionBytes` is compacted first; still over, its chat is refused with
+ * {@link SessionTooLargeError}.
+ */
+async function fitSession(agent: Agent, maxSessionBytes: number, signal: AbortSignal): Promise<void> {
+  if ((agent.memoryBytes ?? 0) <= maxSessionBytes) return;
+  let failure: string | undefined;
+  const compacted = await agent.compact(undefined, { signal }).catch((error: unknown) => {
+    failure = error instanceof Error ? error.message : String(error);
+    return false;
+  });
+  if (signal.aborted) throw new CancelledError("cancelled while the session was compacted");
+  const bytes = agent.memoryBytes ?? 0;
+  if (bytes <= maxSessionBytes) return;
+  throw new SessionTooLargeError(
+    bytes,
+    maxSessionBytes,
+    compacted ? undefined : (failure ?? "the summary was empty or the request failed"),
+  );
 }
 
 /** Runs one message on the agent; resolves with its output or rejects with why it did not complete. */
@@ -60,6 +87,7 @@ async function runOn(
       }
       // Taken from the journal's queue in the same step its chat is journaled as running.
       agent.journal?.take([message.id]);
+      if (deps.maxSessionBytes !== undefined) await fitSession(agent, deps.maxSessionBytes, chatSignal);
       deps.started.add(message.id);
       try {
         const result = await agent.chat(message.text, {

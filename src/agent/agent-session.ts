@@ -12,6 +12,7 @@ import { toolCallActor } from "../../actors/tool-call.js";
 import { type ChatOutput, upgradeChatSnapshot } from "../../machines/chat.machine.js";
 import type { ContextHistory } from "../context/context-history.js";
 import { type Compactor, ContextManager } from "../context/context-manager.js";
+import { estimateMessageBytes, estimateMessagesBytes } from "../context/message-bytes.js";
 import type { PendingApproval } from "../context/pending-approval.js";
 import { errorInfo, toErrorInfo } from "../errors/error-info.js";
 import type { EventEmitter } from "../events/event-emitter.js";
@@ -102,6 +103,10 @@ export class AgentSession implements Agent {
   #toolCallLimit: LimitFunction | undefined;
   /** Built at the session's first chat or decision (at once when a parked approval waits). */
   #approvals: ToolApprovals | undefined;
+  /** The context's messages as last measured for {@link memoryBytes}, their count and estimate. */
+  #measured: readonly Message[] = [];
+  #measuredLength = 0;
+  #memoryBytes = 0;
 
   private constructor(params: AgentSessionParams) {
     this.name = params.name;
@@ -254,6 +259,31 @@ export class AgentSession implements Agent {
 
   get messages(): readonly Message[] {
     return this.#manager.context.messages;
+  }
+
+  /**
+   * Approximately how many bytes the context's messages hold in memory. Kept up to date
+   * incrementally: a context that grew by a chat's messages adds theirs; only one that was replaced
+   * (a compaction, `/new`, a restore) is measured again.
+   */
+  get memoryBytes(): number {
+    const messages = this.#manager.context.messages;
+    const known = this.#measured;
+    const length = this.#measuredLength;
+    if (messages === known && messages.length === length) return this.#memoryBytes;
+    const isGrown =
+      messages.length >= length &&
+      (length === 0 || (messages[0] === known[0] && messages[length - 1] === known[length - 1]));
+    if (isGrown) {
+      for (let index = length; index < messages.length; index++) {
+        this.#memoryBytes += estimateMessageBytes(messages[index] as Message);
+      }
+    } else {
+      this.#memoryBytes = estimateMessagesBytes(messages);
+    }
+    this.#measured = messages;
+    this.#measuredLength = messages.length;
+    return this.#memoryBytes;
   }
 
   report(body: EventBody): void {

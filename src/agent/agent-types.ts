@@ -131,6 +131,8 @@ export interface Agent {
   readonly tokenUsed: number;
   readonly contextRatio: number;
   readonly messages: readonly Message[];
+  /** Approximately how many bytes the session's messages hold in memory (an estimate kept up to date as they change). */
+  readonly memoryBytes?: number;
   /** Publishes a session-level event (chatId "") on this session's stream, e.g. the session machine's StateChanged. */
   report?(body: EventBody): void;
   /**

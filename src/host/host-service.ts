@@ -35,6 +35,9 @@ export interface HostServiceOptions {
   /** Passed to the host (tests shorten them). */
   idleTimeoutMs?: number;
   maxSessions?: number;
+  /** The live sessions' messages in memory, all together / each (`--max-memory-bytes`, `--max-session-bytes`). */
+  maxMemoryBytes?: number;
+  maxSessionBytes?: number;
   graceMs?: number;
   /** The Agent Protocol (NATS only): owner token and intervals. */
   protocol?: ProtocolSettings;
@@ -174,6 +177,8 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
       ...(bus instanceof NatsBus ? { routing: new AgentRouting(bus.connection, config.prefix) } : {}),
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
       ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
+      ...(options.maxMemoryBytes === undefined ? {} : { maxMemoryBytes: options.maxMemoryBytes }),
+      ...(options.maxSessionBytes === undefined ? {} : { maxSessionBytes: options.maxSessionBytes }),
       ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
       ...(contract === undefined ? {} : { listen: contract.listen }),
     }).start();

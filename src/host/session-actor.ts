@@ -50,6 +50,11 @@ export interface SessionActorOptions {
    * within it goes on with the same actor. Default {@link MAILBOX_LINGER_MS}.
    */
   mailboxLingerMs?: number;
+  /**
+   * Bytes the agent's messages may hold in memory: over it, the session is compacted before its
+   * next chat, which is refused (`session_too_large`) if that does not bring it under. Default: no limit.
+   */
+  maxSessionBytes?: number;
 }
 
 /**
@@ -134,13 +139,19 @@ export class SessionActor {
   #hasHadMessages = false;
   #cancelReason = "cancelled by stop";
   #idleWaiters: (() => void)[] | undefined;
+  /** Told the session's memory estimate each time it changed (see {@link onMemoryChanged}). */
+  #memoryListener: ((bytes: number) => void) | undefined;
+  #reportedBytes = 0;
 
   constructor(options: SessionActorOptions) {
     const { agent } = options;
     this.agent = agent;
-    this.#deps = createMailboxDeps({ agent, options: new Map(), started: new Set() }) as MailboxDeps & {
-      options: Map<string, MessageOptions>;
-    };
+    this.#deps = createMailboxDeps({
+      agent,
+      options: new Map(),
+      started: new Set(),
+      ...(options.maxSessionBytes === undefined ? {} : { maxSessionBytes: options.maxSessionBytes }),
+    }) as MailboxDeps & { options: Map<string, MessageOptions> };
     this.#now = options.now ?? Date.now;
     this.#idPrefix = `m${nextActorNumber++}-`;
     this.#createId = options.createId;
@@ -175,6 +186,8 @@ export class SessionActor {
         // The session machine's own StateChanged, on the session's event stream (live diagram).
         if (snapshot.value !== lastState) {
           lastState = snapshot.value;
+          // Each step of the mailbox may follow an operation that changed the context.
+          this.#reportMemory();
           this.agent.report?.({ kind: "StateChanged", machine: "session", state: snapshot.value });
           if (snapshot.value === IDLE && snapshot.status === "active") this.#dropWhenStillIdle();
         }
@@ -226,6 +239,28 @@ export class SessionActor {
 
   get session(): string {
     return this.agent.session;
+  }
+
+  /** Approximately how many bytes the agent's messages hold in memory (0 when the agent does not say). */
+  get memoryBytes(): number {
+    return this.agent.memoryBytes ?? 0;
+  }
+
+  /**
+   * Calls `listener` with {@link memoryBytes} whenever it changed, checked at each step of the
+   * mailbox (one listener: the host's accounting).
+   */
+  onMemoryChanged(listener: (bytes: number) => void): void {
+    this.#memoryListener = listener;
+    this.#reportedBytes = this.memoryBytes;
+  }
+
+  #reportMemory(): void {
+    if (this.#memoryListener === undefined) return;
+    const bytes = this.memoryBytes;
+    if (bytes === this.#reportedBytes) return;
+    this.#reportedBytes = bytes;
+    this.#memoryListener(bytes);
   }
 
   /** The mailbox state: idle, processing, compacting, resetting or stopped. */
