@@ -70,11 +70,8 @@ async function fitSession(agent: Agent, maxSessionBytes: number, signal: AbortSi
 }
 
 /** Runs one message on the agent; resolves with its output or rejects with why it did not complete. */
-async function runOn(
-  deps: MailboxDeps,
-  message: MailboxMessage,
-  signal: AbortSignal,
-): Promise<MessageOutput> {
+async function runOn(input: unknown, message: MailboxMessage, signal: AbortSignal): Promise<MessageOutput> {
+  const deps = requireMailboxDeps(input);
   const { agent } = deps;
   const own = deps.options.get(message.id);
   switch (message.kind) {
@@ -131,12 +128,11 @@ export const mailboxOperation = fromCallback<OperationEvent, Dispatched>(({ inpu
   receive((event) => {
     if (event.type === "cancel") abort.abort();
   });
-  Promise.resolve()
-    .then(() => runOn(requireMailboxDeps(input.deps), input.message, abort.signal))
-    .then(
-      (output) => sendBack({ type: "operation.done", output } satisfies OperationSettled),
-      (error: unknown) => sendBack({ type: "operation.failed", error } satisfies OperationSettled),
-    );
+  // An async function: whatever goes wrong, even at once, comes back as operation.failed.
+  runOn(input.deps, input.message, abort.signal).then(
+    (output) => sendBack({ type: "operation.done", output } satisfies OperationSettled),
+    (error: unknown) => sendBack({ type: "operation.failed", error } satisfies OperationSettled),
+  );
   // Stopped by its mailbox (stopped itself): the operation is aborted; nobody waits for it any more.
   return () => abort.abort();
 });

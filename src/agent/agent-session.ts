@@ -211,7 +211,10 @@ export class AgentSession implements Agent {
 
   chat(text: string, options: ChatOptions = {}): Promise<ChatResult> {
     void this.#approvals?.resumeParked().catch(() => {});
-    return this.#serialise(() => this.#observeChat(options.onEvent, () => this.#runChat(text, options)));
+    // Behind a mailbox with nothing out of band running, the chat starts here and now.
+    if (this.#params.isOrderedByMailbox === true && this.#queue === undefined)
+      return this.#runChat(text, options);
+    return this.#serialise(() => this.#runChat(text, options));
   }
 
   compact(topic?: string, options: { signal?: AbortSignal } = {}): Promise<boolean> {
@@ -308,7 +311,15 @@ export class AgentSession implements Agent {
       return this.#queue === undefined ? task() : this.#queue.then(task, task);
     }
     const run = (this.#queue ?? Promise.resolve()).then(task, task);
-    this.#queue = run.catch(() => undefined);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#queue = tail;
+    // Nothing left to wait for: the next operation need not queue.
+    void tail.then(() => {
+      if (this.#queue === tail) this.#queue = undefined;
+    });
     return run;
   }
 
@@ -389,104 +400,99 @@ export class AgentSession implements Agent {
     }
   }
 
-  /** Adds a chat's own listener for as long as it runs (chats are serialised: no other chat's events). */
-  async #observeChat<T>(
-    onEvent: ((event: AgentEvent) => void) | undefined,
-    run: () => Promise<T>,
-  ): Promise<T> {
-    if (onEvent === undefined) return run();
-    const { listeners } = this.#params;
-    listeners.push(onEvent);
-    try {
-      return await run();
-    } finally {
-      listeners.splice(listeners.indexOf(onEvent), 1);
-    }
-  }
-
-  /** `resumed`: a journaled chat goes on (its ChatResumed is already out). */
+  /**
+   * `resumed`: a journaled chat goes on (its ChatResumed is already out). The chat's own listener
+   * (`onEvent`) is added for as long as it runs: chats run one at a time, so it sees no other's events.
+   */
   async #runChat(userText: string, options: ChatOptions, resumed?: ResumedChat): Promise<ChatResult> {
-    const { signal } = options;
-    const { events, createId, toolSets, journal } = this.#params;
-    const settings = this.#settings;
-    // Stored and replayed on every later request: half an emoji must not poison the session.
-    const text = toWellFormed(userText);
-    if (signal?.aborted) {
-      this.reportCancelledChat(text, "the chat was cancelled before it started");
-      throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
-    }
-    events.chatId = resumed?.chatId ?? createId();
-    this.#depth = options.depth ?? 0;
-    const manager = this.#manager;
-    const context = manager.context;
-    if (resumed === undefined) {
-      events.emit(0, {
-        kind: "ChatStarted",
-        text,
-        tokenUsed: context.tokenUsed,
+    const { onEvent } = options;
+    const { listeners } = this.#params;
+    if (onEvent !== undefined) listeners.push(onEvent);
+    try {
+      const { signal } = options;
+      const { events, createId, toolSets, journal } = this.#params;
+      const settings = this.#settings;
+      // Stored and replayed on every later request: half an emoji must not poison the session.
+      const text = toWellFormed(userText);
+      if (signal?.aborted) {
+        this.reportCancelledChat(text, "the chat was cancelled before it started");
+        throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
+      }
+      events.chatId = resumed?.chatId ?? createId();
+      this.#depth = options.depth ?? 0;
+      const manager = this.#manager;
+      const context = manager.context;
+      if (resumed === undefined) {
+        events.emit(0, {
+          kind: "ChatStarted",
+          text,
+          tokenUsed: context.tokenUsed,
+          tokenLimit: manager.tokenLimit,
+          contextCompactRatio: settings.contextCompactRatio,
+        });
+      }
+      if (resumed?.continueFrom === undefined) {
+        journal?.beginChat(events.chatId, text, context.messages.length, options.requestId);
+      }
+      // `preparing` is left within the start's macrostep, so no inspection event shows it.
+      events.emit(0, { kind: "StateChanged", machine: "chat", state: "preparing" });
+      const actor = this.#startActor(boundMachines.chat, {
+        userText: text,
+        injections: toolSets.map((set) => set.iterationPromptInjection()).filter((s) => s.trim() !== ""),
+        systemPrompt: settings.systemPrompt,
+        history: resumed?.continueFrom?.conversation ?? context.messages,
+        ...(resumed?.continueFrom ? { resumeFrom: resumed.continueFrom.resumeFrom } : {}),
+        options: settings.baseOptions,
+        tools: toolSets.flatMap((set) => set.tools()),
+        maxIterations: settings.maxIterations,
         tokenLimit: manager.tokenLimit,
         contextCompactRatio: settings.contextCompactRatio,
+        tokenUsed: context.tokenUsed,
       });
-    }
-    if (resumed?.continueFrom === undefined) {
-      journal?.beginChat(events.chatId, text, context.messages.length, options.requestId);
-    }
-    // `preparing` is left within the start's macrostep, so no inspection event shows it.
-    events.emit(0, { kind: "StateChanged", machine: "chat", state: "preparing" });
-    const actor = this.#startActor(boundMachines.chat, {
-      userText: text,
-      injections: toolSets.map((set) => set.iterationPromptInjection()).filter((s) => s.trim() !== ""),
-      systemPrompt: settings.systemPrompt,
-      history: resumed?.continueFrom?.conversation ?? context.messages,
-      ...(resumed?.continueFrom ? { resumeFrom: resumed.continueFrom.resumeFrom } : {}),
-      options: settings.baseOptions,
-      tools: toolSets.flatMap((set) => set.tools()),
-      maxIterations: settings.maxIterations,
-      tokenLimit: manager.tokenLimit,
-      contextCompactRatio: settings.contextCompactRatio,
-      tokenUsed: context.tokenUsed,
-    });
-    const cancel = () => {
-      if (actor.getSnapshot().status === "active") actor.send({ type: "cancel" });
-    };
-    signal?.addEventListener("abort", cancel, { once: true });
-    let output: ChatOutput | undefined;
-    let isParked: boolean;
-    const approvals = this.#toolApprovals();
-    approvals.attach(actor);
-    try {
-      actor.start();
-      output = await toPromise(actor);
-    } finally {
-      signal?.removeEventListener("abort", cancel);
-      isParked = await approvals.detach(actor);
-      // Ended, or parked with its approval (that record is the one to go on from): nothing to resume.
-      // An answer is kept until its reply is stored under the chat's request id (if it has one).
-      journal?.endChat(
-        !isParked && output?.status === "done"
-          ? { result: this.#params.redactor.redact(output.result), usage: output.usage }
-          : undefined,
-      );
-    }
-    if (isParked || output === undefined) {
-      // Stopped on shutdown while a tool call awaited approval: the chat goes on after a restart.
-      throw new ChatCancelledError(
-        { prompt: 0, completion: 0, total: 0, cached: 0 },
-        "the host stopped while a tool call awaited approval; the approval stays pending",
-      );
-    }
-    await this.#adopt(output);
-    // The answer leaves the process (a reply, stdout) as the events do: without secrets.
-    if (output.status === "done")
-      return {
-        result: this.#params.redactor.redact(output.result),
-        usage: output.usage,
-        chatId: events.chatId,
+      const cancel = () => {
+        if (actor.getSnapshot().status === "active") actor.send({ type: "cancel" });
       };
-    if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
-    const error = output.error ?? errorInfo("internal", "the chat failed", { name: "Error" });
-    // A provider's error may quote the key it was sent; this message reaches replies and logs.
-    throw new ChatFailedError(this.#params.redactor.redactValue(error), output.usage);
+      signal?.addEventListener("abort", cancel, { once: true });
+      let output: ChatOutput | undefined;
+      let isParked: boolean;
+      const approvals = this.#toolApprovals();
+      approvals.attach(actor);
+      try {
+        actor.start();
+        output = await toPromise(actor);
+      } finally {
+        signal?.removeEventListener("abort", cancel);
+        isParked = await approvals.detach(actor);
+        // Ended, or parked with its approval (that record is the one to go on from): nothing to resume.
+        // An answer is kept until its reply is stored under the chat's request id (if it has one).
+        journal?.endChat(
+          !isParked && output?.status === "done"
+            ? { result: this.#params.redactor.redact(output.result), usage: output.usage }
+            : undefined,
+        );
+      }
+      if (isParked || output === undefined) {
+        // Stopped on shutdown while a tool call awaited approval: the chat goes on after a restart.
+        throw new ChatCancelledError(
+          { prompt: 0, completion: 0, total: 0, cached: 0 },
+          "the host stopped while a tool call awaited approval; the approval stays pending",
+        );
+      }
+      await this.#adopt(output);
+      // The answer leaves the process (a reply, stdout) as the events do: without secrets.
+      if (output.status === "done")
+        return {
+          result: this.#params.redactor.redact(output.result),
+          usage: output.usage,
+          chatId: events.chatId,
+        };
+      if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
+      const error = output.error ?? errorInfo("internal", "the chat failed", { name: "Error" });
+      // A provider's error may quote the key it was sent; this message reaches replies and logs.
+      throw new ChatFailedError(this.#params.redactor.redactValue(error), output.usage);
+    } finally {
+      if (onEvent !== undefined) listeners.splice(listeners.indexOf(onEvent), 1);
+    }
   }
 
   /** The context becomes what the chat ended with. */
