@@ -69,6 +69,46 @@ describe("SessionActor", () => {
     expect(agent.overlapped).toBe(false);
   });
 
+  it("shutdown resolves only once the stopped chat has let go (its history written)", async () => {
+    const agent = new FakeAgent({ isManual: true, cancelsAtOnce: false });
+    const actor = new SessionActor({ agent });
+    const running = actor.chatAndWait("long");
+    await tick();
+    let isShutDown = false;
+    const shutdown = actor.shutdown().then(() => {
+      isShutDown = true;
+    });
+    expect(await running).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    expect(agent.chats[0]?.signal?.aborted).toBe(true);
+    await tick();
+    expect(isShutDown).toBe(false);
+    expect(await actor.chatAndWait("late")).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    agent.chats[0]?.reject(new Error("cancelled"));
+    await shutdown;
+    expect(actor.isStopped).toBe(true);
+    expect(agent.chats.map((chat) => chat.text)).toEqual(["long"]);
+  });
+
+  it("a compaction stopped mid-way settles before the next message runs", async () => {
+    const agent = new FakeAgent();
+    let release!: () => void;
+    agent.onCompact = () =>
+      new Promise<void>((resolve) => {
+        release = resolve;
+      });
+    const actor = new SessionActor({ agent });
+    const compaction = actor.compact("plans");
+    await tick();
+    actor.stop();
+    expect(await compaction).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    const after = actor.chatAndWait("after");
+    await tick();
+    expect(agent.chats).toEqual([]);
+    release();
+    expect(await after).toMatchObject({ ok: true, result: "echo: after" });
+    expect(agent.overlapped).toBe(false);
+  });
+
   it("reports every chat it took that never ran: dropped from the queue, or stopped while waiting its turn (issue 9)", async () => {
     const agent = new FakeAgent({ isManual: true, cancelsAtOnce: false });
     const actor = new SessionActor({ agent, maxQueue: 1 });
