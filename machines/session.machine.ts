@@ -1,19 +1,23 @@
-import { assign, emit, fromPromise, setup } from "xstate";
+import { assign, emit, fromCallback, sendTo, setup } from "xstate";
 import type { ChatResult } from "../src/agent/agent-types.js";
 
 /**
- * A session's mailbox as a statechart (SPEC §10): messages are processed one at a time, in order,
- * by invoked actors (`runChat`, `runCompact`, `runReset`) that the host binds with `.provide()`
- * once per process. What they run the messages on (the host's session) is `input.deps`, kept in the
- * context and handed to each invoked actor with its message.
+ * A session's mailbox as a statechart: the session's one queue. Messages are processed one at a
+ * time, in order, by the invoked `runMessage` actor, which the host binds with `.provide()` once
+ * per process (actors/mailbox-operation.ts). What it runs the messages on (the session's agent) is
+ * `input.deps`, kept in the context and handed to the actor with each message.
+ *
+ * `stop` answers the running message and the queue `cancelled` at once, but the mailbox stays in
+ * its state until the running operation has settled (a stopped chat still writes its back-filled
+ * history): messages that arrive meanwhile wait their turn, so two operations never overlap.
+ * `shutdown` does the same and then stops the machine (`stopped`, final).
  *
  * The queue lives in the context as plain data, and the callers waiting for an answer do not: the
  * machine only emits `message.completed` / `message.failed` / `message.dropped` with message ids,
- * and the host keeps the promise resolvers keyed by id. So a snapshot is serialisable as it is
- * (SPEC §17, durable resume).
+ * and the host keeps the promise resolvers keyed by id. So a snapshot is serialisable as it is.
  */
 
-/** Past this many queued messages the oldest is dropped (SPEC §10). */
+/** Past this many queued messages the oldest is dropped. */
 export const MAILBOX_LIMIT = 200;
 
 /** A message for the chat loop. `type` is what stackable messages coalesce on (`user`, `task_result`). */
@@ -41,28 +45,50 @@ export interface NewMessage {
   id: string;
 }
 
+/** The chat the session's last host left unfinished (its journal), run before anything queued. */
+export interface ResumeMessage {
+  kind: "resume";
+  id: string;
+}
+
 /** A message in the mailbox (a queued message), tagged by `kind`. */
-export type MailboxMessage = ChatMessage | CompactMessage | NewMessage;
+export type MailboxMessage = ChatMessage | CompactMessage | NewMessage | ResumeMessage;
 
 /**
  * What processing a message resolved with, tagged like the message: a chat's result; whether a
- * compaction succeeded (false when the summary was empty or the request failed); a reset done.
+ * compaction succeeded (false when the summary was empty or the request failed); a reset done;
+ * whether an unfinished chat was resumed.
  */
 export type MessageOutput =
   | ({ kind: "chat" } & ChatResult)
   | { kind: "compact"; compacted: boolean }
-  | { kind: "new" };
+  | { kind: "new" }
+  | { kind: "resume"; resumed: boolean };
 
-/** The input of the actor that processes message `M`: the message, and the mailbox's deps. */
-export type Dispatched<M extends MailboxMessage> = M & { deps?: unknown };
+/** The input of the `runMessage` actor: the message, and the mailbox's deps. */
+export interface Dispatched {
+  message: MailboxMessage;
+  deps: unknown;
+}
+
+/** What the `runMessage` actor receives: cancel the running operation (it still reports how it settled). */
+export type OperationEvent = { type: "cancel" };
+
+/** What the `runMessage` actor sends back, exactly once, when its operation has settled. */
+export type OperationSettled =
+  | { type: "operation.done"; output: MessageOutput }
+  | { type: "operation.failed"; error: unknown };
 
 export interface SessionMachineContext {
   /** Waiting messages, oldest first. The one being processed is in `current`, not here. */
   queue: MailboxMessage[];
+  /** The message being processed; null once it was answered by `stop` (its operation still settling). */
   current: MailboxMessage | null;
   maxQueue: number;
+  /** `shutdown` arrived while an operation ran: once it settles the mailbox stops. */
+  isClosing: boolean;
   /**
-   * What the bound actors process the messages on, opaque to the machine (the host's session).
+   * What the bound actor processes the messages on, opaque to the machine (the session's agent).
    * Not plain data: the host leaves it out when it persists a snapshot.
    */
   deps: unknown;
@@ -81,7 +107,8 @@ export type SessionMachineEvent =
   /** Out of band: cancel the running chat or compaction and drop the queue. */
   | { type: "stop" }
   /** The session is being passivated or the host is closing: drop everything and stop. */
-  | { type: "shutdown" };
+  | { type: "shutdown" }
+  | OperationSettled;
 
 /** Why a message was answered without being processed. */
 export type DropReason = "superseded" | "queue_overflow" | "cancelled";
@@ -108,10 +135,6 @@ function idsOf(messages: readonly (MailboxMessage | null)[]): string[] {
 /** The output of processing a message of kind `K`. */
 export type OutputOf<K extends MailboxMessage["kind"]> = Extract<MessageOutput, { kind: K }>;
 
-function notProvided(name: string): never {
-  throw new Error(`session machine: the "${name}" actor must be provided with .provide()`);
-}
-
 export const sessionMachine = setup({
   types: {
     context: {} as SessionMachineContext,
@@ -120,11 +143,9 @@ export const sessionMachine = setup({
     emitted: {} as SessionMachineEmitted,
   },
   actors: {
-    runChat: fromPromise<OutputOf<"chat">, Dispatched<ChatMessage>>(async () => notProvided("runChat")),
-    runCompact: fromPromise<OutputOf<"compact">, Dispatched<CompactMessage>>(async () =>
-      notProvided("runCompact"),
-    ),
-    runReset: fromPromise<OutputOf<"new">, Dispatched<NewMessage>>(async () => notProvided("runReset")),
+    runMessage: fromCallback<OperationEvent, Dispatched>(() => {
+      throw new Error('session machine: the "runMessage" actor must be provided with .provide()');
+    }),
   },
   guards: {
     /** A stackable message whose type equals the tail's (itself stackable) type coalesces. */
@@ -134,7 +155,10 @@ export const sessionMachine = setup({
       return isStackableChat(message) && isStackableChat(tail) && tail.type === message.type;
     },
     isQueueFull: ({ context }) => context.queue.length >= context.maxQueue,
-    isNextChat: ({ context }) => context.queue[0]?.kind === "chat",
+    isClosing: ({ context }) => context.isClosing,
+    /** The running message was already answered (`stop`): its outcome goes to nobody. */
+    isAnswered: ({ context }) => context.current === null,
+    isNextChat: ({ context }) => context.queue[0]?.kind === "chat" || context.queue[0]?.kind === "resume",
     isNextCompact: ({ context }) => context.queue[0]?.kind === "compact",
     isNextNew: ({ context }) => context.queue[0]?.kind === "new",
   },
@@ -151,6 +175,11 @@ export const sessionMachine = setup({
       ids: idsOf([context.queue[0] ?? null]),
       reason: "queue_overflow" as const,
     })),
+    emitEnqueuedCancelled: emit(({ event }) => ({
+      type: "message.dropped" as const,
+      ids: [enqueued(event).id],
+      reason: "cancelled" as const,
+    })),
     dropOldestAndAppend: assign({
       queue: ({ context, event }) => [...context.queue.slice(1), enqueued(event)],
     }),
@@ -158,15 +187,15 @@ export const sessionMachine = setup({
       current: ({ context }) => context.queue[0] ?? null,
       queue: ({ context }) => context.queue.slice(1),
     }),
-    emitCompleted: emit(({ context }, params: { output: MessageOutput }) => ({
+    emitCompleted: emit(({ context, event }) => ({
       type: "message.completed" as const,
       id: context.current?.id ?? "",
-      output: params.output,
+      output: event.type === "operation.done" ? event.output : ({ kind: "new" } as const),
     })),
-    emitFailed: emit(({ context }, params: { error: unknown }) => ({
+    emitFailed: emit(({ context, event }) => ({
       type: "message.failed" as const,
       id: context.current?.id ?? "",
-      error: params.error,
+      error: event.type === "operation.failed" ? event.error : undefined,
     })),
     clearCurrent: assign({ current: null }),
     emitAllCancelled: emit(({ context }) => ({
@@ -181,6 +210,8 @@ export const sessionMachine = setup({
     })),
     clearQueue: assign({ queue: [] }),
     clearAll: assign({ queue: [], current: null }),
+    markClosing: assign({ isClosing: true }),
+    cancelOperation: sendTo("operation", { type: "cancel" }),
   },
 }).createMachine({
   id: "session",
@@ -188,22 +219,24 @@ export const sessionMachine = setup({
     queue: [],
     current: null,
     maxQueue: input?.maxQueue ?? MAILBOX_LIMIT,
+    isClosing: false,
     deps: input?.deps,
   }),
   initial: "idle",
   on: {
     // While busy: queue, coalescing stackable messages and dropping the oldest past the limit.
     enqueue: [
+      { guard: "isClosing", actions: "emitEnqueuedCancelled" },
       { guard: "replacesTail", actions: ["emitSuperseded", "replaceTail"] },
       { guard: "isQueueFull", actions: ["emitOverflow", "dropOldestAndAppend"] },
       { actions: "append" },
     ],
-    shutdown: { target: ".stopped", actions: ["emitAllCancelled", "clearAll"] },
   },
   states: {
     idle: {
       on: {
         enqueue: { target: "dispatching", actions: "append" },
+        shutdown: { target: "stopped", actions: ["emitAllCancelled", "clearAll"] },
       },
     },
     dispatching: {
@@ -216,68 +249,67 @@ export const sessionMachine = setup({
     },
     processing: {
       invoke: {
-        id: "runChat",
-        src: "runChat",
-        input: ({ context }) => ({ ...(context.current as ChatMessage), deps: context.deps }),
-        onDone: {
-          target: "dispatching",
-          actions: [
-            { type: "emitCompleted", params: ({ event }) => ({ output: event.output }) },
-            "clearCurrent",
-          ],
-        },
-        onError: {
-          target: "dispatching",
-          actions: [{ type: "emitFailed", params: ({ event }) => ({ error: event.error }) }, "clearCurrent"],
-        },
+        id: "operation",
+        src: "runMessage",
+        input: ({ context }) => ({ message: context.current as MailboxMessage, deps: context.deps }),
       },
       on: {
-        // Leaving the state stops the invoked actor, which aborts its signal.
-        stop: { target: "idle", actions: ["emitAllCancelled", "clearAll"] },
+        "operation.done": [
+          { guard: "isClosing", target: "stopped" },
+          { guard: "isAnswered", target: "dispatching" },
+          { target: "dispatching", actions: ["emitCompleted", "clearCurrent"] },
+        ],
+        "operation.failed": [
+          { guard: "isClosing", target: "stopped" },
+          { guard: "isAnswered", target: "dispatching" },
+          { target: "dispatching", actions: ["emitFailed", "clearCurrent"] },
+        ],
+        // Answered at once; the chat winds down (writes its back-fill) before the next message runs.
+        stop: { actions: ["emitAllCancelled", "clearAll", "cancelOperation"] },
+        shutdown: { actions: ["emitAllCancelled", "clearAll", "markClosing", "cancelOperation"] },
       },
     },
     compacting: {
       invoke: {
-        id: "runCompact",
-        src: "runCompact",
-        input: ({ context }) => ({ ...(context.current as CompactMessage), deps: context.deps }),
-        onDone: {
-          target: "dispatching",
-          actions: [
-            { type: "emitCompleted", params: ({ event }) => ({ output: event.output }) },
-            "clearCurrent",
-          ],
-        },
-        onError: {
-          target: "dispatching",
-          actions: [{ type: "emitFailed", params: ({ event }) => ({ error: event.error }) }, "clearCurrent"],
-        },
+        id: "operation",
+        src: "runMessage",
+        input: ({ context }) => ({ message: context.current as MailboxMessage, deps: context.deps }),
       },
       on: {
+        "operation.done": [
+          { guard: "isClosing", target: "stopped" },
+          { guard: "isAnswered", target: "dispatching" },
+          { target: "dispatching", actions: ["emitCompleted", "clearCurrent"] },
+        ],
+        "operation.failed": [
+          { guard: "isClosing", target: "stopped" },
+          { guard: "isAnswered", target: "dispatching" },
+          { target: "dispatching", actions: ["emitFailed", "clearCurrent"] },
+        ],
         // Compaction works on a fork: cancelling it leaves the context as it was.
-        stop: { target: "idle", actions: ["emitAllCancelled", "clearAll"] },
+        stop: { actions: ["emitAllCancelled", "clearAll", "cancelOperation"] },
+        shutdown: { actions: ["emitAllCancelled", "clearAll", "markClosing", "cancelOperation"] },
       },
     },
     resetting: {
       invoke: {
-        id: "runReset",
-        src: "runReset",
-        input: ({ context }) => ({ ...(context.current as NewMessage), deps: context.deps }),
-        onDone: {
-          target: "dispatching",
-          actions: [
-            { type: "emitCompleted", params: ({ event }) => ({ output: event.output }) },
-            "clearCurrent",
-          ],
-        },
-        onError: {
-          target: "dispatching",
-          actions: [{ type: "emitFailed", params: ({ event }) => ({ error: event.error }) }, "clearCurrent"],
-        },
+        id: "operation",
+        src: "runMessage",
+        input: ({ context }) => ({ message: context.current as MailboxMessage, deps: context.deps }),
       },
       on: {
+        "operation.done": [
+          { guard: "isClosing", target: "stopped" },
+          { target: "dispatching", actions: ["emitCompleted", "clearCurrent"] },
+        ],
+        "operation.failed": [
+          { guard: "isClosing", target: "stopped" },
+          { target: "dispatching", actions: ["emitFailed", "clearCurrent"] },
+        ],
         // A half-done reset would leave history and context disagreeing: let it finish, drop the rest.
         stop: { actions: ["emitQueueCancelled", "clearQueue"] },
+        // Its caller is answered at once; the mailbox stops once the reset has finished.
+        shutdown: { actions: ["emitAllCancelled", "clearAll", "markClosing"] },
       },
     },
     stopped: {

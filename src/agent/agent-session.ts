@@ -13,6 +13,7 @@ import type { BudgetCheck } from "../../machines/chat.machine.js";
 import { type ChatOutput, upgradeChatSnapshot } from "../../machines/chat.machine.js";
 import type { ContextHistory } from "../context/context-history.js";
 import { type Compactor, ContextManager } from "../context/context-manager.js";
+import { estimateMessageBytes, estimateMessagesBytes } from "../context/message-bytes.js";
 import type { PendingApproval } from "../context/pending-approval.js";
 import { errorInfo, toErrorInfo } from "../errors/error-info.js";
 import type { EventEmitter } from "../events/event-emitter.js";
@@ -66,8 +67,13 @@ export interface AgentSessionParams {
   inspect: ((inspection: InspectionEvent) => void) | undefined;
   /** A chat the history holds awaiting a tool approval (stopped by the previous host). */
   parked: PendingApproval | undefined;
-  /** Where the session's unfinished work is journaled (issue 11), if anywhere. */
+  /** Where the session's unfinished work is journaled, if anywhere. */
   journal: SessionJournal | undefined;
+  /**
+   * A host's session mailbox hands this session its chats, compactions and resets one at a time
+   * (and waits for a stopped one to settle): the session keeps no queue of its own for them.
+   */
+  isOrderedByMailbox?: boolean;
   createId(): string;
 }
 
@@ -76,11 +82,12 @@ function describeError(error: unknown): string {
 }
 
 /**
- * One agent session: owns its context and runs one operation on it at a time. Chats, compactions,
- * resets and a resumed parked chat take their turn in one queue ({@link AgentSession.#serialise}),
- * because a cancelled chat still writes its back-filled messages after it was told to stop, and
- * library callers may call `chat` concurrently. (A host's session mailbox decides the order of its
- * messages in front of this.)
+ * One agent session: owns its context and runs one operation on it at a time. Used directly
+ * (`createAgent()`, `agentloop chat --local`), chats, compactions, resets and a resumed parked chat
+ * take their turn in one queue ({@link AgentSession.#serialise}), because library callers may call
+ * `chat` concurrently and a cancelled chat still writes its back-filled messages after it was told
+ * to stop. Behind a host's session mailbox (`isOrderedByMailbox`), the mailbox is that one queue:
+ * the session only makes its operations wait for a parked chat resumed out of band.
  *
  * Each operation starts a root actor of a bound machine ({@link boundMachines}) with this session's
  * {@link SessionDeps} as `input.deps`.
@@ -101,6 +108,10 @@ export class AgentSession implements Agent {
   #approvals: ToolApprovals | undefined;
   /** Tools the agents that asked this session need approval for (see {@link inheritApprovals}). */
   readonly #inherited = new Set<string>();
+  /** The context's messages as last measured for {@link memoryBytes}, their count and estimate. */
+  #measured: readonly Message[] = [];
+  #measuredLength = 0;
+  #memoryBytes = 0;
 
   private constructor(params: AgentSessionParams) {
     this.name = params.name;
@@ -184,7 +195,7 @@ export class AgentSession implements Agent {
   }
 
   /**
-   * Issue 11: the chat the session's last host left unfinished goes on, first in the queue. Its
+   * The chat the session's last host left unfinished goes on, first in the queue. Its
    * calls in flight are settled first (an idempotent one runs again, any other is `interrupted`).
    */
   resumeUnfinishedChat(options: ResumeChatOptions = {}): Promise<boolean> {
@@ -231,7 +242,10 @@ export class AgentSession implements Agent {
 
   chat(text: string, options: ChatOptions = {}): Promise<ChatResult> {
     void this.#approvals?.resumeParked().catch(() => {});
-    return this.#serialise(() => this.#observeChat(options.onEvent, () => this.#runChat(text, options)));
+    // Behind a mailbox with nothing out of band running, the chat starts here and now.
+    if (this.#params.isOrderedByMailbox === true && this.#queue === undefined)
+      return this.#runChat(text, options);
+    return this.#serialise(() => this.#runChat(text, options));
   }
 
   compact(topic?: string, options: { signal?: AbortSignal } = {}): Promise<boolean> {
@@ -281,6 +295,31 @@ export class AgentSession implements Agent {
     return this.#manager.context.messages;
   }
 
+  /**
+   * Approximately how many bytes the context's messages hold in memory. Kept up to date
+   * incrementally: a context that grew by a chat's messages adds theirs; only one that was replaced
+   * (a compaction, `/new`, a restore) is measured again.
+   */
+  get memoryBytes(): number {
+    const messages = this.#manager.context.messages;
+    const known = this.#measured;
+    const length = this.#measuredLength;
+    if (messages === known && messages.length === length) return this.#memoryBytes;
+    const isGrown =
+      messages.length >= length &&
+      (length === 0 || (messages[0] === known[0] && messages[length - 1] === known[length - 1]));
+    if (isGrown) {
+      for (let index = length; index < messages.length; index++) {
+        this.#memoryBytes += estimateMessageBytes(messages[index] as Message);
+      }
+    } else {
+      this.#memoryBytes = estimateMessagesBytes(messages);
+    }
+    this.#measured = messages;
+    this.#measuredLength = messages.length;
+    return this.#memoryBytes;
+  }
+
   report(body: EventBody): void {
     this.#params.events.emit(0, body, "");
   }
@@ -293,10 +332,25 @@ export class AgentSession implements Agent {
     events.emit(0, { kind: "ChatFailed", error, cancelled: true }, chatId);
   }
 
-  /** One operation on the context at a time: later calls wait their turn. */
-  #serialise<T>(task: () => Promise<T>): Promise<T> {
+  /**
+   * One operation on the context at a time: later calls wait their turn. Behind a mailbox, which
+   * orders its own operations, they wait only for out-of-band work (`outOfBand`: a parked chat
+   * resumed by its approval), and do not queue themselves.
+   */
+  #serialise<T>(task: () => Promise<T>, options: { outOfBand?: boolean } = {}): Promise<T> {
+    if (this.#params.isOrderedByMailbox === true && options.outOfBand !== true) {
+      return this.#queue === undefined ? task() : this.#queue.then(task, task);
+    }
     const run = (this.#queue ?? Promise.resolve()).then(task, task);
-    this.#queue = run.catch(() => undefined);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#queue = tail;
+    // Nothing left to wait for: the next operation need not queue.
+    void tail.then(() => {
+      if (this.#queue === tail) this.#queue = undefined;
+    });
     return run;
   }
 
@@ -378,105 +432,100 @@ export class AgentSession implements Agent {
     }
   }
 
-  /** Adds a chat's own listener for as long as it runs (chats are serialised: no other chat's events). */
-  async #observeChat<T>(
-    onEvent: ((event: AgentEvent) => void) | undefined,
-    run: () => Promise<T>,
-  ): Promise<T> {
-    if (onEvent === undefined) return run();
-    const { listeners } = this.#params;
-    listeners.push(onEvent);
-    try {
-      return await run();
-    } finally {
-      listeners.splice(listeners.indexOf(onEvent), 1);
-    }
-  }
-
-  /** `resumed`: a journaled chat goes on (its ChatResumed is already out). */
+  /**
+   * `resumed`: a journaled chat goes on (its ChatResumed is already out). The chat's own listener
+   * (`onEvent`) is added for as long as it runs: chats run one at a time, so it sees no other's events.
+   */
   async #runChat(userText: string, options: ChatOptions, resumed?: ResumedChat): Promise<ChatResult> {
-    const { signal } = options;
-    const { events, createId, toolSets, journal } = this.#params;
-    const settings = this.#settings;
-    // Stored and replayed on every later request: half an emoji must not poison the session.
-    const text = toWellFormed(userText);
-    if (signal?.aborted) {
-      this.reportCancelledChat(text, "the chat was cancelled before it started");
-      throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
-    }
-    events.chatId = resumed?.chatId ?? createId();
-    this.#depth = options.depth ?? 0;
-    const manager = this.#manager;
-    const context = manager.context;
-    if (resumed === undefined) {
-      events.emit(0, {
-        kind: "ChatStarted",
-        text,
-        tokenUsed: context.tokenUsed,
+    const { onEvent } = options;
+    const { listeners } = this.#params;
+    if (onEvent !== undefined) listeners.push(onEvent);
+    try {
+      const { signal } = options;
+      const { events, createId, toolSets, journal } = this.#params;
+      const settings = this.#settings;
+      // Stored and replayed on every later request: half an emoji must not poison the session.
+      const text = toWellFormed(userText);
+      if (signal?.aborted) {
+        this.reportCancelledChat(text, "the chat was cancelled before it started");
+        throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
+      }
+      events.chatId = resumed?.chatId ?? createId();
+      this.#depth = options.depth ?? 0;
+      const manager = this.#manager;
+      const context = manager.context;
+      if (resumed === undefined) {
+        events.emit(0, {
+          kind: "ChatStarted",
+          text,
+          tokenUsed: context.tokenUsed,
+          tokenLimit: manager.tokenLimit,
+          contextCompactRatio: settings.contextCompactRatio,
+        });
+      }
+      if (resumed?.continueFrom === undefined) {
+        journal?.beginChat(events.chatId, text, context.messages.length, options.requestId);
+      }
+      // The chat's first move (admitting → preparing, or → failed for a spent budget) is a microstep
+      // of the start: the state reporter shows it, so `preparing` needs no StateChanged of its own here.
+      const actor = this.#startActor(boundMachines.chat, {
+        userText: text,
+        injections: toolSets.map((set) => set.iterationPromptInjection()).filter((s) => s.trim() !== ""),
+        systemPrompt: settings.systemPrompt,
+        history: resumed?.continueFrom?.conversation ?? context.messages,
+        ...(resumed?.continueFrom ? { resumeFrom: resumed.continueFrom.resumeFrom } : {}),
+        options: settings.baseOptions,
+        tools: toolSets.flatMap((set) => set.tools()),
+        maxIterations: settings.maxIterations,
         tokenLimit: manager.tokenLimit,
         contextCompactRatio: settings.contextCompactRatio,
+        tokenUsed: context.tokenUsed,
+        ...(this.#params.checkBudget === undefined ? {} : { budget: this.#params.checkBudget() }),
       });
-    }
-    if (resumed?.continueFrom === undefined) {
-      journal?.beginChat(events.chatId, text, context.messages.length, options.requestId);
-    }
-    // The chat's first move (admitting → preparing, or → failed for a spent budget) is a microstep
-    // of the start: the state reporter shows it, so `preparing` needs no StateChanged of its own here.
-    const actor = this.#startActor(boundMachines.chat, {
-      userText: text,
-      injections: toolSets.map((set) => set.iterationPromptInjection()).filter((s) => s.trim() !== ""),
-      systemPrompt: settings.systemPrompt,
-      history: resumed?.continueFrom?.conversation ?? context.messages,
-      ...(resumed?.continueFrom ? { resumeFrom: resumed.continueFrom.resumeFrom } : {}),
-      options: settings.baseOptions,
-      tools: toolSets.flatMap((set) => set.tools()),
-      maxIterations: settings.maxIterations,
-      tokenLimit: manager.tokenLimit,
-      contextCompactRatio: settings.contextCompactRatio,
-      tokenUsed: context.tokenUsed,
-      ...(this.#params.checkBudget === undefined ? {} : { budget: this.#params.checkBudget() }),
-    });
-    const cancel = () => {
-      if (actor.getSnapshot().status === "active") actor.send({ type: "cancel" });
-    };
-    signal?.addEventListener("abort", cancel, { once: true });
-    let output: ChatOutput | undefined;
-    let isParked: boolean;
-    const approvals = this.#toolApprovals();
-    approvals.attach(actor);
-    try {
-      actor.start();
-      output = await toPromise(actor);
-    } finally {
-      signal?.removeEventListener("abort", cancel);
-      isParked = await approvals.detach(actor);
-      // Ended, or parked with its approval (that record is the one to go on from): nothing to resume.
-      // An answer is kept until its reply is stored under the chat's request id (if it has one).
-      journal?.endChat(
-        !isParked && output?.status === "done"
-          ? { result: this.#params.redactor.redact(output.result), usage: output.usage }
-          : undefined,
-      );
-    }
-    if (isParked || output === undefined) {
-      // Stopped on shutdown while a tool call awaited approval: the chat goes on after a restart.
-      throw new ChatCancelledError(
-        { prompt: 0, completion: 0, total: 0, cached: 0 },
-        "the host stopped while a tool call awaited approval; the approval stays pending",
-      );
-    }
-    await this.#adopt(output);
-    // The answer leaves the process (a reply, stdout) as the events do: without secrets.
-    if (output.status === "done")
-      return {
-        result: this.#params.redactor.redact(output.result),
-        usage: output.usage,
-        chatId: events.chatId,
+      const cancel = () => {
+        if (actor.getSnapshot().status === "active") actor.send({ type: "cancel" });
       };
-    if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
-    const error = output.error ?? errorInfo("internal", "the chat failed", { name: "Error" });
-    // A provider's error may quote the key it was sent; this message reaches replies and logs.
-    throw new ChatFailedError(this.#params.redactor.redactValue(error), output.usage);
+      signal?.addEventListener("abort", cancel, { once: true });
+      let output: ChatOutput | undefined;
+      let isParked: boolean;
+      const approvals = this.#toolApprovals();
+      approvals.attach(actor);
+      try {
+        actor.start();
+        output = await toPromise(actor);
+      } finally {
+        signal?.removeEventListener("abort", cancel);
+        isParked = await approvals.detach(actor);
+        // Ended, or parked with its approval (that record is the one to go on from): nothing to resume.
+        // An answer is kept until its reply is stored under the chat's request id (if it has one).
+        journal?.endChat(
+          !isParked && output?.status === "done"
+            ? { result: this.#params.redactor.redact(output.result), usage: output.usage }
+            : undefined,
+        );
+      }
+      if (isParked || output === undefined) {
+        // Stopped on shutdown while a tool call awaited approval: the chat goes on after a restart.
+        throw new ChatCancelledError(
+          { prompt: 0, completion: 0, total: 0, cached: 0 },
+          "the host stopped while a tool call awaited approval; the approval stays pending",
+        );
+      }
+      await this.#adopt(output);
+      // The answer leaves the process (a reply, stdout) as the events do: without secrets.
+      if (output.status === "done")
+        return {
+          result: this.#params.redactor.redact(output.result),
+          usage: output.usage,
+          chatId: events.chatId,
+        };
+      if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
+      const error = output.error ?? errorInfo("internal", "the chat failed", { name: "Error" });
+      // A provider's error may quote the key it was sent; this message reaches replies and logs.
+      throw new ChatFailedError(this.#params.redactor.redactValue(error), output.usage);
+    } finally {
+      if (onEvent !== undefined) listeners.splice(listeners.indexOf(onEvent), 1);
+    }
   }
 
   /** The context becomes what the chat ended with. */
@@ -498,32 +547,35 @@ export class AgentSession implements Agent {
   #resumeChat(pending: PendingApproval): Promise<void> {
     const approvals = this.#toolApprovals();
     return new Promise<void>((attached, fail) => {
-      void this.#serialise(async () => {
-        let actor: Actor<typeof boundMachines.chat>;
-        try {
-          this.#params.events.chatId = pending.chatId;
-          actor = this.#startActor(
-            boundMachines.chat,
-            undefined as never,
-            upgradeChatSnapshot(pending.snapshot),
-          );
-          approvals.attach(actor, pending);
-          actor.start();
-        } catch (error) {
-          // A snapshot this code cannot restore: the approval is spent.
-          await this.#params.history?.takePendingApproval?.().catch(() => false);
-          fail(new Error(`the pending approval cannot be restored: ${describeError(error)}`));
-          return;
-        }
-        attached();
-        let output: ChatOutput | undefined;
-        try {
-          output = await toPromise(actor);
-        } finally {
-          await approvals.detach(actor);
-        }
-        if (output !== undefined) await this.#adopt(output);
-      }).catch(() => {});
+      void this.#serialise(
+        async () => {
+          let actor: Actor<typeof boundMachines.chat>;
+          try {
+            this.#params.events.chatId = pending.chatId;
+            actor = this.#startActor(
+              boundMachines.chat,
+              undefined as never,
+              upgradeChatSnapshot(pending.snapshot),
+            );
+            approvals.attach(actor, pending);
+            actor.start();
+          } catch (error) {
+            // A snapshot this code cannot restore: the approval is spent.
+            await this.#params.history?.takePendingApproval?.().catch(() => false);
+            fail(new Error(`the pending approval cannot be restored: ${describeError(error)}`));
+            return;
+          }
+          attached();
+          let output: ChatOutput | undefined;
+          try {
+            output = await toPromise(actor);
+          } finally {
+            await approvals.detach(actor);
+          }
+          if (output !== undefined) await this.#adopt(output);
+        },
+        { outOfBand: true },
+      ).catch(() => {});
     });
   }
 }

@@ -69,6 +69,12 @@ export interface CreateAgentParams {
   checkBudget?: () => BudgetCheck;
   /** Posts to the session's mailbox (background tasks); set by the host. */
   post?: (text: string, options?: { type?: string; stackable?: boolean }) => void;
+  /**
+   * Set by the host: the session's mailbox hands the agent its chats, compactions and resets one
+   * at a time, so the agent keeps no queue of its own for them. Default false (the agent queues
+   * them itself, for callers that may call `chat` concurrently).
+   */
+  isOrderedByMailbox?: boolean;
   /** OpenTelemetry spans; by default on when a global tracer provider is registered. */
   tracing?: AgentTracingOptions;
   /**
@@ -131,6 +137,8 @@ export interface Agent {
   readonly tokenUsed: number;
   readonly contextRatio: number;
   readonly messages: readonly Message[];
+  /** Approximately how many bytes the session's messages hold in memory (an estimate kept up to date as they change). */
+  readonly memoryBytes?: number;
   /** Publishes a session-level event (chatId "") on this session's stream, e.g. the session machine's StateChanged. */
   report?(body: EventBody): void;
   /**

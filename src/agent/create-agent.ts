@@ -135,6 +135,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     recordMessage: swallow(options.onMessageRecorded),
     post: params.post,
     checkBudget: params.checkBudget,
+    isOrderedByMailbox: params.isOrderedByMailbox ?? false,
     isReportingStates,
     inspect: params.inspect,
     parked: await params.history?.loadPendingApproval?.(),

@@ -76,13 +76,15 @@ const COMMANDS: Record<
       config: "string",
       "idle-timeout": "string",
       "max-sessions": "string",
+      "max-memory-bytes": "string",
+      "max-session-bytes": "string",
       "nats-hold-mb": "string",
       ...HOST_FLAGS,
       ...PROTOCOL_FLAGS,
       ...CLUSTER_FLAGS,
     },
     usage:
-      "up [--port N] [--host ADDR] [--ui-token T] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
+      "up [--port N] [--host ADDR] [--ui-token T] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
     arguments: false,
   },
   serve: {
@@ -92,13 +94,15 @@ const COMMANDS: Record<
       config: "string",
       "idle-timeout": "string",
       "max-sessions": "string",
+      "max-memory-bytes": "string",
+      "max-session-bytes": "string",
       "nats-hold-mb": "string",
       ...HOST_FLAGS,
       ...PROTOCOL_FLAGS,
       ...CLUSTER_FLAGS,
     },
     usage:
-      "serve [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
+      "serve [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
     arguments: false,
   },
   chat: {

@@ -240,6 +240,47 @@ export function maxSessionsFrom(flags: Flags, env: NodeJS.ProcessEnv): number | 
   return positiveInteger(pick(flags, "max-sessions", env, "AGENTLOOP_MAX_SESSIONS"), "--max-sessions");
 }
 
+const BYTE_UNITS: Record<string, number> = { "": 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
+
+/** A size in bytes: a whole number, optionally with a binary unit (`k`, `m`, `g`; `512m`, `1GiB`). */
+function byteSize(value: string | undefined, option: string): number | undefined {
+  if (value === undefined) return undefined;
+  const match = /^(\d+)\s*(?:([kmg])(?:i?b)?)?$/i.exec(value.trim());
+  const unit = BYTE_UNITS[(match?.[2] ?? "").toLowerCase()];
+  const bytes = match === null || unit === undefined ? Number.NaN : Number(match[1]) * unit;
+  if (!Number.isSafeInteger(bytes) || bytes <= 0) {
+    throw new UsageError(
+      `${option} must be a number of bytes above 0, optionally with a unit (k, m, g: KiB, MiB, GiB), e.g. 512m; got "${value}"`,
+    );
+  }
+  return bytes;
+}
+
+/** How much memory a host's sessions may hold: `--max-memory-bytes` in all, `--max-session-bytes` each. */
+export interface MemoryLimits {
+  maxMemoryBytes?: number;
+  maxSessionBytes?: number;
+}
+
+/**
+ * `--max-memory-bytes` / `AGENTLOOP_MAX_MEMORY_BYTES` (the live sessions' messages in all) and
+ * `--max-session-bytes` / `AGENTLOOP_MAX_SESSION_BYTES` (one session's).
+ */
+export function memoryLimitsFrom(flags: Flags, env: NodeJS.ProcessEnv): MemoryLimits {
+  const maxMemoryBytes = byteSize(
+    pick(flags, "max-memory-bytes", env, "AGENTLOOP_MAX_MEMORY_BYTES"),
+    "--max-memory-bytes",
+  );
+  const maxSessionBytes = byteSize(
+    pick(flags, "max-session-bytes", env, "AGENTLOOP_MAX_SESSION_BYTES"),
+    "--max-session-bytes",
+  );
+  return {
+    ...(maxMemoryBytes === undefined ? {} : { maxMemoryBytes }),
+    ...(maxSessionBytes === undefined ? {} : { maxSessionBytes }),
+  };
+}
+
 /**
  * `--nats-hold-mb` / `AGENTLOOP_NATS_HOLD_MB`: how many MiB of events the NATS bus may hold while
  * the server is unreachable (in bytes; undefined for the bus's default).

@@ -42,10 +42,12 @@ export const ERROR_CODE_TABLE = {
   cancelled: { reply: "cancelled", exitCode: EXIT_CANCELLED },
   /** The host is closing: the caller's message will not run. */
   host_closing: { reply: "cancelled", exitCode: EXIT_FAILURE },
-  /** Every session slot is busy. */
+  /** Every session slot is busy, or the host's memory budget is spent and no session is idle. */
   overloaded: { reply: "overloaded", exitCode: EXIT_FAILURE },
   /** The tenant's token budget for the period is spent: no model request was made. */
   budget_exceeded: { reply: "budget_exceeded", exitCode: EXIT_FAILURE },
+  /** A session holds more than `--max-session-bytes` even after compaction. */
+  session_too_large: { reply: "bad_request", exitCode: EXIT_FAILURE },
   // The user's configuration or command line.
   configuration: userMistake,
   usage: userMistake,

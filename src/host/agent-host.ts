@@ -21,6 +21,7 @@ import { readRequestDepth } from "./request-depth.js";
 import { type ChatOutcome, SessionActor } from "./session-actor.js";
 import { SessionHeartbeats } from "./session-heartbeats.js";
 import {
+  HostMemoryOverloadedError,
   type ManagerTimers,
   SessionManager,
   SessionManagerClosedError,
@@ -68,6 +69,17 @@ export interface AgentHostOptions {
   idleTimeoutMs?: number;
   /** Live sessions at most (default 10,000); past it a new session gets `overloaded`. */
   maxSessions?: number;
+  /**
+   * Bytes the live sessions' messages may hold in memory, all together (default 512 MiB, or half
+   * the heap limit if smaller): over it idle sessions are passivated, least recently used first, and
+   * with none idle a chat gets `overloaded`.
+   */
+  maxMemoryBytes?: number;
+  /**
+   * Bytes one session's messages may hold in memory: a session over it is compacted before its next
+   * chat, which gets `bad_request` if the session is still over. Default: no limit.
+   */
+  maxSessionBytes?: number;
   sweepIntervalMs?: number;
   /** How long `close()` waits for running chats by default (30 s). */
   graceMs?: number;
@@ -109,6 +121,7 @@ export class AgentHost {
   readonly #createAgent: SessionAgentFactory;
   readonly #queueGroup: string;
   readonly #maxQueue: number | undefined;
+  readonly #maxSessionBytes: number | undefined;
   readonly #graceMs: number;
   readonly #now: (() => number) | undefined;
   readonly #log: (line: string) => void;
@@ -128,6 +141,7 @@ export class AgentHost {
     this.#createAgent = options.createAgent;
     this.#queueGroup = options.queueGroup ?? `${this.prefix.replace(/\./g, "_")}_host`;
     this.#maxQueue = options.maxQueue;
+    this.#maxSessionBytes = options.maxSessionBytes;
     this.#graceMs = options.graceMs ?? DEFAULT_GRACE_MS;
     this.#now = options.now;
     this.#log = options.log ?? (() => {});
@@ -151,6 +165,7 @@ export class AgentHost {
         : { onSessionStopped: (agent, session) => options.cluster?.leases.release(agent, session) }),
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
       ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
+      ...(options.maxMemoryBytes === undefined ? {} : { maxMemoryBytes: options.maxMemoryBytes }),
       ...(options.sweepIntervalMs === undefined ? {} : { sweepIntervalMs: options.sweepIntervalMs }),
       ...(options.now === undefined ? {} : { now: options.now }),
       ...(options.timers === undefined ? {} : { timers: options.timers }),
@@ -235,7 +250,7 @@ export class AgentHost {
       // Posts before the actor exists cannot happen (tools run inside chats), but stay harmless.
       post: (text, postOptions) => actor?.post(text, postOptions),
     };
-    // Issue 11: the session runs here only under this host's lease (else SessionOwnedElsewhereError).
+    // The session runs here only under this host's lease (else SessionOwnedElsewhereError).
     if (this.#cluster !== undefined) hooks.fence = await this.#cluster.leases.acquire(agent, session);
     try {
       const created = await this.#createAgent(agent, session, hooks);
@@ -243,8 +258,9 @@ export class AgentHost {
         agent: created,
         ...(this.#maxQueue === undefined ? {} : { maxQueue: this.#maxQueue }),
         ...(this.#now === undefined ? {} : { now: this.#now }),
+        ...(this.#maxSessionBytes === undefined ? {} : { maxSessionBytes: this.#maxSessionBytes }),
       });
-      // Issue 11: what the session's last host left unfinished (its journal) runs first; a resumed
+      // What the session's last host left unfinished (its journal) runs first; a resumed
       // chat with a client request id answers that id's retries, and its reply is stored for later ones.
       const dedupe = this.#cluster?.dedupe;
       const journal = created.journal;
@@ -373,18 +389,23 @@ export class AgentHost {
     let ran = true;
     const run = async (): Promise<ChatReply> => {
       try {
-        const outcome = await this.sessions.use(agent, request.session, (actor) => {
-          // The asking agent's approvals hold here too, before this chat is even queued.
-          if (approvals.value.length > 0) actor.agent.inheritApprovals?.(approvals.value);
-          return actor.chat({
-            text: request.text,
-            type: request.type,
-            stackable: request.stackable,
-            depth: depth.value,
-            // Journaled with the chat (issue 11): a chat resumed elsewhere answers this id's retries.
-            ...(request.id === undefined || dedupe === undefined ? {} : { requestId: request.id }),
-          });
-        });
+        const outcome = await this.sessions.use(
+          agent,
+          request.session,
+          (actor) => {
+            // The asking agent's approvals hold here too, before this chat is even queued.
+            if (approvals.value.length > 0) actor.agent.inheritApprovals?.(approvals.value);
+            return actor.chat({
+              text: request.text,
+              type: request.type,
+              stackable: request.stackable,
+              depth: depth.value,
+              // Journaled with the chat: a chat resumed elsewhere answers this id's retries.
+              ...(request.id === undefined || dedupe === undefined ? {} : { requestId: request.id }),
+            });
+          },
+          { isChat: true },
+        );
         if (outcome.ok) chatId = outcome.chatId;
         return chatReplyOf(request.session, outcome, echo);
       } catch (error) {
@@ -394,7 +415,7 @@ export class AgentHost {
       }
     };
     if (dedupe === undefined || request.id === undefined) return this.#reply(message, await run(), chatId);
-    // Issue 11: one run per id. The session is taken first, so a request to forward marks nothing.
+    // One run per id. The session is taken first, so a request to forward marks nothing.
     await this.sessions.get(agent, request.session).catch((error: unknown) => {
       if (error instanceof SessionOwnedElsewhereError) throw error;
     });
@@ -494,7 +515,11 @@ function replyTooLarge(
 /** Why a session could not take a message: the host is closing, full, or the session failed to start. */
 export function sessionStartError(error: unknown): SessionError {
   // The host's own refusals answer with their code from the table; a failed start is `internal`.
-  if (error instanceof SessionManagerClosedError || error instanceof SessionManagerOverloadedError) {
+  if (
+    error instanceof SessionManagerClosedError ||
+    error instanceof SessionManagerOverloadedError ||
+    error instanceof HostMemoryOverloadedError
+  ) {
     return describeFailure(error);
   }
   return { code: "internal", message: `cannot start the session: ${describeFailure(error).message}` };

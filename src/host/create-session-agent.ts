@@ -207,6 +207,8 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
       ...(journalOf() === undefined ? {} : { journal: journalOf() }),
       post: hooks.post,
       ...(options.checkBudget === undefined ? {} : { checkBudget: options.checkBudget }),
+      // The session's mailbox is its one queue.
+      isOrderedByMailbox: true,
       ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
       options: {
         tokenLimit: definition.contextWindow,

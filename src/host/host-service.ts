@@ -42,6 +42,9 @@ export interface HostServiceOptions {
   /** Passed to the host (tests shorten them). */
   idleTimeoutMs?: number;
   maxSessions?: number;
+  /** The live sessions' messages in memory, all together / each (`--max-memory-bytes`, `--max-session-bytes`). */
+  maxMemoryBytes?: number;
+  maxSessionBytes?: number;
   graceMs?: number;
   /** The Agent Protocol (NATS only): owner token and intervals. */
   protocol?: ProtocolSettings;
@@ -221,6 +224,8 @@ async function startOnBus(
         ...(bus instanceof NatsBus ? { routing: new AgentRouting(bus.connection, prefix) } : {}),
         ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
         ...(unit.maxSessions === undefined ? {} : { maxSessions: unit.maxSessions }),
+        ...(options.maxMemoryBytes === undefined ? {} : { maxMemoryBytes: options.maxMemoryBytes }),
+        ...(options.maxSessionBytes === undefined ? {} : { maxSessionBytes: options.maxSessionBytes }),
         ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
         ...(unit.listen === undefined ? {} : { listen: unit.listen }),
       }).start();

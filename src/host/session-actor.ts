@@ -1,21 +1,21 @@
-import { type Actor, createActor, fromPromise } from "xstate";
+import { type Actor, createActor } from "xstate";
 import {
-  type ChatMessage,
-  type CompactMessage,
-  type Dispatched,
+  createMailboxDeps,
+  type MailboxDeps,
+  type MessageOptions,
+  mailboxOperation,
+} from "../../actors/mailbox-operation.js";
+import {
   type DropReason,
   MAILBOX_LIMIT,
   type MailboxMessage,
   type MessageOutput,
-  type NewMessage,
-  type OutputOf,
   type SessionMachineEmitted,
   sessionMachine,
 } from "../../machines/session.machine.js";
 import type { Agent, ChatOptions, ChatResult, ResumedChatOutcome } from "../agent/agent-types.js";
 import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
 import type { ChatRequest } from "../bus/contract.js";
-import { CancelledError } from "../llm/errors.js";
 import type { TokenUsage } from "../llm/types.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 
@@ -39,7 +39,7 @@ export type SessionChatRequest = Pick<ChatRequest, "text"> &
 
 export interface SessionActorOptions {
   agent: Agent;
-  /** Mailbox limit; default 200 (SPEC §10). */
+  /** Mailbox limit; default 200. */
   maxQueue?: number;
   /** Injected clock (ms since the epoch) for idleness. */
   now?: () => number;
@@ -50,12 +50,15 @@ export interface SessionActorOptions {
    * within it goes on with the same actor. Default {@link MAILBOX_LINGER_MS}.
    */
   mailboxLingerMs?: number;
+  /**
+   * Bytes the agent's messages may hold in memory: over it, the session is compacted before its
+   * next chat, which is refused (`session_too_large`) if that does not bring it under. Default: no limit.
+   */
+  maxSessionBytes?: number;
 }
 
-type ChatWaiterOptions = Pick<SessionChatRequest, "signal" | "onEvent" | "requestId">;
-
 /**
- * Issue 11: a chat resumed from the journal that carries its client's request `id`: `outcome`
+ * A chat resumed from the journal that carries its client's request `id`: `outcome`
  * resolves with its answer, or undefined when nothing was left to run (no answer is known).
  */
 export type ResumedRequestHandler = (requestId: string, outcome: Promise<ChatOutcome | undefined>) => void;
@@ -68,8 +71,6 @@ interface Waiter {
   touches: boolean;
   /** A chat message's text (reported as a cancelled chat if it never runs). */
   chatText: string | undefined;
-  /** A chat's own cancellation, event listener and client id (kept out of the machine). */
-  chatOptions?: ChatWaiterOptions;
 }
 
 /** A chat's result as its answer (`chatId` only when known). */
@@ -84,6 +85,9 @@ function chatOutcomeOf(outcome: ResumedChatOutcome): ChatOutcome {
 
 let nextActorNumber = 0;
 
+/** The session machine bound to the mailbox actor once per process (never per session). */
+const boundSessionMachine = sessionMachine.provide({ actors: { runMessage: mailboxOperation } });
+
 /** The session machine's initial state, where an idle session's mailbox is (or would be). */
 const IDLE = "idle";
 
@@ -95,13 +99,13 @@ const IDLE = "idle";
 export const MAILBOX_LINGER_MS = 1_000;
 
 /**
- * One session as an actor (SPEC §10): the session machine (the mailbox) in front of one agent,
- * plus the callers waiting for answers. The machine holds only serialisable message data; the
- * waiters live here, keyed by message id, and are answered from what the machine emits.
+ * One session as an actor: the session machine (the mailbox, the session's one queue) in front of
+ * one agent, plus the callers waiting for answers. The machine holds only serialisable message
+ * data; the waiters live here, keyed by message id, and are answered from what the machine emits.
  *
- * The machine is bound to its actors once per process ({@link SessionActor.#machine}); each
- * session starts it with itself as `input.deps`, and the bound actors hand each message to that
- * session's private `#runChat` / `#runCompact` / `#runReset`.
+ * The session hands the mailbox what it runs messages on once, at creation: its agent, in the
+ * machine's `input.deps` ({@link MailboxDeps}). The mailbox's actor (actors/mailbox-operation.ts)
+ * calls the agent itself; nothing comes back into this class but the machine's emitted answers.
  *
  * An idle session holds no mailbox actor (heap per idle session is a benchmarked figure): the
  * machine's actor is started at a message that finds none, and dropped once it has been back in
@@ -109,34 +113,14 @@ export const MAILBOX_LINGER_MS = 1_000;
  * An idle mailbox is all initial state (`idle`, empty queue), so a fresh actor is the same
  * mailbox; the session's StateChanged stream does not see the swap ({@link SessionActor.#startMailbox}).
  *
- * The mailbox decides which message runs next, one at a time. It moves on at `stop` at once,
- * though, while the stopped chat may still be writing its last messages to history: so each
- * operation handed to the agent first waits for the previous one to settle ("nothing
- * half-written", {@link SessionActor.#afterPrevious}).
+ * The mailbox runs one message at a time. On `stop` it answers at once but takes the next message
+ * only once the stopped operation has settled (its history written), so the agent never sees two
+ * operations at once and needs no queue of its own.
  */
 export class SessionActor {
-  /** The session machine bound to this class's operations once per process. */
-  static readonly #machine = sessionMachine.provide({
-    actors: {
-      runChat: fromPromise<OutputOf<"chat">, Dispatched<ChatMessage>>(({ input, signal }) =>
-        SessionActor.#of(input.deps).#runChat(input, signal),
-      ),
-      runCompact: fromPromise<OutputOf<"compact">, Dispatched<CompactMessage>>(({ input, signal }) =>
-        SessionActor.#of(input.deps).#runCompact(input, signal),
-      ),
-      runReset: fromPromise<OutputOf<"new">, Dispatched<NewMessage>>(({ input }) =>
-        SessionActor.#of(input.deps).#runReset(),
-      ),
-    },
-  });
-
-  /** The session a dispatched message belongs to; a clear error for a machine started without one. */
-  static #of(deps: unknown): SessionActor {
-    if (deps instanceof SessionActor) return deps;
-    throw new TypeError("the session machine was started without its SessionActor (input.deps)");
-  }
-
   readonly agent: Agent;
+  /** What the mailbox runs its messages on (see {@link MailboxDeps}). */
+  readonly #deps: MailboxDeps & { options: Map<string, MessageOptions> };
   /** The mailbox while it has work (and once stopped); undefined while the session is idle. */
   #actor: Actor<typeof sessionMachine> | undefined;
   readonly #maxQueue: number | undefined;
@@ -144,26 +128,30 @@ export class SessionActor {
   /** Drops the mailbox once it has been idle for {@link #mailboxLingerMs} (see {@link #startMailbox}). */
   #dropTimer: ReturnType<typeof setTimeout> | undefined;
   // What an idle session does not need is created at its first message (heap per idle session is
-  // a benchmarked figure): the waiters, the dispatched chats, the operation chain, the idle waiters.
+  // a benchmarked figure): the waiters, the idle waiters.
   #waiters: Map<string, Waiter> | undefined;
-  /** Chats handed to `#runChat`: they report their own cancellation (see {@link #runChat}). */
-  #dispatched: Set<string> | undefined;
   readonly #now: () => number;
   /** Message ids: the injected generator, else this actor's prefix and a counter. */
   readonly #createId: (() => string) | undefined;
   readonly #idPrefix: string;
   #idCounter = 0;
-  #work: Promise<unknown> | undefined;
   #lastActivityAt: number;
   #hasHadMessages = false;
   #cancelReason = "cancelled by stop";
   #idleWaiters: (() => void)[] | undefined;
-  /** Cancels a chat resumed from the journal (see {@link resumeUnfinished}). */
-  #resumeAbort: AbortController | undefined;
+  /** Told the session's memory estimate each time it changed (see {@link onMemoryChanged}). */
+  #memoryListener: ((bytes: number) => void) | undefined;
+  #reportedBytes = 0;
 
   constructor(options: SessionActorOptions) {
     const { agent } = options;
     this.agent = agent;
+    this.#deps = createMailboxDeps({
+      agent,
+      options: new Map(),
+      started: new Set(),
+      ...(options.maxSessionBytes === undefined ? {} : { maxSessionBytes: options.maxSessionBytes }),
+    }) as MailboxDeps & { options: Map<string, MessageOptions> };
     this.#now = options.now ?? Date.now;
     this.#idPrefix = `m${nextActorNumber++}-`;
     this.#createId = options.createId;
@@ -177,8 +165,8 @@ export class SessionActor {
   /** The session machine's actor, input as this session's. */
   #createMailbox(): Actor<typeof sessionMachine> {
     const maxQueue = this.#maxQueue;
-    return createActor(SessionActor.#machine, {
-      input: maxQueue === undefined ? { deps: this } : { maxQueue, deps: this },
+    return createActor(boundSessionMachine, {
+      input: maxQueue === undefined ? { deps: this.#deps } : { maxQueue, deps: this.#deps },
     });
   }
 
@@ -198,6 +186,8 @@ export class SessionActor {
         // The session machine's own StateChanged, on the session's event stream (live diagram).
         if (snapshot.value !== lastState) {
           lastState = snapshot.value;
+          // Each step of the mailbox may follow an operation that changed the context.
+          this.#reportMemory();
           this.agent.report?.({ kind: "StateChanged", machine: "session", state: snapshot.value });
           if (snapshot.value === IDLE && snapshot.status === "active") this.#dropWhenStillIdle();
         }
@@ -237,7 +227,7 @@ export class SessionActor {
       for (const id of event.ids) {
         // A queued chat that will never run still shows as a chat in the events.
         const text = this.#waiters?.get(id)?.chatText;
-        if (text !== undefined && !this.#dispatched?.has(id)) this.#reportCancelledChat(text, error.message);
+        if (text !== undefined && !this.#deps.started.has(id)) this.#reportCancelledChat(text, error.message);
         this.#settle(id, { ok: false, error });
       }
     }
@@ -249,6 +239,28 @@ export class SessionActor {
 
   get session(): string {
     return this.agent.session;
+  }
+
+  /** Approximately how many bytes the agent's messages hold in memory (0 when the agent does not say). */
+  get memoryBytes(): number {
+    return this.agent.memoryBytes ?? 0;
+  }
+
+  /**
+   * Calls `listener` with {@link memoryBytes} whenever it changed, checked at each step of the
+   * mailbox (one listener: the host's accounting).
+   */
+  onMemoryChanged(listener: (bytes: number) => void): void {
+    this.#memoryListener = listener;
+    this.#reportedBytes = this.memoryBytes;
+  }
+
+  #reportMemory(): void {
+    if (this.#memoryListener === undefined) return;
+    const bytes = this.memoryBytes;
+    if (bytes === this.#reportedBytes) return;
+    this.#reportedBytes = bytes;
+    this.#memoryListener(bytes);
   }
 
   /** The mailbox state: idle, processing, compacting, resetting or stopped. */
@@ -286,11 +298,8 @@ export class SessionActor {
    */
   getPersistedSnapshot(): unknown {
     const actor = this.#actor ?? this.#createMailbox();
-    return JSON.parse(
-      JSON.stringify(actor.getPersistedSnapshot(), (_key, value: unknown) =>
-        value === this ? undefined : value,
-      ),
-    );
+    // The deps' `toJSON` leaves them out.
+    return JSON.parse(JSON.stringify(actor.getPersistedSnapshot()));
   }
 
   /** Queues a chat message; resolves with its result, or why it was not processed. */
@@ -361,7 +370,6 @@ export class SessionActor {
   stop(): CommandOutcome {
     this.#lastActivityAt = this.#now();
     this.#cancelReason = "cancelled by stop";
-    this.#resumeAbort?.abort();
     // An idle mailbox ignores `stop`: without one there is nothing to send it to.
     this.#actor?.send({ type: "stop" });
     void this.agent.cancelPendingApproval?.().catch(() => {});
@@ -395,7 +403,7 @@ export class SessionActor {
   }
 
   /**
-   * Issue 11: finishes what the session's last host left unfinished — the chat it was running
+   * Finishes what the session's last host left unfinished — the chat it was running
    * (first), then the chats that were queued, in order, as new messages of this mailbox. Nobody
    * waits for their answers here; those that carry a client request id are handed to `onResumed`
    * (before this returns), so retries of that id can join them. `stop` and shutdown cancel the
@@ -424,18 +432,10 @@ export class SessionActor {
       );
     }
     const queued = agent.journal.takeQueued();
-    const abort = new AbortController();
-    this.#resumeAbort = abort;
-    const resuming = this.#afterPrevious(undefined, () =>
-      (
-        agent.resumeUnfinishedChat?.({
-          signal: abort.signal,
-          onOutcome: (outcome) => answered(chatOutcomeOf(outcome)),
-        }) ?? Promise.resolve(false)
-      ).finally(() => {
-        if (this.#resumeAbort === abort) this.#resumeAbort = undefined;
-      }),
-    );
+    // First in the mailbox: it runs before the chats that were queued behind it.
+    const resuming = this.#enqueue((id) => ({ kind: "resume", id }), false, {
+      onOutcome: (outcome) => answered(chatOutcomeOf(outcome)),
+    });
     for (const request of queued) {
       const outcome = this.chat({
         text: request.text,
@@ -446,10 +446,7 @@ export class SessionActor {
       });
       if (request.requestId !== undefined) onResumed?.(request.requestId, outcome);
     }
-    return resuming.then(
-      () => answered(undefined),
-      () => answered(undefined),
-    );
+    return resuming.then(() => answered(undefined));
   }
 
   /** Resolves once nothing is running or queued (or the session has stopped). */
@@ -472,18 +469,20 @@ export class SessionActor {
       // Started if the session was idle: the mailbox's `stopped` is the session's last StateChanged.
       this.#startMailbox().send({ type: "shutdown" });
     }
-    this.#resumeAbort?.abort();
-    this.#actor?.stop();
     clearTimeout(this.#dropTimer);
     this.#dropTimer = undefined;
-    await this.#work;
+    // The mailbox reaches `stopped` once its running operation has settled.
+    const actor = this.#actor;
+    if (actor !== undefined && actor.getSnapshot().status === "active") {
+      await new Promise<void>((resolve) => actor.subscribe({ complete: resolve, error: () => resolve() }));
+    }
     await parking;
   }
 
   #enqueue(
     build: (id: string) => MailboxMessage,
     touches: boolean,
-    chatOptions?: ChatWaiterOptions,
+    options?: MessageOptions,
   ): Promise<Settlement> {
     if (this.isStopped) {
       return Promise.resolve({ ok: false, error: { code: "cancelled", message: "the session is stopped" } });
@@ -495,7 +494,7 @@ export class SessionActor {
     const message = build(this.#createId?.() ?? `${this.#idPrefix}${++this.#idCounter}`);
     if (message.kind === "chat") {
       const { id, text, type, stackable, depth } = message;
-      const requestId = chatOptions?.requestId;
+      const requestId = options?.requestId;
       this.agent.journal?.enqueue({
         id,
         text,
@@ -508,12 +507,8 @@ export class SessionActor {
     return new Promise<Settlement>((resolve) => {
       const chatText = message.kind === "chat" ? message.text : undefined;
       this.#waiters ??= new Map();
-      this.#waiters.set(message.id, {
-        settle: resolve,
-        touches,
-        chatText,
-        ...(chatOptions === undefined ? {} : { chatOptions }),
-      });
+      this.#waiters.set(message.id, { settle: resolve, touches, chatText });
+      if (options !== undefined) this.#deps.options.set(message.id, options);
       this.#startMailbox().send({ type: "enqueue", message });
     });
   }
@@ -522,6 +517,7 @@ export class SessionActor {
     const waiter = this.#waiters?.get(id);
     if (waiter === undefined) return;
     this.#waiters?.delete(id);
+    this.#deps.options.delete(id);
     if (waiter.touches) this.#lastActivityAt = this.#now();
     waiter.settle(settlement);
   }
@@ -537,66 +533,6 @@ export class SessionActor {
       return { code: "cancelled", message: "superseded by a newer stackable message of the same type" };
     }
     return { code: "cancelled", message: this.#cancelReason };
-  }
-
-  /**
-   * The session machine's `runChat`. A chat stopped while it waited its turn never reaches the
-   * agent's loop, so it is reported as a cancelled chat here; once it runs, the agent reports it.
-   */
-  #runChat(message: ChatMessage, signal: AbortSignal): Promise<OutputOf<"chat">> {
-    this.#dispatched ??= new Set();
-    this.#dispatched.add(message.id);
-    const own = this.#waiters?.get(message.id)?.chatOptions;
-    const chatSignal = own?.signal === undefined ? signal : AbortSignal.any([signal, own.signal]);
-    return this.#afterPrevious(
-      chatSignal,
-      async () => {
-        // Taken from the journal's queue in the same step its chat is journaled as running.
-        this.agent.journal?.take([message.id]);
-        const result = await this.agent.chat(message.text, {
-          signal: chatSignal,
-          depth: message.depth,
-          ...(own?.onEvent === undefined ? {} : { onEvent: own.onEvent }),
-          ...(own?.requestId === undefined ? {} : { requestId: own.requestId }),
-        });
-        return { kind: "chat" as const, ...result };
-      },
-      () => this.#reportCancelledChat(message.text, "the chat was cancelled before it started"),
-    ).finally(() => this.#dispatched?.delete(message.id));
-  }
-
-  /** The session machine's `runCompact`. */
-  #runCompact(message: CompactMessage, signal: AbortSignal): Promise<OutputOf<"compact">> {
-    return this.#afterPrevious(signal, async () => ({
-      kind: "compact" as const,
-      compacted: await this.agent.compact(message.topic, { signal }),
-    }));
-  }
-
-  /** The session machine's `runReset`; not cancellable on purpose (the machine does not leave `resetting` on stop). */
-  #runReset(): Promise<OutputOf<"new">> {
-    return this.#afterPrevious(undefined, async () => {
-      await this.agent.reset();
-      return { kind: "new" as const };
-    });
-  }
-
-  /** Runs `operation` after the previous agent operation settled; skips it if already cancelled. */
-  #afterPrevious<T>(
-    signal: AbortSignal | undefined,
-    operation: () => Promise<T>,
-    onCancelledBeforeStart?: () => void,
-  ): Promise<T> {
-    const run = (this.#work ?? Promise.resolve()).then(() => {
-      if (signal?.aborted) {
-        onCancelledBeforeStart?.();
-        // Answered `cancelled` (a chat's own signal lands here when its caller left while it waited).
-        throw new CancelledError("cancelled before it started");
-      }
-      return operation();
-    });
-    this.#work = run.catch(() => undefined);
-    return run;
   }
 
   /** Best-effort, like every event: a failing report never disturbs the mailbox. */

@@ -1,3 +1,4 @@
+import { getHeapStatistics } from "node:v8";
 import pLimit from "p-limit";
 import { AgentloopError } from "../errors/agentloop-error.js";
 import type { SessionActor } from "./session-actor.js";
@@ -7,6 +8,18 @@ export const DEFAULT_IDLE_TIMEOUT_MS = 12 * 60 * 60 * 1000;
 
 /** How many sessions may be live at once by default (`--max-sessions`). */
 export const DEFAULT_MAX_SESSIONS = 10_000;
+
+/** The most session memory a host holds by default (`--max-memory-bytes`), when the heap allows. */
+const MEMORY_BUDGET_CAP_BYTES = 512 * 1024 * 1024;
+
+/**
+ * The default budget for the messages a host's live sessions hold in memory: 512 MiB, or half of
+ * V8's heap limit when that is smaller (the rest is for everything else a host holds).
+ */
+export const DEFAULT_MAX_MEMORY_BYTES = Math.min(
+  MEMORY_BUDGET_CAP_BYTES,
+  Math.floor(getHeapStatistics().heap_size_limit / 2),
+);
 
 /** The longest pause between two idleness checks. */
 const MAX_SWEEP_INTERVAL_MS = 60_000;
@@ -43,6 +56,13 @@ export interface SessionManagerOptions {
    * recently used idle one; with none idle it is refused with {@link SessionManagerOverloadedError}.
    */
   maxSessions?: number;
+  /**
+   * Bytes the live sessions' messages may hold in memory, all together (an estimate each session
+   * keeps up to date; default {@link DEFAULT_MAX_MEMORY_BYTES}). Over it, the least recently used
+   * idle sessions are passivated; with none idle, new chats are refused with
+   * {@link HostMemoryOverloadedError} until memory is back under it.
+   */
+  maxMemoryBytes?: number;
   /** How often idleness is checked; default min(idle timeout, 1 min). `start()` begins checking. */
   sweepIntervalMs?: number;
   /** Clock in ms since the epoch. */
@@ -69,6 +89,23 @@ export class SessionManagerOverloadedError extends AgentloopError {
   }
 }
 
+/** The live sessions hold more memory than the host's budget and none is idle: no chat is taken now. */
+export class HostMemoryOverloadedError extends AgentloopError {
+  readonly code = "overloaded";
+  /** Sessions finishing their chats become idle and can be passivated: a later try may get in. */
+  readonly retryable = true;
+  readonly bytes: number;
+  readonly maxMemoryBytes: number;
+
+  constructor(bytes: number, maxMemoryBytes: number) {
+    super(
+      `the host's sessions hold about ${bytes} bytes, over its memory budget of ${maxMemoryBytes} bytes, and none is idle; try again later`,
+    );
+    this.bytes = bytes;
+    this.maxMemoryBytes = maxMemoryBytes;
+  }
+}
+
 /** The host is closing: no session is created any more. */
 export class SessionManagerClosedError extends AgentloopError {
   readonly code = "host_closing";
@@ -89,6 +126,12 @@ export class SessionManagerClosedError extends AgentloopError {
  * At most `maxSessions` are live: a creation takes a slot before it starts (so concurrent ones
  * cannot overshoot), passivating the least recently used idle session when none is free, and is
  * refused as overloaded when every live session is busy.
+ *
+ * The live sessions' memory is bounded by bytes too: each session keeps an estimate of what its
+ * messages hold and reports changes; over `maxMemoryBytes` the least recently used idle sessions
+ * are passivated (without the compaction: their history is already stored, and relief should not
+ * wait for a model), and while every session over the budget is busy, new chats are refused as
+ * overloaded. A busy session, or one awaiting a tool approval, is never passivated.
  */
 export class SessionManager {
   readonly #createSession: (agent: string, session: string) => Promise<SessionActor>;
@@ -104,6 +147,11 @@ export class SessionManager {
   /** Shutdowns in progress: a new instance waits for the old one to let go of the history. */
   readonly #stopping = new Map<string, Promise<void>>();
   readonly #passivating = new Set<string>();
+  readonly #maxMemoryBytes: number;
+  /** Each live session's last reported memory estimate, and their sum. */
+  readonly #bytes = new Map<SessionActor, number>();
+  #totalBytes = 0;
+  #relieving: Promise<void> | undefined;
   /** Slots held by creations that are not live yet: live + this never exceeds the cap. */
   #reservedSlots = 0;
   #sweepHandle: unknown;
@@ -114,6 +162,7 @@ export class SessionManager {
     this.#createSession = options.createSession;
     this.#idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
     this.#maxSessions = Math.max(1, options.maxSessions ?? DEFAULT_MAX_SESSIONS);
+    this.#maxMemoryBytes = Math.max(1, options.maxMemoryBytes ?? DEFAULT_MAX_MEMORY_BYTES);
     this.#sweepIntervalMs =
       options.sweepIntervalMs ?? Math.max(1, Math.min(this.#idleTimeoutMs, MAX_SWEEP_INTERVAL_MS));
     this.#now = options.now ?? Date.now;
@@ -125,6 +174,11 @@ export class SessionManager {
   /** Live sessions. */
   get size(): number {
     return this.#live.size;
+  }
+
+  /** Approximately how many bytes the live sessions' messages hold in memory. */
+  get memoryBytes(): number {
+    return this.#totalBytes;
   }
 
   /** Starts the periodic idleness check. */
@@ -164,6 +218,7 @@ export class SessionManager {
           throw new SessionManagerClosedError();
         }
         this.#live.set(key, actor);
+        this.#account(actor);
         return actor;
       },
       (error: unknown) => {
@@ -179,8 +234,21 @@ export class SessionManager {
   /**
    * Calls `use` with the live session in the same tick as the check that it is running, so a
    * passivation that stops it cannot slip in between (a stopped one is replaced by a fresh one).
+   * `isChat`: over the memory budget, idle sessions are passivated first, and with none left the
+   * chat is refused ({@link HostMemoryOverloadedError}); commands (`new`, `compact`…) always pass.
    */
-  async use<T>(agent: string, session: string, use: (actor: SessionActor) => T): Promise<T> {
+  async use<T>(
+    agent: string,
+    session: string,
+    use: (actor: SessionActor) => T,
+    options: { isChat?: boolean } = {},
+  ): Promise<T> {
+    if (options.isChat === true && this.#totalBytes > this.#maxMemoryBytes) {
+      await this.#relieveMemory();
+      if (this.#totalBytes > this.#maxMemoryBytes) {
+        throw new HostMemoryOverloadedError(this.#totalBytes, this.#maxMemoryBytes);
+      }
+    }
     for (;;) {
       const actor = await this.get(agent, session);
       if (!actor.isStopped) return use(actor);
@@ -249,11 +317,53 @@ export class SessionManager {
 
   /** Shuts a session down, then tells {@link SessionManagerOptions.onSessionStopped}. */
   async #stop(actor: SessionActor, reason: string): Promise<void> {
+    this.#forget(actor);
     try {
       await actor.shutdown(reason);
     } finally {
       this.#onSessionStopped(actor.name, actor.session);
     }
+  }
+
+  /** Counts a session that went live, and follows its estimate from now on. */
+  #account(actor: SessionActor): void {
+    this.#bytes.set(actor, actor.memoryBytes);
+    this.#totalBytes += actor.memoryBytes;
+    actor.onMemoryChanged((bytes) => {
+      const previous = this.#bytes.get(actor);
+      if (previous === undefined) return;
+      this.#bytes.set(actor, bytes);
+      this.#totalBytes += bytes - previous;
+      if (this.#totalBytes > this.#maxMemoryBytes) void this.#relieveMemory();
+    });
+    if (this.#totalBytes > this.#maxMemoryBytes) void this.#relieveMemory();
+  }
+
+  /** A session stopping gives its memory back. */
+  #forget(actor: SessionActor): void {
+    const bytes = this.#bytes.get(actor);
+    if (bytes === undefined) return;
+    this.#bytes.delete(actor);
+    this.#totalBytes -= bytes;
+  }
+
+  /**
+   * Passivates the least recently used idle sessions until the live ones are back under the
+   * memory budget (or none idle is left). One relief at a time; callers share it.
+   */
+  #relieveMemory(): Promise<void> {
+    this.#relieving ??= (async () => {
+      const tried = new Set<SessionActor>();
+      while (this.#totalBytes > this.#maxMemoryBytes && !this.#isClosed) {
+        const victim = this.#leastRecentlyUsedIdle(tried);
+        if (victim === undefined) return;
+        tried.add(victim[1]);
+        await this.#passivate(victim[0], victim[1], { forMemory: true });
+      }
+    })().finally(() => {
+      this.#relieving = undefined;
+    });
+    return this.#relieving;
   }
 
   /**
@@ -275,9 +385,10 @@ export class SessionManager {
   }
 
   /** The idle session to give up its slot: the longest unused one, not already being passivated. */
-  #leastRecentlyUsedIdle(): [string, SessionActor] | undefined {
+  #leastRecentlyUsedIdle(excluded?: ReadonlySet<SessionActor>): [string, SessionActor] | undefined {
     let victim: [string, SessionActor] | undefined;
     for (const [key, actor] of this.#live) {
+      if (excluded?.has(actor)) continue;
       // A session nobody has used yet is on its way to its first caller: not a candidate.
       if (!actor.isIdle || !actor.hasHadMessages || actor.hasPendingApproval || this.#passivating.has(key))
         continue;
@@ -305,14 +416,23 @@ export class SessionManager {
   /**
    * Compacts, re-checks and stops one session. `forRoom`: passivated to make room for a new
    * session, idle time regardless; its slot is reserved for that session the moment it is freed.
+   * `forMemory`: passivated to bring the host under its memory budget, idle time regardless and
+   * without the compaction (relief must not wait for a model; the history is already stored).
    */
-  async #passivate(key: string, actor: SessionActor, options: { forRoom?: boolean } = {}): Promise<boolean> {
-    const isStillPassivatable = () => (options.forRoom ? actor.isIdle : this.#isPassivatable(actor));
+  async #passivate(
+    key: string,
+    actor: SessionActor,
+    options: { forRoom?: boolean; forMemory?: boolean } = {},
+  ): Promise<boolean> {
+    const isStillPassivatable = () =>
+      options.forRoom || options.forMemory
+        ? actor.isIdle && !actor.hasPendingApproval
+        : this.#isPassivatable(actor);
     if (this.#passivating.has(key)) return false;
     this.#passivating.add(key);
     try {
       // Nothing to summarise in an empty (or already one-message) context: skip the model call.
-      if (actor.agent.messages.length > 1) {
+      if (!options.forMemory && actor.agent.messages.length > 1) {
         const outcome = await actor.compact(undefined, { touch: false });
         if (!outcome.ok) {
           this.#log(

@@ -45,6 +45,13 @@ export interface StartHostOptions {
   idleTimeoutMs?: number;
   /** Live sessions at most; past it a new session is refused with `overloaded`. Default 10,000. */
   maxSessions?: number;
+  /**
+   * Bytes the live sessions' messages may hold in memory in all (default 512 MiB, or half the heap
+   * limit); over it idle sessions are passivated, and with none idle a chat gets `overloaded`.
+   */
+  maxMemoryBytes?: number;
+  /** Bytes one session's messages may hold: over it the session is compacted before its next chat. */
+  maxSessionBytes?: number;
   /** How long `close()` lets running chats finish before cancelling them. Default 30 s. */
   graceMs?: number;
 }
@@ -111,6 +118,8 @@ export async function startHost(options: StartHostOptions): Promise<RunningHost>
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
     ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
     ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
+    ...(options.maxMemoryBytes === undefined ? {} : { maxMemoryBytes: options.maxMemoryBytes }),
+    ...(options.maxSessionBytes === undefined ? {} : { maxSessionBytes: options.maxSessionBytes }),
     ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
     ...(options.hostId === undefined ? {} : { hostId: options.hostId }),
     ...(options.history === undefined ? {} : { history: options.history }),

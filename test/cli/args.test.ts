@@ -162,3 +162,26 @@ describe("the NATS hold buffer (--nats-hold-mb)", () => {
     }
   });
 });
+
+describe("session memory limits (--max-memory-bytes, --max-session-bytes)", () => {
+  it("reads bytes with an optional binary unit from the flag, then the environment, and refuses the rest", async () => {
+    const { memoryLimitsFrom } = await import("../../src/config/runtime-config.js");
+    expect(memoryLimitsFrom({}, {})).toEqual({});
+    expect(memoryLimitsFrom({ "max-memory-bytes": "512m" }, { AGENTLOOP_MAX_SESSION_BYTES: "2000" })).toEqual(
+      {
+        maxMemoryBytes: 512 * 1024 * 1024,
+        maxSessionBytes: 2_000,
+      },
+    );
+    expect(memoryLimitsFrom({ "max-session-bytes": "1GiB" }, {}).maxSessionBytes).toBe(1024 ** 3);
+    expect(memoryLimitsFrom({ "max-memory-bytes": "64k" }, { AGENTLOOP_MAX_MEMORY_BYTES: "9" })).toEqual({
+      maxMemoryBytes: 64 * 1024,
+    });
+    for (const bad of ["0", "-1", "1.5", "lots", "12t"]) {
+      expect(() => memoryLimitsFrom({ "max-memory-bytes": bad }, {})).toThrow(UsageError);
+      expect(() => memoryLimitsFrom({ "max-session-bytes": bad }, {})).toThrow(
+        /--max-session-bytes must be a number of bytes above 0/,
+      );
+    }
+  });
+});

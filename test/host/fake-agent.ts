@@ -38,6 +38,10 @@ export class FakeAgent implements Agent {
   isManual: boolean;
   /** What `hasPendingApproval` says (a chat parked awaiting a tool approval). */
   hasPendingApproval = false;
+  /** What the agent says its messages hold in memory (see Agent.memoryBytes). */
+  memoryBytes = 0;
+  /** Added to {@link memoryBytes} by each chat that completes (its messages). */
+  bytesPerChat = 0;
   /** False: an aborted chat keeps running until the test rejects it (a slow wind-down). */
   cancelsAtOnce: boolean;
   #busy = 0;
@@ -69,6 +73,7 @@ export class FakeAgent implements Agent {
       signal: options.signal,
       resolve: (result = `echo: ${text}`) => {
         this.messages.push({ role: "user", content: text }, { role: "assistant", content: result });
+        this.memoryBytes += this.bytesPerChat;
         resolveChat({ result, usage: createUsage(3, 2) });
       },
       reject: rejectChat,

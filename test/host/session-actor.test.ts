@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createActor, fromPromise } from "xstate";
+import { createActor, fromCallback } from "xstate";
 import { sessionMachine } from "../../machines/session.machine.js";
 import type { ChatOptions } from "../../src/agent/agent-types.js";
 import { ChatFailedError } from "../../src/agent/chat-errors.js";
@@ -69,6 +69,46 @@ describe("SessionActor", () => {
     expect(agent.overlapped).toBe(false);
   });
 
+  it("shutdown resolves only once the stopped chat has let go (its history written)", async () => {
+    const agent = new FakeAgent({ isManual: true, cancelsAtOnce: false });
+    const actor = new SessionActor({ agent });
+    const running = actor.chatAndWait("long");
+    await tick();
+    let isShutDown = false;
+    const shutdown = actor.shutdown().then(() => {
+      isShutDown = true;
+    });
+    expect(await running).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    expect(agent.chats[0]?.signal?.aborted).toBe(true);
+    await tick();
+    expect(isShutDown).toBe(false);
+    expect(await actor.chatAndWait("late")).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    agent.chats[0]?.reject(new Error("cancelled"));
+    await shutdown;
+    expect(actor.isStopped).toBe(true);
+    expect(agent.chats.map((chat) => chat.text)).toEqual(["long"]);
+  });
+
+  it("a compaction stopped mid-way settles before the next message runs", async () => {
+    const agent = new FakeAgent();
+    let release!: () => void;
+    agent.onCompact = () =>
+      new Promise<void>((resolve) => {
+        release = resolve;
+      });
+    const actor = new SessionActor({ agent });
+    const compaction = actor.compact("plans");
+    await tick();
+    actor.stop();
+    expect(await compaction).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    const after = actor.chatAndWait("after");
+    await tick();
+    expect(agent.chats).toEqual([]);
+    release();
+    expect(await after).toMatchObject({ ok: true, result: "echo: after" });
+    expect(agent.overlapped).toBe(false);
+  });
+
   it("reports every chat it took that never ran: dropped from the queue, or stopped while waiting its turn (issue 9)", async () => {
     const agent = new FakeAgent({ isManual: true, cancelsAtOnce: false });
     const actor = new SessionActor({ agent, maxQueue: 1 });
@@ -85,7 +125,7 @@ describe("SessionActor", () => {
       { text: "overflowed", reason: "dropped: more than 1 messages were queued for the session" },
       { text: "queued", reason: "cancelled by stop" },
     ]);
-    // "waiting" is handed to the agent only once "long" let go; it is stopped before that.
+    // "waiting" stays queued until "long" let go; it is stopped before that.
     const waiting = actor.chatAndWait("waiting");
     await tick();
     actor.stop();
@@ -94,9 +134,7 @@ describe("SessionActor", () => {
     await agent.chats[0]?.settled;
     await tick();
     expect(agent.chats.map((chat) => chat.text)).toEqual(["long"]);
-    expect(agent.cancelledChats.slice(2)).toEqual([
-      { text: "waiting", reason: "the chat was cancelled before it started" },
-    ]);
+    expect(agent.cancelledChats.slice(2)).toEqual([{ text: "waiting", reason: "cancelled by stop" }]);
   });
 
   it("drops the oldest queued message past the limit with queue_overflow", async () => {
@@ -403,7 +441,11 @@ describe("SessionActor: an idle session holds no mailbox actor (issue 15)", () =
     const mailbox = createActor(
       sessionMachine.provide({
         actors: {
-          runChat: fromPromise(async () => ({ kind: "chat" as const, result: "", usage: emptyUsage() })),
+          runMessage: fromCallback(({ sendBack }) => {
+            queueMicrotask(() =>
+              sendBack({ type: "operation.done", output: { kind: "chat", result: "", usage: emptyUsage() } }),
+            );
+          }),
         },
       }),
       { input: {} },

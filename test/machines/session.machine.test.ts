@@ -1,16 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { createActor, fromPromise, type SnapshotFrom } from "xstate";
+import { createActor, fromCallback, type SnapshotFrom } from "xstate";
 import {
-  type ChatMessage,
-  type CompactMessage,
+  type Dispatched,
   type MailboxMessage,
   type MessageOutput,
-  type NewMessage,
-  type OutputOf,
+  type OperationEvent,
+  type OperationSettled,
   type SessionMachineEmitted,
   type SessionMachineEvent,
   sessionMachine,
 } from "../../machines/session.machine.js";
+import { emptyUsage } from "../../src/llm/types.js";
 import {
   createMachineCoverage,
   type MachineCoverage,
@@ -21,16 +21,11 @@ import {
 /**
  * Model-based tests of the session mailbox: every path the graph traversal finds (the shortest path
  * to every state, extended by every event enabled there) is replayed against the real machine with
- * scripted actors; the test itself checks that every state node and every transition was taken.
+ * a scripted `runMessage` actor; the test itself checks that every state node and every transition
+ * was taken.
  */
 
 type Snapshot = SnapshotFrom<typeof sessionMachine>;
-type InvokeId = "runChat" | "runCompact" | "runReset";
-/** Machine events plus the done/error events of the invoked actors the traversal feeds in. */
-type ModelEvent =
-  | SessionMachineEvent
-  | { type: `xstate.done.actor.${InvokeId}`; output: MessageOutput }
-  | { type: `xstate.error.actor.${InvokeId}`; error: Error };
 
 /** A small limit keeps the state space finite and overflow reachable. */
 const MAX_QUEUE = 2;
@@ -54,18 +49,16 @@ const taskMessage: MailboxMessage = {
 const compactMessage: MailboxMessage = { kind: "compact", id: "m", topic: "plans" };
 const newMessage: MailboxMessage = { kind: "new", id: "m" };
 
-const INVOKE_OF_STATE: Record<string, { id: InvokeId; output: MessageOutput } | undefined> = {
-  processing: {
-    id: "runChat",
-    output: { kind: "chat", result: "done", usage: { prompt: 1, completion: 1, total: 2, cached: 0 } },
-  },
-  compacting: { id: "runCompact", output: { kind: "compact", compacted: true } },
-  resetting: { id: "runReset", output: { kind: "new" } },
+/** What the scripted operation of each busy state resolves with. */
+const OUTPUT_OF_STATE: Record<string, MessageOutput | undefined> = {
+  processing: { kind: "chat", result: "done", usage: { prompt: 1, completion: 1, total: 2, cached: 0 } },
+  compacting: { kind: "compact", compacted: true },
+  resetting: { kind: "new" },
 };
 
-function eventsFor(snapshot: Snapshot): ModelEvent[] {
+function eventsFor(snapshot: Snapshot): SessionMachineEvent[] {
   if (snapshot.status !== "active") return [];
-  const events: ModelEvent[] = [
+  const events: SessionMachineEvent[] = [
     { type: "enqueue", message: userMessage },
     { type: "enqueue", message: taskMessage },
     { type: "enqueue", message: compactMessage },
@@ -73,10 +66,10 @@ function eventsFor(snapshot: Snapshot): ModelEvent[] {
     { type: "stop" },
     { type: "shutdown" },
   ];
-  const invoked = INVOKE_OF_STATE[String(snapshot.value)];
-  if (invoked !== undefined) {
-    events.push({ type: `xstate.done.actor.${invoked.id}`, output: invoked.output });
-    events.push({ type: `xstate.error.actor.${invoked.id}`, error: new Error("boom") });
+  const output = OUTPUT_OF_STATE[String(snapshot.value)];
+  if (output !== undefined) {
+    events.push({ type: "operation.done", output });
+    events.push({ type: "operation.failed", error: new Error("boom") });
   }
   return events;
 }
@@ -88,45 +81,42 @@ function label(message: MailboxMessage | null): string {
 
 /** Abstract state: ids and texts do not matter to the machine's behaviour, kinds and order do. */
 function serializeState(snapshot: Snapshot): string {
-  const { queue, current } = snapshot.context;
-  return JSON.stringify([snapshot.status, snapshot.value, label(current), queue.map(label)]);
+  const { queue, current, isClosing } = snapshot.context;
+  return JSON.stringify([snapshot.status, snapshot.value, label(current), queue.map(label), isClosing]);
 }
 
-function serializeEvent(event: ModelEvent): string {
+function serializeEvent(event: SessionMachineEvent): string {
   return event.type === "enqueue" ? `enqueue:${label(event.message)}` : event.type;
 }
 
-const traversal: Traversal<Snapshot, ModelEvent> = {
+const traversal: Traversal<Snapshot, SessionMachineEvent> = {
   input: { maxQueue: MAX_QUEUE },
   events: eventsFor,
   serializeState,
   serializeEvent,
 };
 
-interface Pending {
-  input: MailboxMessage;
-  signal: AbortSignal;
-  resolve(output: MessageOutput): void;
-  reject(error: unknown): void;
+/** The running operation of the scripted actor: its message, whether it was told to cancel, its way back. */
+interface Running {
+  message: MailboxMessage;
+  isCancelled: boolean;
+  settle(event: OperationSettled): void;
 }
 
-/** The real machine with scripted actors whose promises the replay settles. */
+/** The real machine with a scripted operation actor that the replay settles. */
 function startScriptedSession(coverage: MachineCoverage) {
-  const pending = new Map<InvokeId, Pending>();
+  const running: { current: Running | undefined } = { current: undefined };
   const started: string[] = [];
-  const scripted = <Output extends MessageOutput, Input extends MailboxMessage>(id: InvokeId) =>
-    fromPromise<Output, Input>(
-      ({ input, signal }) =>
-        new Promise<Output>((resolve, reject) => {
-          started.push(input.id);
-          pending.set(id, { input, signal, resolve: (output) => resolve(output as Output), reject });
-        }),
-    );
   const machine = sessionMachine.provide({
     actors: {
-      runChat: scripted<OutputOf<"chat">, ChatMessage>("runChat"),
-      runCompact: scripted<OutputOf<"compact">, CompactMessage>("runCompact"),
-      runReset: scripted<OutputOf<"new">, NewMessage>("runReset"),
+      runMessage: fromCallback<OperationEvent, Dispatched>(({ input, sendBack, receive }) => {
+        started.push(input.message.id);
+        const operation: Running = { message: input.message, isCancelled: false, settle: sendBack };
+        running.current = operation;
+        receive((event) => {
+          if (event.type === "cancel") operation.isCancelled = true;
+        });
+      }),
     },
   });
   const actor = createActor(machine, {
@@ -137,10 +127,8 @@ function startScriptedSession(coverage: MachineCoverage) {
   actor.on("*", (event) => emitted.push(event as SessionMachineEmitted));
   actor.start();
   coverage.recordSnapshot(actor.getSnapshot());
-  return { actor, pending, started, emitted };
+  return { actor, running, started, emitted };
 }
-
-const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe("session machine (model-based)", () => {
   const paths = planEdgePaths(sessionMachine, traversal);
@@ -149,10 +137,10 @@ describe("session machine (model-based)", () => {
     expect(paths.length).toBeGreaterThan(50);
   });
 
-  it("replays every path on the real machine, answering every message exactly once", async () => {
+  it("replays every path on the real machine, answering every message exactly once", () => {
     const coverage = createMachineCoverage(sessionMachine);
     for (const path of paths) {
-      const { actor, pending, started, emitted } = startScriptedSession(coverage);
+      const { actor, running, started, emitted } = startScriptedSession(coverage);
       let nextId = 0;
       const enqueuedIds: string[] = [];
       const completedIds = new Set<string>();
@@ -164,27 +152,26 @@ describe("session machine (model-based)", () => {
           enqueuedIds.push(id);
           actor.send({ type: "enqueue", message: { ...event.message, id } });
         } else if (event.type === "stop" || event.type === "shutdown") {
-          const running = INVOKE_OF_STATE[String(before.value)];
-          const task = running === undefined ? undefined : pending.get(running.id);
           actor.send(event);
-          // Leaving the state stops the invoked actor: its signal must be aborted (resetting is not left).
-          if (task !== undefined && (before.value !== "resetting" || event.type === "shutdown")) {
-            expect(task.signal.aborted).toBe(true);
+          // A running chat or compaction is told to cancel, and stays until it has settled.
+          if (before.value === "processing" || before.value === "compacting") {
+            expect(running.current?.isCancelled).toBe(true);
+            expect(actor.getSnapshot().value).toBe(before.value);
           }
         } else {
-          const id = event.type.replace(/^xstate\.(done|error)\.actor\./, "") as InvokeId;
-          const task = pending.get(id);
-          if (task === undefined) throw new Error(`no pending ${id}`);
-          pending.delete(id);
-          if ("output" in event) {
-            completedIds.add(task.input.id);
-            task.resolve(event.output);
-          } else task.reject(event.error);
-          await settle();
+          const operation = running.current;
+          if (operation === undefined) throw new Error("no running operation");
+          running.current = undefined;
+          const { current, isClosing } = before.context;
+          if (event.type === "operation.done" && current !== null && !isClosing) completedIds.add(current.id);
+          operation.settle(event);
         }
         expect(serializeState(actor.getSnapshot())).toBe(serializeState(step.state));
       }
       if (actor.getSnapshot().status === "active") actor.send({ type: "shutdown" });
+      // A shutdown waits for the running operation to settle.
+      if (actor.getSnapshot().status === "active")
+        running.current?.settle({ type: "operation.failed", error: null });
       expect(actor.getSnapshot().value).toBe("stopped");
 
       // Every enqueued message answered exactly once; completions only for what the actor finished.
@@ -225,12 +212,21 @@ describe("session machine (behaviour)", () => {
   const task = (id: string) => chat(id, { type: "task_result", stackable: true } as Partial<MailboxMessage>);
 
   function start() {
+    const operations: {
+      message: MailboxMessage;
+      cancelled: boolean;
+      settle(event: OperationSettled): void;
+    }[] = [];
     const actor = createActor(
       sessionMachine.provide({
         actors: {
-          runChat: fromPromise<OutputOf<"chat">, ChatMessage>(() => new Promise(() => {})),
-          runCompact: fromPromise<OutputOf<"compact">, CompactMessage>(() => new Promise(() => {})),
-          runReset: fromPromise<OutputOf<"new">, NewMessage>(() => new Promise(() => {})),
+          runMessage: fromCallback<OperationEvent, Dispatched>(({ input, sendBack, receive }) => {
+            const operation = { message: input.message, cancelled: false, settle: sendBack };
+            operations.push(operation);
+            receive(() => {
+              operation.cancelled = true;
+            });
+          }),
         },
       }),
       { input: {} },
@@ -238,7 +234,7 @@ describe("session machine (behaviour)", () => {
     const emitted: SessionMachineEmitted[] = [];
     actor.on("*", (event) => emitted.push(event as SessionMachineEmitted));
     actor.start();
-    return { actor, emitted };
+    return { actor, emitted, operations };
   }
 
   it("queues up to 200 messages and drops the oldest past that with queue_overflow", () => {
@@ -276,17 +272,54 @@ describe("session machine (behaviour)", () => {
     expect(actor.getSnapshot().context.queue.map((message) => message.id)).toEqual(["s1", "plain"]);
   });
 
-  it("stop cancels the running message and the whole queue, then accepts new messages", () => {
-    const { actor, emitted } = start();
+  it("stop answers the running message and the whole queue at once; the next message waits until the stopped one settled", () => {
+    const { actor, emitted, operations } = start();
     actor.send(chat("running"));
     actor.send(chat("q1"));
     actor.send({ type: "enqueue", message: { kind: "compact", id: "c1" } });
     actor.send({ type: "stop" });
-    expect(actor.getSnapshot().value).toBe("idle");
     expect(emitted).toEqual([{ type: "message.dropped", ids: ["running", "q1", "c1"], reason: "cancelled" }]);
+    expect(operations[0]?.cancelled).toBe(true);
+    // Still winding down (writing its history): a new message waits behind it.
+    expect(actor.getSnapshot().value).toBe("processing");
     actor.send(chat("after"));
+    expect(operations).toHaveLength(1);
+    operations[0]?.settle({ type: "operation.failed", error: new Error("cancelled") });
+    // The stopped chat's outcome goes to nobody: it was answered.
+    expect(emitted).toHaveLength(1);
     expect(actor.getSnapshot().value).toBe("processing");
     expect(actor.getSnapshot().context.current?.id).toBe("after");
+    expect(operations.map((operation) => operation.message.id)).toEqual(["running", "after"]);
+  });
+
+  it("shutdown answers everything at once and stops once the running operation settled", () => {
+    const { actor, emitted, operations } = start();
+    actor.send(chat("running"));
+    actor.send(chat("q1"));
+    actor.send({ type: "shutdown" });
+    expect(emitted).toEqual([{ type: "message.dropped", ids: ["running", "q1"], reason: "cancelled" }]);
+    expect(actor.getSnapshot().status).toBe("active");
+    actor.send(chat("late"));
+    expect(emitted.at(-1)).toEqual({ type: "message.dropped", ids: ["late"], reason: "cancelled" });
+    operations[0]?.settle({
+      type: "operation.done",
+      output: { kind: "chat", result: "", usage: emptyUsage() },
+    });
+    expect(actor.getSnapshot().value).toBe("stopped");
+    expect(actor.getSnapshot().status).toBe("done");
+    expect(emitted).toHaveLength(2);
+  });
+
+  it("runs a resumed chat as a chat, before what was queued behind it", () => {
+    const { actor, emitted, operations } = start();
+    actor.send({ type: "enqueue", message: { kind: "resume", id: "r" } });
+    actor.send(chat("queued"));
+    expect(actor.getSnapshot().value).toBe("processing");
+    operations[0]?.settle({ type: "operation.done", output: { kind: "resume", resumed: true } });
+    expect(emitted).toEqual([
+      { type: "message.completed", id: "r", output: { kind: "resume", resumed: true } },
+    ]);
+    expect(operations.map((operation) => operation.message.id)).toEqual(["r", "queued"]);
   });
 
   it("a snapshot with a queue is plain JSON", () => {

@@ -8,6 +8,7 @@ import {
   hostIdFrom,
   idleTimeoutFrom,
   maxSessionsFrom,
+  memoryLimitsFrom,
   natsHoldBytesFrom,
   protocolSettingsFrom,
 } from "../../config/runtime-config.js";
@@ -53,6 +54,7 @@ export const serveCommand: Command = async (context) => {
   // Every flag is checked before connecting: a typo is a usage error, not a NATS problem.
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
+  const memoryLimits = memoryLimitsFrom(context.flags, context.env);
   const maxHeldBytes = natsHoldBytesFrom(context.flags, context.env);
   const protocol = protocolSettingsFrom(context.flags, context.env);
   const hostId = hostIdFrom(context.flags, context.env);
@@ -89,6 +91,7 @@ export const serveCommand: Command = async (context) => {
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
+      ...memoryLimits,
       ...(hostId === undefined ? {} : { hostId }),
       history,
       protocol,

@@ -8,6 +8,7 @@ import {
   hostIdFrom,
   idleTimeoutFrom,
   maxSessionsFrom,
+  memoryLimitsFrom,
   natsHoldBytesFrom,
   protocolSettingsFrom,
 } from "../../config/runtime-config.js";
@@ -37,6 +38,7 @@ export const upCommand: Command = async (context) => {
   const definitions = await loadAgentsFromFlags(context);
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
+  const memoryLimits = memoryLimitsFrom(context.flags, context.env);
   const maxHeldBytes = natsHoldBytesFrom(context.flags, context.env);
   const protocol = protocolSettingsFrom(context.flags, context.env);
   const hostId = hostIdFrom(context.flags, context.env);
@@ -75,6 +77,7 @@ export const upCommand: Command = async (context) => {
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
+      ...memoryLimits,
       ...(hostId === undefined ? {} : { hostId }),
       history,
       protocol,
