@@ -1,4 +1,4 @@
-import type { ErrorCode as ReplyErrorCode } from "../bus/contract.js";
+import type { ErrorCode as ReplyErrorCode } from "../contract/reply-error.js";
 
 /** What one {@link AgentloopErrorCode} becomes at each boundary. */
 export interface ErrorCodeMapping {
