@@ -1,5 +1,5 @@
 import { assign, type CallbackActorLogic, enqueueActions, type PromiseActorLogic, setup } from "xstate";
-import type { SessionDeps } from "../src/agent/session-deps.js";
+import type { ApprovalRequest, SessionDeps } from "../src/agent/session-deps.js";
 import type { ErrorInfo } from "../src/errors/error-info.js";
 import type { GenerateResponse, LlmOptions, Message, TokenUsage, ToolCall } from "../src/llm/types.js";
 import { emptyUsage } from "../src/llm/types.js";
@@ -62,12 +62,7 @@ export type ApprovalEvent =
   | { type: "approval.granted"; toolCallId: string; arguments?: string }
   | { type: "approval.denied"; toolCallId: string; reason?: string; arguments?: string };
 
-/** A call held for approval, as announced (see `announceApprovals`). */
-export interface ApprovalRequest {
-  toolCallId: string;
-  toolName: string;
-  arguments: string;
-}
+export type { ApprovalRequest };
 
 /** The result the model sees for a denied call. */
 export function deniedToolResult(call: ToolCall, reason: string | undefined): ToolCallSettlement {

@@ -6,14 +6,14 @@ import { DemoBackend } from "./demo/demo-backend.js";
 import { missingApiKeyError } from "./missing-api-key.js";
 import { OpenAIChatBackend } from "./openai-chat/openai-chat-backend.js";
 import { OpenAIResponsesBackend } from "./openai-responses/openai-responses-backend.js";
+import type { ProviderEnvironment } from "./provider-environment.js";
 import type { LlmBackend } from "./types.js";
 
 /** The providers a user can choose (`--provider`, `AGENTLOOP_PROVIDER`, an agent file's `provider`). */
 export const ProviderName = z.enum(["anthropic", "openai-chat", "openai-responses", "demo"]);
 export type ProviderName = z.infer<typeof ProviderName>;
 
-/** Environment variables the factory reads; a parameter so tests need not touch `process.env`. */
-export type ProviderEnvironment = Record<string, string | undefined>;
+export type { ProviderEnvironment } from "./provider-environment.js";
 
 /** Which provider to build, and how to reach it. */
 export interface BackendConfig {

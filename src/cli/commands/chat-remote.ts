@@ -10,7 +10,7 @@ import { parseEventJson } from "../../events/parse-event.js";
 import type { AgentEvent } from "../../events/types.js";
 import type { CliContext } from "../cli-context.js";
 import { createApprovalPrompt } from "./approval-prompt.js";
-import { createEventPrinter } from "./chat.js";
+import { createEventPrinter } from "./event-printer.js";
 
 /**
  * How long a remote chat may take before the CLI gives up waiting (the host keeps running it). A

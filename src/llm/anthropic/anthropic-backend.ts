@@ -1,8 +1,8 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { z } from "zod";
 import { processEnvironment } from "../../config/process-environment.js";
-import type { ProviderEnvironment } from "../create-backend.js";
 import { InvalidResponseError, type LlmError, RequestTimeoutError } from "../errors.js";
+import type { ProviderEnvironment } from "../provider-environment.js";
 import {
   DEFAULT_FIRST_BYTE_TIMEOUT_MS,
   DEFAULT_STREAM_IDLE_TIMEOUT_MS,
