@@ -2,14 +2,12 @@ import type { AnyStateMachine, InspectionEvent } from "xstate";
 import { chatMachine } from "../../machines/chat.machine.js";
 import { compactionMachine } from "../../machines/compaction.machine.js";
 import { iterationMachine } from "../../machines/iteration.machine.js";
-import type { Agent, AgentOptions, CreateAgentParams } from "../agent/agent-types.js";
+import type { Agent, CreateAgentParams } from "../agent/agent-types.js";
 import { createAgent } from "../agent/create-agent.js";
-import type { ToolSet } from "../tools/tool-set.js";
 import type { AgentPath, AgentSetup } from "./agent-path.js";
 import { builtinAgentPaths } from "./agent-paths.js";
 import { type CoverageReport, createMachineCoverage } from "./machine-coverage.js";
-import type { Script } from "./scripted-backend.js";
-import { type ScriptedModel, scriptedModel } from "./scripted-model.js";
+import { scriptedModel } from "./scripted-model.js";
 
 export type { AgentPath, AgentPathRun, AgentSetup } from "./agent-path.js";
 
