@@ -2,12 +2,12 @@ import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { ConfigurationError } from "../errors/configuration-error.js";
+import { AgentloopConfig } from "./agent-config.js";
 import {
   describeIssue,
   type ResolveAgentsOptions,
   type ResolvedAgentDefinition,
-} from "../host/agent-definitions.js";
-import { AgentloopConfig } from "./agent-config.js";
+} from "./agent-definitions.js";
 import { ConfigFileError } from "./config-file-error.js";
 import { resolveAgentConfigs } from "./resolve-agent-configs.js";
 import type { RuntimeConfig } from "./runtime-config.js";

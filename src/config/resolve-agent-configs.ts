@@ -1,15 +1,15 @@
 import { ConfigurationError } from "../errors/configuration-error.js";
-import {
-  type AgentDefinition,
-  type ResolveAgentsOptions,
-  type ResolvedAgentDefinition,
-  resolveAgentDefinitions,
-} from "../host/agent-definitions.js";
 import { createToolSet } from "../tools/create-tool-set.js";
 import type { Tool } from "../tools/define-tool.js";
 import type { ToolSet } from "../tools/tool-set.js";
 import type { AgentloopConfig } from "./agent-config.js";
 import { isToolSet } from "./agent-config.js";
+import {
+  type AgentDefinition,
+  type ResolveAgentsOptions,
+  type ResolvedAgentDefinition,
+  resolveAgentDefinitions,
+} from "./agent-definitions.js";
 import type { RuntimeConfig } from "./runtime-config.js";
 
 /** A validated configuration (the output of the {@link AgentloopConfig} schema). */

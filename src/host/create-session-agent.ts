@@ -1,14 +1,15 @@
 import type { Agent } from "../agent/agent-types.js";
 import { createAgent } from "../agent/create-agent.js";
 import type { Bus } from "../bus/bus.js";
+import { type BusEventPublisher, createBusEventPublisher } from "../bus/event-publisher.js";
 import { DEFAULT_PREFIX } from "../bus/subjects.js";
 import { fenceHistory, fenceLlm } from "../cluster/lease-fence.js";
+import type { ResolvedAgentDefinition } from "../config/agent-definitions.js";
 import { type AgentDatabase, openAgentDatabase } from "../context/agent-database.js";
 import type { ContextHistory } from "../context/context-history.js";
 import { InMemoryContextHistory } from "../context/in-memory-history.js";
 import { SqliteContextHistory } from "../context/sqlite-context-history.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
-import { type BusEventPublisher, createBusEventPublisher } from "../events/publisher.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
 import { SqliteChatJournal } from "../journal/sqlite-chat-journal.js";
@@ -22,7 +23,6 @@ import { createAskAgentToolSet } from "../tools/ask-agent.js";
 import { createBuiltinToolSetRegistry, type ToolSetRegistry } from "../tools/builtin/index.js";
 import { createShellToolSet, type ShellToolSetOptions } from "../tools/shell.js";
 import type { ToolSet } from "../tools/tool-set.js";
-import type { ResolvedAgentDefinition } from "./agent-definitions.js";
 import type { SessionAgentFactory } from "./agent-host.js";
 
 export interface SessionAgentFactoryOptions {

@@ -5,6 +5,8 @@ import { jetStreamName } from "../bus/subjects.js";
 import { AgentRouting } from "../cluster/agent-routing.js";
 import { SessionCluster } from "../cluster/session-cluster.js";
 import { leaseTiming } from "../cluster/session-lease.js";
+import type { ResolvedAgentDefinition } from "../config/agent-definitions.js";
+import { createHostId, isValidHostId } from "../config/host-id.js";
 import { processEnvironment } from "../config/process-environment.js";
 import type { HistoryBackendName, ProtocolSettings, RuntimeConfig } from "../config/runtime-config.js";
 import { secretRedactorFor } from "../config/runtime-config.js";
@@ -17,11 +19,9 @@ import { ConfigurationError } from "../llm/configuration-error.js";
 import type { ProviderEnvironment } from "../llm/create-backend.js";
 import { McpServerPool } from "../mcp/mcp-server-pool.js";
 import { AgentProtocolHost } from "../protocol/agent-protocol-host.js";
-import type { ResolvedAgentDefinition } from "./agent-definitions.js";
 import { AgentHost } from "./agent-host.js";
 import { ContractService } from "./contract-service.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
-import { createHostId, isValidHostId } from "./host-id.js";
 
 export interface HostServiceOptions {
   bus: Bus;

@@ -1,5 +1,13 @@
-import type { SessionManager } from "../host/session-manager.js";
 import type { ChatJournal } from "./chat-journal.js";
+
+/**
+ * The part of the host's session manager a sweep uses: whether a session is live here, and
+ * starting one (which replays its journal).
+ */
+export interface SweptSessions {
+  find(agent: string, session: string): unknown;
+  use<T>(agent: string, session: string, use: () => T): Promise<T>;
+}
 
 /** Who else may own a session: the cluster's lease view (undefined when this host could take it). */
 export interface SessionOwnership {
@@ -8,7 +16,7 @@ export interface SessionOwnership {
 
 export interface JournalSweeperOptions {
   journal: ChatJournal;
-  sessions: SessionManager;
+  sessions: SweptSessions;
   /** The agents this host serves: other agents' entries are left for their hosts. */
   agents: readonly string[];
   /**

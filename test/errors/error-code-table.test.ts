@@ -12,6 +12,7 @@ import { ERROR_CODES as CONTRACT_ERROR_CODES } from "../../src/bus/contract.js";
 import { HostSilentError } from "../../src/bus/request-with-heartbeat.js";
 import { UsageError } from "../../src/cli/cli-context.js";
 import { exitCodeOf } from "../../src/cli/main.js";
+import { AgentDefinitionsError } from "../../src/config/agent-definitions.js";
 import { ConfigFileError } from "../../src/config/config-file-error.js";
 import {
   CorruptHistoryError,
@@ -27,7 +28,6 @@ import {
   exitCodeOfReply,
   mappingOf,
 } from "../../src/errors/index.js";
-import { AgentDefinitionsError } from "../../src/host/agent-definitions.js";
 import { describeFailure } from "../../src/host/describe-failure.js";
 import { SessionManagerClosedError, SessionManagerOverloadedError } from "../../src/host/session-manager.js";
 import { ConfigurationError as ConfigurationErrorFromOldPath } from "../../src/llm/configuration-error.js";

@@ -1,11 +1,11 @@
 import { ChatCancelledError } from "../../agent/chat-errors.js";
 import { createAgent } from "../../agent/create-agent.js";
 import { isValidName } from "../../bus/subjects.js";
+import { isPromptCachingDefault } from "../../config/agent-definitions.js";
+import { createHostId } from "../../config/host-id.js";
 import { secretRedactorFor } from "../../config/runtime-config.js";
 import { SqliteContextHistory } from "../../context/sqlite-context-history.js";
 import { ConfigurationError } from "../../errors/configuration-error.js";
-import { isPromptCachingDefault } from "../../host/agent-definitions.js";
-import { createHostId } from "../../host/host-id.js";
 import { createBackend } from "../../llm/create-backend.js";
 import { RetryingLlmClient } from "../../llm/retrying-client.js";
 import { builtinToolSets } from "../../tools/builtin/index.js";

@@ -1,13 +1,13 @@
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { NAME_PATTERN } from "../bus/subjects.js";
-import type { RuntimeConfig } from "../config/runtime-config.js";
-import { checkUniqueAgentNames } from "../config/unique-agent-names.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
 import { knownContextWindow, ProviderName } from "../llm/create-backend.js";
 import type { LlmBackend, ReasoningEffort } from "../llm/types.js";
 import { findMcpServerConflicts, McpServers } from "../mcp/mcp-server-config.js";
 import type { ToolSet } from "../tools/tool-set.js";
+import type { RuntimeConfig } from "./runtime-config.js";
+import { checkUniqueAgentNames } from "./unique-agent-names.js";
 
 /** The agent a host serves when no agents file is given. */
 export const DEFAULT_AGENT_NAME = "assistant";
