@@ -114,7 +114,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
       : { openHistory: (agent, session) => histories.history(agent, session) }),
     ...(sharedJournal === undefined ? {} : { journal: sharedJournal }),
     hostId,
-    ...(options.env === undefined ? {} : { env: options.env }),
+    env,
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
     log,
     mcpServers,

@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { processEnvironment } from "../config/process-environment.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
 import { AnthropicBackend } from "./anthropic/anthropic-backend.js";
 import { DemoBackend } from "./demo/demo-backend.js";
@@ -29,13 +28,19 @@ const BASE_URL_VARIABLE = { anthropic: "ANTHROPIC_BASE_URL", openai: "OPENAI_BAS
 
 /**
  * Builds the backend for a provider. The key and base URL come from `config`, else from the
- * provider's usual environment variables (as the SDKs themselves would read them).
+ * provider's usual environment variables in `env` (the library reads no environment it is not
+ * handed: pass `process.env` to use the process's).
  *
+ * @param env Where `ANTHROPIC_API_KEY`, `OPENAI_BASE_URL`… are read. @defaultValue `{}`
+ * @example
+ * ```ts
+ * const backend = createBackend({ provider: "anthropic" }, process.env);
+ * ```
  * @throws ConfigurationError when a hosted provider has neither an API key nor a base URL.
  */
 export function createBackend(
   config: BackendConfig,
-  env: ProviderEnvironment = processEnvironment(),
+  env: ProviderEnvironment = {},
 ): LlmBackend {
   const provider = parseProvider(config.provider, "provider");
   if (provider === "demo") return new DemoBackend();
