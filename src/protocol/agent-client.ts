@@ -1,5 +1,6 @@
 import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { isValidSubject } from "../bus/subjects.js";
+import { AgentloopError } from "../errors/agentloop-error.js";
 import { sliceCodePoints } from "../text/truncate-text.js";
 import {
   type AgentTarget,
@@ -33,10 +34,12 @@ export const QUERY_REFUSAL =
   "Continue with your best judgement and state the assumptions you made.";
 
 /** Base of the protocol client's errors; `name` is the concrete class name. */
-export class AgentProtocolError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.name = new.target.name;
+export class AgentProtocolError extends AgentloopError {
+  readonly code: "agent_protocol" = "agent_protocol";
+  readonly retryable: boolean = false;
+
+  constructor(message: string, options?: { cause?: unknown; status?: number }) {
+    super(message, options);
   }
 }
 
@@ -66,12 +69,11 @@ export class AmbiguousTargetError extends AgentProtocolError {
 
 /** The agent answered with an error reply (`Nats-Service-Error-Code`, §9). */
 export class AgentServiceError extends AgentProtocolError {
-  readonly code: number;
   readonly description: string;
 
-  constructor(code: number, description: string) {
-    super(`the agent answered with error ${code}: ${description}`);
-    this.code = code;
+  /** @param status The agent's `Nats-Service-Error-Code` (read it back as `status`). */
+  constructor(status: number, description: string) {
+    super(`the agent answered with error ${status}: ${description}`, { status });
     this.description = description;
   }
 }

@@ -82,7 +82,7 @@ export async function askProtocolTarget(
 function protocolToolError(error: unknown): ToolError {
   const options = { toolName: TOOL_NAME, cause: error };
   if (error instanceof AgentServiceError) {
-    return new ToolError(`the agent could not answer (${error.code}): ${error.description}`, options);
+    return new ToolError(`the agent could not answer (${error.status}): ${error.description}`, options);
   }
   if (error instanceof AgentStreamTimeoutError || error instanceof AgentNoRespondersError) {
     return new ToolError(`${error.message}: it may have stopped`, options);
