@@ -38,10 +38,7 @@ const BASE_URL_VARIABLE = { anthropic: "ANTHROPIC_BASE_URL", openai: "OPENAI_BAS
  * ```
  * @throws ConfigurationError when a hosted provider has neither an API key nor a base URL.
  */
-export function createBackend(
-  config: BackendConfig,
-  env: ProviderEnvironment = {},
-): LlmBackend {
+export function createBackend(config: BackendConfig, env: ProviderEnvironment = {}): LlmBackend {
   const provider = parseProvider(config.provider, "provider");
   if (provider === "demo") return new DemoBackend();
   const family = provider === "anthropic" ? "anthropic" : "openai";

@@ -37,10 +37,6 @@ export const QUERY_REFUSAL =
 export class AgentProtocolError extends AgentloopError {
   readonly code: "agent_protocol" = "agent_protocol";
   readonly retryable: boolean = false;
-
-  constructor(message: string, options?: { cause?: unknown; status?: number }) {
-    super(message, options);
-  }
 }
 
 /** No discovered agent matches the target. */
