@@ -1,4 +1,5 @@
 import { JetStreamApiError } from "@nats-io/jetstream";
+import { jserrors } from "@nats-io/jetstream/internal";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 import { errorReply } from "../bus/contract.js";
@@ -116,10 +117,8 @@ export class SessionCluster {
         return await SessionCluster.start(options);
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error);
-        // nats.js does not export its JetStreamNotEnabled class; its name says it.
-        const answered =
-          error instanceof JetStreamApiError ||
-          (error instanceof Error && error.name === "JetStreamNotEnabled");
+        // The server answered (JetStream is off, or refused the request): trying again will not help.
+        const answered = error instanceof JetStreamApiError || error instanceof jserrors.JetStreamNotEnabled;
         if (answered) return { unavailable: reason };
         if (error instanceof RangeError || Date.now() >= deadline) throw error;
         options.log?.(`session leases: attempt ${attempt} failed (${reason}); trying again`);

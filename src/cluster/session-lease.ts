@@ -279,13 +279,15 @@ function toStored(key: string, entry: KvEntry | null): StoredLease | undefined {
   };
 }
 
-/** The server refused a compare-and-set: the key's revision is not the one named. */
+/**
+ * The server refused a compare-and-set: the key's revision is not the one named. nats.js reports
+ * it as a {@link JetStreamApiError} with the server's error code (kv.create of an existing key
+ * rejects with the same error), so the code decides, never the message.
+ */
 export function isConflict(error: unknown): boolean {
-  if (error instanceof JetStreamApiError) {
-    return (
-      error.code === JetStreamApiCodes.StreamWrongLastSequence ||
-      error.code === 10164 /* StreamWrongLastSequenceUnknown */
-    );
-  }
-  return error instanceof Error && /wrong last sequence|key exists/i.test(error.message);
+  return (
+    error instanceof JetStreamApiError &&
+    (error.code === JetStreamApiCodes.StreamWrongLastSequence ||
+      error.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
+  );
 }
