@@ -13,6 +13,7 @@ import { type ChatOutput, upgradeChatSnapshot } from "../../machines/chat.machin
 import type { ContextHistory } from "../context/context-history.js";
 import { type Compactor, ContextManager } from "../context/context-manager.js";
 import type { PendingApproval } from "../context/pending-approval.js";
+import { describeError } from "../errors/describe-error.js";
 import { errorInfo, toErrorInfo } from "../errors/error-info.js";
 import type { EventEmitter } from "../events/event-emitter.js";
 import type { AgentEvent, EventBody } from "../events/types.js";
@@ -66,10 +67,6 @@ export interface AgentSessionParams {
   /** Where the session's unfinished work is journaled (issue 11), if anywhere. */
   journal: SessionJournal | undefined;
   createId(): string;
-}
-
-function describeError(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /**

@@ -10,6 +10,7 @@ import {
   type NatsConnection,
   type NodeConnectionOptions,
 } from "@nats-io/transport-node";
+import { describeError } from "../errors/describe-error.js";
 import {
   type Bus,
   type BusMessage,
@@ -425,7 +426,7 @@ export class NatsBus implements Bus {
     if (this.connection.isClosed() || this.connection.isDraining()) return "the bus is closed";
     const bytes = typeof data === "string" ? Buffer.byteLength(data, "utf8") : data.byteLength;
     if (bytes > this.maxPayload) return tooLarge(bytes, this.maxPayload);
-    return error instanceof Error ? error.message : String(error);
+    return describeError(error);
   }
 
   private async watchStatus(): Promise<void> {
@@ -564,7 +565,7 @@ function mebibytes(bytes: number): string {
 }
 
 function reportSubscriptionError(error: unknown, subject: string): void {
-  const text = error instanceof Error ? error.message : String(error);
+  const text = describeError(error);
   console.error(`agentloop bus: the NATS subscription to ${subject} failed: ${text}`);
 }
 
@@ -592,7 +593,7 @@ function readCreds(path: string): Authenticator {
   try {
     contents = new Uint8Array(readFileSync(path));
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = describeError(error);
     throw new BusConfigError(`cannot read the NATS credentials file ${path}: ${reason}`, { cause: error });
   }
   const authenticator = credsAuthenticator(contents);
@@ -601,7 +602,7 @@ function readCreds(path: string): Authenticator {
   try {
     authenticator(undefined);
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = describeError(error);
     throw new BusConfigError(`the NATS credentials file ${path} is not usable: ${reason}`, { cause: error });
   }
   return authenticator;

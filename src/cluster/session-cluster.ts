@@ -4,6 +4,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 import { errorReply } from "../bus/contract.js";
 import { type AgentVerb, NAME_PATTERN } from "../bus/subjects.js";
+import { describeError } from "../errors/describe-error.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { answersProbe, passOnRequest } from "./pass-on.js";
 import { RequestDedupe } from "./request-dedupe.js";
@@ -116,7 +117,7 @@ export class SessionCluster {
       try {
         return await SessionCluster.start(options);
       } catch (error) {
-        const reason = error instanceof Error ? error.message : String(error);
+        const reason = describeError(error);
         // The server answered (JetStream is off, or refused the request): trying again will not help.
         const answered = error instanceof JetStreamApiError || error instanceof jserrors.JetStreamNotEnabled;
         if (answered) return { unavailable: reason };

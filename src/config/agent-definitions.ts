@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { NAME_PATTERN } from "../bus/subjects.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
+import { describeError } from "../errors/describe-error.js";
 import { knownContextWindow, ProviderName } from "../llm/create-backend.js";
 import type { LlmBackend, ReasoningEffort } from "../llm/types.js";
 import { findMcpServerConflicts, McpServers } from "../mcp/mcp-server-config.js";
@@ -133,7 +134,7 @@ export async function loadAgentDefinitions(
   try {
     text = await readFile(path, "utf8");
   } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : errorMessage(error);
+    const reason = (error as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : describeError(error);
     throw new AgentDefinitionsError(path, `cannot be read (${reason})`, { cause: error });
   }
   return parseAgentDefinitions(text, path, config, options);
@@ -144,13 +145,13 @@ export async function loadAgentDefinitions(
  * the text around the error, and an agents file may hold a key there.
  */
 function whereJsonFailed(error: unknown, text: string): string {
-  const position = /at position (\d+)/.exec(errorMessage(error))?.[1];
+  const position = /at position (\d+)/.exec(describeError(error))?.[1];
   if (position !== undefined) {
     const before = text.slice(0, Number(position));
     const line = before.split("\n").length;
     return ` (line ${line}, column ${before.length - before.lastIndexOf("\n")})`;
   }
-  const lineColumn = /\(line (\d+) column (\d+)\)/.exec(errorMessage(error));
+  const lineColumn = /\(line (\d+) column (\d+)\)/.exec(describeError(error));
   return lineColumn === null ? "" : ` (line ${lineColumn[1]}, column ${lineColumn[2]})`;
 }
 
@@ -260,8 +261,4 @@ export function describeIssue(issue: z.core.$ZodIssue): string {
     return `${where}unknown field${issue.keys.length === 1 ? "" : "s"} ${issue.keys.map((key) => `"${key}"`).join(", ")}`;
   }
   return field === "" ? issue.message : `${field}: ${issue.message}`;
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

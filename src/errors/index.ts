@@ -1,5 +1,6 @@
 export { AgentloopError, type AgentloopErrorOptions, isAgentloopError } from "./agentloop-error.js";
 export { ConfigurationError } from "./configuration-error.js";
+export { describeError } from "./describe-error.js";
 export {
   AGENTLOOP_ERROR_CODES,
   type AgentloopErrorCode,

@@ -10,6 +10,7 @@ import type { ContextHistory } from "../context/context-history.js";
 import { InMemoryContextHistory } from "../context/in-memory-history.js";
 import { SqliteContextHistory } from "../context/sqlite-context-history.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
+import { describeError } from "../errors/describe-error.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
 import { SqliteChatJournal } from "../journal/sqlite-chat-journal.js";
@@ -128,7 +129,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
     // Once: a broken bus would repeat it for every token. The count goes on (the host's $SRV.STATS).
     onError: (error, event) => {
       if (publish.failures !== 1 || log === undefined) return;
-      const reason = error instanceof Error ? error.message : String(error);
+      const reason = describeError(error);
       log(
         `could not publish a ${event.kind} event of ${event.agent}/${event.session}: ${reason}; further lost events are counted in $SRV.STATS (eventPublishFailures)`,
       );

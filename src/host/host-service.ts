@@ -11,6 +11,7 @@ import { processEnvironment } from "../config/process-environment.js";
 import type { HistoryBackendName, ProtocolSettings, RuntimeConfig } from "../config/runtime-config.js";
 import { secretRedactorFor } from "../config/runtime-config.js";
 import { NatsHistoryStore } from "../context/nats-history-store.js";
+import { describeError } from "../errors/describe-error.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
 import { JournalSweeper } from "../journal/journal-sweeper.js";
@@ -125,7 +126,7 @@ export async function startHostService(options: HostServiceOptions): Promise<Hos
     try {
       await ensureEventStream(bus.connection, { prefix: config.prefix, ...replicas });
     } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
+      const reason = describeError(error);
       log(`no event log (JetStream): ${reason}; events are still published, tail --since cannot replay them`);
     }
   }
@@ -247,7 +248,7 @@ async function openNatsHistories(
   try {
     return await NatsHistoryStore.open(bus.connection, { prefix, ...replicas });
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = describeError(error);
     throw new ConfigurationError(
       `--history nats: cannot open the JetStream history stream: ${reason} (start nats-server with -js)`,
       { cause: error },

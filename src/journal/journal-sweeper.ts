@@ -1,3 +1,4 @@
+import { describeError } from "../errors/describe-error.js";
 import type { ChatJournal } from "./chat-journal.js";
 
 /**
@@ -75,7 +76,7 @@ export class JournalSweeper {
     try {
       entries = await journal.list();
     } catch (error) {
-      log(`cannot read the chat journal: ${describe(error)}; unfinished chats are not resumed now`);
+      log(`cannot read the chat journal: ${describeError(error)}; unfinished chats are not resumed now`);
       return 0;
     }
     let activated = 0;
@@ -90,7 +91,8 @@ export class JournalSweeper {
         activated++;
       } catch (error) {
         // Taken by another host in the meantime, or the host is closing: the next sweep sees.
-        if (ownership === undefined) log(`cannot resume session ${agent}/${session}: ${describe(error)}`);
+        if (ownership === undefined)
+          log(`cannot resume session ${agent}/${session}: ${describeError(error)}`);
       }
     }
     return activated;
@@ -101,8 +103,4 @@ export class JournalSweeper {
     this.#isClosed = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
   }
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -4,6 +4,7 @@ import { compactionMachine } from "../../machines/compaction.machine.js";
 import { iterationMachine } from "../../machines/iteration.machine.js";
 import type { Agent, CreateAgentParams } from "../agent/agent-types.js";
 import { createAgent } from "../agent/create-agent.js";
+import { describeError } from "../errors/describe-error.js";
 import type { AgentPath, AgentSetup } from "./agent-path.js";
 import { builtinAgentPaths } from "./agent-paths.js";
 import { type CoverageReport, createMachineCoverage } from "./machine-coverage.js";
@@ -96,7 +97,7 @@ export async function exploreAgentPaths(options: ExploreAgentPathsOptions = {}):
       results.push({
         name: path.name,
         ok: false,
-        error: error instanceof Error ? error.message : String(error),
+        error: describeError(error),
       });
     }
   }

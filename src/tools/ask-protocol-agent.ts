@@ -2,6 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import type { Bus } from "../bus/bus.js";
 import { NatsBus } from "../bus/nats-bus.js";
+import { describeError } from "../errors/describe-error.js";
 import {
   AgentNoRespondersError,
   AgentProtocolError,
@@ -88,6 +89,6 @@ function protocolToolError(error: unknown): ToolError {
     return new ToolError(`${error.message}: it may have stopped`, options);
   }
   if (error instanceof AgentProtocolError) return new ToolError(error.message, options);
-  const reason = error instanceof Error ? error.message : String(error);
+  const reason = describeError(error);
   return new ToolError(`asking the protocol agent failed: ${reason}`, options);
 }

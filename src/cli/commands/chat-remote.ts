@@ -5,6 +5,7 @@ import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { HostSilentError, requestWithHeartbeat } from "../../bus/request-with-heartbeat.js";
 import { chatSubject, sessionEventsPattern, sessionHeartbeatSubject } from "../../bus/subjects.js";
+import { describeError } from "../../errors/describe-error.js";
 import { EXIT_USER_MISTAKE, exitCodeOfReply } from "../../errors/error-code.js";
 import { parseEventJson } from "../../events/parse-event.js";
 import type { AgentEvent } from "../../events/types.js";
@@ -52,9 +53,9 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
       ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
     });
   } catch (error) {
-    if (error instanceof BusConfigError) return fail(messageOf(error), EXIT_USER_MISTAKE);
+    if (error instanceof BusConfigError) return fail(describeError(error), EXIT_USER_MISTAKE);
     return fail(
-      `cannot reach NATS at ${url}: ${messageOf(error)} (run \`agentloop up\`, or chat with --local)`,
+      `cannot reach NATS at ${url}: ${describeError(error)} (run \`agentloop up\`, or chat with --local)`,
     );
   }
   const printer = createEventPrinter(context, args.events);
@@ -115,7 +116,7 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
         }
         if (error instanceof BusTimeoutError)
           return fail(`no reply from agent "${args.agent}" within 30 minutes`);
-        return fail(`the request failed: ${messageOf(error)}`);
+        return fail(`the request failed: ${describeError(error)}`);
       }
       const parsed = parseChatReply(reply.data);
       if (!parsed.ok) return fail(`unreadable reply from the host: ${parsed.error.message}`);
@@ -132,8 +133,4 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
   } finally {
     await bus.close();
   }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

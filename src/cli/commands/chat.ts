@@ -6,6 +6,7 @@ import { createHostId } from "../../config/host-id.js";
 import { secretRedactorFor } from "../../config/runtime-config.js";
 import { SqliteContextHistory } from "../../context/sqlite-context-history.js";
 import { ConfigurationError } from "../../errors/configuration-error.js";
+import { describeError } from "../../errors/describe-error.js";
 import { createBackend } from "../../llm/create-backend.js";
 import { RetryingLlmClient } from "../../llm/retrying-client.js";
 import { builtinToolSets } from "../../tools/builtin/index.js";
@@ -105,8 +106,6 @@ function openHistory(path: string, args: ChatArguments): SqliteContextHistory {
   try {
     return new SqliteContextHistory({ path, agent: args.agent, session: args.session });
   } catch (error) {
-    throw new ConfigurationError(
-      `cannot open --db ${path}: ${error instanceof Error ? error.message : String(error)}`,
-    );
+    throw new ConfigurationError(`cannot open --db ${path}: ${describeError(error)}`);
   }
 }

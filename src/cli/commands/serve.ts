@@ -12,6 +12,7 @@ import {
   natsHoldBytesFrom,
   protocolSettingsFrom,
 } from "../../config/runtime-config.js";
+import { describeError } from "../../errors/describe-error.js";
 import { EXIT_USER_MISTAKE } from "../../errors/error-code.js";
 import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
@@ -66,7 +67,7 @@ export const serveCommand: Command = async (context) => {
       ...(config.natsCreds === undefined ? {} : { credsFile: config.natsCreds }),
     });
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = describeError(error);
     if (error instanceof BusConfigError) {
       log(reason);
       return EXIT_USER_MISTAKE;
