@@ -11,6 +11,7 @@ import {
   type NodeConnectionOptions,
 } from "@nats-io/transport-node";
 import { describeError } from "../errors/describe-error.js";
+import { sleep as pause } from "../timers/sleep.js";
 import {
   type Bus,
   type BusMessage,
@@ -536,20 +537,6 @@ export class NatsBus implements Bus {
   private wakeReconnectWaiters(): void {
     for (const wake of [...this.reconnectWaiters]) wake();
   }
-}
-
-function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 function tooLarge(bytes: number, maxPayload: number): string {

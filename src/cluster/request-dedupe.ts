@@ -5,6 +5,7 @@ import { z } from "zod";
 import { ChatReply } from "../bus/contract.js";
 import { DEFAULT_PREFIX, jetStreamName } from "../bus/subjects.js";
 import { describeError } from "../errors/describe-error.js";
+import { sleep } from "../timers/sleep.js";
 import { isConflict } from "./session-lease.js";
 
 /**
@@ -303,5 +304,5 @@ function tooLargeToKeepReply(reply: ChatReply): ChatReply {
 
 /** Waits a little longer after each failed attempt (250 ms, 500 ms, … at most 2 s). */
 function pause(attempt: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 250 * attempt)));
+  return sleep(Math.min(2_000, 250 * attempt));
 }

@@ -5,6 +5,7 @@ import type { BusMessage } from "../bus/bus.js";
 import { errorReply } from "../bus/contract.js";
 import { type AgentVerb, NAME_PATTERN } from "../bus/subjects.js";
 import { describeError } from "../errors/describe-error.js";
+import { sleep } from "../timers/sleep.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { answersProbe, passOnRequest } from "./pass-on.js";
 import { RequestDedupe } from "./request-dedupe.js";
@@ -123,9 +124,7 @@ export class SessionCluster {
         if (answered) return { unavailable: reason };
         if (error instanceof RangeError || Date.now() >= deadline) throw error;
         options.log?.(`session leases: attempt ${attempt} failed (${reason}); trying again`);
-        await new Promise((resolve) =>
-          setTimeout(resolve, Math.min(5_000, (retry.delayMs ?? 500) * attempt)),
-        );
+        await sleep(Math.min(5_000, (retry.delayMs ?? 500) * attempt));
       }
     }
   }
@@ -158,7 +157,7 @@ export class SessionCluster {
         return await this.leases.ownerElsewhere(agent, session);
       } catch (error) {
         if (Date.now() >= deadline) throw error;
-        await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 100 * attempt)));
+        await sleep(Math.min(1_000, 100 * attempt));
       }
     }
   }
@@ -203,7 +202,7 @@ export class SessionCluster {
   /** Resolves once another host may take the owner's lease (its expiry plus the skew margin). */
   untilExpired(owner: LeaseRecord): Promise<void> {
     const waitMs = owner.expiresAt + this.leases.store.timing.skewMs - Date.now() + 1;
-    return new Promise((resolve) => setTimeout(resolve, Math.max(0, waitMs)));
+    return sleep(waitMs);
   }
 
   /** Gives up every lease (after the sessions have stopped). */
