@@ -30,6 +30,12 @@ export interface IterationInput {
   isFinal: boolean;
   /** The session's dependencies, opaque to the machine: handed to the stream and tool actors. */
   deps?: SessionDeps;
+  /**
+   * Send `iteration.assembled` and `iteration.toolSettled` to the parent as the turn goes (the
+   * chat machine tracks what is in flight, to back-fill it on a cancel). Default false: an
+   * iteration run on its own has no parent to tell.
+   */
+  reportsProgress?: boolean;
 }
 
 /** What a tool-call child resolves with. */
@@ -93,6 +99,8 @@ export type IterationProgressEvent =
   | { type: "iteration.toolSettled"; outcome: ToolCallSettlement };
 
 export interface IterationContext {
+  /** See {@link IterationInput.reportsProgress}. */
+  reportsProgress: boolean;
   messages: Message[];
   options: LlmOptions;
   iteration: number;
@@ -188,6 +196,7 @@ export const iterationMachine = setup({
 }).createMachine({
   id: "iteration",
   context: ({ input }) => ({
+    reportsProgress: input.reportsProgress ?? false,
     messages: input.messages,
     options: input.options,
     iteration: input.iteration,
@@ -235,10 +244,10 @@ export const iterationMachine = setup({
       // The assistant message was assembled on the way in (one context copy fewer).
       entry: [
         { type: "recordMessages", params: ({ context }) => ({ messages: [context.assistant!] }) },
-        enqueueActions(({ context, enqueue, self }) => {
+        enqueueActions(({ context, enqueue }) => {
           // The parent (the chat machine) tracks what is in flight, to back-fill it on a cancel.
           // A turn without tool calls ends in this step, so there is nothing in flight to tell.
-          if (self._parent && context.toolCalls.length > 0) {
+          if (context.reportsProgress && context.toolCalls.length > 0) {
             enqueue.sendParent({ type: "iteration.assembled", message: context.assistant! });
           }
         }),
@@ -301,8 +310,8 @@ export const iterationMachine = setup({
               type: "recordMessages",
               params: ({ context, event }) => ({ messages: [context.outcomes[event.toolCallId]!.message] }),
             },
-            enqueueActions(({ context, event, enqueue, self }) => {
-              if (self._parent) {
+            enqueueActions(({ context, event, enqueue }) => {
+              if (context.reportsProgress) {
                 enqueue.sendParent({
                   type: "iteration.toolSettled",
                   outcome: context.outcomes[event.toolCallId]!,
@@ -337,9 +346,9 @@ export const iterationMachine = setup({
               type: "recordMessages",
               params: ({ event }) => ({ messages: [(event as ToolDoneEvent).output.message] }),
             },
-            enqueueActions(({ context, event, enqueue, self }) => {
+            enqueueActions(({ context, event, enqueue }) => {
               // The last call to settle ends the iteration in this step: its output says it all.
-              if (self._parent && !areAllToolCallsSettled(context)) {
+              if (context.reportsProgress && !areAllToolCallsSettled(context)) {
                 enqueue.sendParent({
                   type: "iteration.toolSettled",
                   outcome: (event as ToolDoneEvent).output,
