@@ -7,7 +7,7 @@ import type {
   OperationSettled,
 } from "../machines/session.machine.js";
 import type { Agent, ChatOptions, ResumedChatOutcome } from "../src/agent/agent-types.js";
-import { SessionTooLargeError } from "../src/host/session-too-large-error.js";
+import { SessionTooLargeError } from "../src/errors/session-too-large-error.js";
 import { CancelledError } from "../src/llm/errors.js";
 
 /** What a message carries besides its data (not serialisable, so kept out of the machine). */

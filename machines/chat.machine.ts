@@ -211,7 +211,12 @@ function requestMessages(context: ChatContext): Message[] {
   return [{ role: "system", content: context.config.systemPrompt }, ...context.messages];
 }
 
-type IterationDone = { type: string; output: IterationOutput };
+/** The params of the actions and guards that read an iteration's output (its done event's). */
+const iterationOutput = ({ event }: { event: { output: IterationOutput } }) => ({ output: event.output });
+/** The params of the actions that read an invoked actor's error. */
+const actorError = ({ event }: { event: { error: unknown } }) => ({ error: event.error });
+/** The params of the guard that reads a compaction's output. */
+const compactionOutput = ({ event }: { event: { output: CompactionOutput } }) => ({ output: event.output });
 
 export const chatMachine = setup({
   types: {
@@ -226,8 +231,7 @@ export const chatMachine = setup({
     /** The onMessageRecorded audit hook; bound at the composition root. */
     recordMessages: (_, _params: { messages: Message[] }) => {},
     /** Adds the iteration's messages (an empty assistant turn left out) and usage; keeps the answer. */
-    recordIteration: assign(({ context, event }) => {
-      const output = (event as unknown as IterationDone).output;
+    recordIteration: assign(({ context }, { output }: { output: IterationOutput }) => {
       const produced = output.status === "failed" ? [] : output.messages.filter((m) => !isEmptyAssistant(m));
       const content = output.status === "failed" ? null : output.content;
       return {
@@ -238,14 +242,11 @@ export const chatMachine = setup({
         result: content === null ? context.result : content.trim() === "" ? EMPTY_REPLY_PLACEHOLDER : content,
       };
     }),
-    recordFailure: assign({
-      error: ({ event }) => {
-        const output = (event as unknown as IterationDone).output;
-        return output.status === "failed" ? output.error : null;
-      },
-      usage: ({ context, event }) =>
-        addUsage(context.usage, (event as unknown as IterationDone).output.usage),
-    }),
+    recordFailure: assign(({ context }, { output }: { output: IterationOutput }) => ({
+      error: output.status === "failed" ? output.error : null,
+      usage: addUsage(context.usage, output.usage),
+    })),
+    recordError: assign((_, { error }: { error: unknown }) => ({ error: toErrorInfo(error) })),
     /** The chat is refused for its spent budget. */
     refuseOverBudget: assign({
       error: ({ context }) => {
@@ -253,9 +254,6 @@ export const chatMachine = setup({
         const reason = budget?.isExceeded === true ? budget.reason : "the token budget is spent";
         return toErrorInfo(new BudgetExceededError(reason));
       },
-    }),
-    recordError: assign({
-      error: ({ event }) => toErrorInfo((event as unknown as { error: unknown }).error),
     }),
     /** The history now holds every message of the context (the write that just finished). */
     markPersisted: assign({ persisted: ({ context }) => context.messages.length }),
@@ -269,10 +267,9 @@ export const chatMachine = setup({
   },
   guards: {
     isFinalIteration: ({ context }) => context.iteration >= context.config.maxIterations,
-    hasIterationFailed: ({ event }) => (event as IterationDone).output.status === "failed",
+    hasIterationFailed: (_, { output }: { output: IterationOutput }) => output.status === "failed",
     /** The provider refused the context as too long, and there is history before this chat to compact (once). */
-    isContextOverflow: ({ context, event }) => {
-      const output = (event as IterationDone).output;
+    isContextOverflow: ({ context }, { output }: { output: IterationOutput }) => {
       return (
         output.status === "failed" &&
         output.error.code === "context_length_exceeded" &&
@@ -280,11 +277,11 @@ export const chatMachine = setup({
         context.chatStart > 0
       );
     },
-    hasAnswered: ({ event }) => (event as IterationDone).output.status === "answered",
+    hasAnswered: (_, { output }: { output: IterationOutput }) => output.status === "answered",
     isOverCompactRatio: ({ context }) =>
       context.config.tokenLimit > 0 &&
       context.tokenUsed / context.config.tokenLimit >= context.config.contextCompactRatio,
-    hasCompacted: ({ event }) => (event as unknown as { output: CompactionOutput }).output.ok,
+    hasCompacted: (_, { output }: { output: CompactionOutput }) => output.ok,
     isCancelRequested: ({ context }) => context.isCancelRequested,
     /** The budget given with the input is spent: no model request may be made. */
     isOverBudget: ({ context }) => context.config.budget?.isExceeded === true && context.isResumed !== true,
@@ -362,7 +359,7 @@ export const chatMachine = setup({
           { guard: "isCancelRequested", target: "cancelling", actions: "markPersisted" },
           { target: "iterating", actions: "markPersisted" },
         ],
-        onError: { target: "failed", actions: "recordError" },
+        onError: { target: "failed", actions: { type: "recordError", params: actorError } },
       },
     },
     iterating: {
@@ -395,14 +392,27 @@ export const chatMachine = setup({
               iteration: context.iteration,
               isFinal: false,
               deps: context.deps,
+              reportsProgress: true,
             }),
             onDone: [
-              { guard: "isContextOverflow", target: "#chat.recoveringContext", actions: "recordFailure" },
-              { guard: "hasIterationFailed", target: "#chat.failing", actions: "recordFailure" },
-              { guard: "hasAnswered", target: "#chat.measuring", actions: "recordIteration" },
-              { target: "deciding", actions: "recordIteration" },
+              {
+                guard: { type: "isContextOverflow", params: iterationOutput },
+                target: "#chat.recoveringContext",
+                actions: { type: "recordFailure", params: iterationOutput },
+              },
+              {
+                guard: { type: "hasIterationFailed", params: iterationOutput },
+                target: "#chat.failing",
+                actions: { type: "recordFailure", params: iterationOutput },
+              },
+              {
+                guard: { type: "hasAnswered", params: iterationOutput },
+                target: "#chat.measuring",
+                actions: { type: "recordIteration", params: iterationOutput },
+              },
+              { target: "deciding", actions: { type: "recordIteration", params: iterationOutput } },
             ],
-            onError: { target: "#chat.failing", actions: "recordError" },
+            onError: { target: "#chat.failing", actions: { type: "recordError", params: actorError } },
           },
         },
         finalTurn: {
@@ -414,13 +424,22 @@ export const chatMachine = setup({
               iteration: context.iteration,
               isFinal: true,
               deps: context.deps,
+              reportsProgress: true,
             }),
             onDone: [
-              { guard: "isContextOverflow", target: "#chat.recoveringContext", actions: "recordFailure" },
-              { guard: "hasIterationFailed", target: "#chat.failing", actions: "recordFailure" },
-              { target: "#chat.measuring", actions: "recordIteration" },
+              {
+                guard: { type: "isContextOverflow", params: iterationOutput },
+                target: "#chat.recoveringContext",
+                actions: { type: "recordFailure", params: iterationOutput },
+              },
+              {
+                guard: { type: "hasIterationFailed", params: iterationOutput },
+                target: "#chat.failing",
+                actions: { type: "recordFailure", params: iterationOutput },
+              },
+              { target: "#chat.measuring", actions: { type: "recordIteration", params: iterationOutput } },
             ],
-            onError: { target: "#chat.failing", actions: "recordError" },
+            onError: { target: "#chat.failing", actions: { type: "recordError", params: actorError } },
           },
         },
       },
@@ -442,7 +461,7 @@ export const chatMachine = setup({
         }),
         onDone: [
           {
-            guard: "hasCompacted",
+            guard: { type: "hasCompacted", params: compactionOutput },
             target: "iterating",
             actions: assign(({ context, event }) => {
               const output = event.output as Extract<CompactionOutput, { ok: true }>;
@@ -489,7 +508,7 @@ export const chatMachine = setup({
         }),
         onDone: [
           {
-            guard: "hasCompacted",
+            guard: { type: "hasCompacted", params: compactionOutput },
             target: "done",
             actions: assign(({ context, event }) => {
               const output = event.output as Extract<CompactionOutput, { ok: true }>;
@@ -517,7 +536,7 @@ export const chatMachine = setup({
         src: "appendHistory",
         input: ({ context }) => ({ messages: context.messages.slice(context.persisted), deps: context.deps }),
         onDone: { target: "done", actions: "markPersisted" },
-        onError: { target: "failed", actions: "recordError" },
+        onError: { target: "failed", actions: { type: "recordError", params: actorError } },
       },
     },
     failing: {

@@ -1,5 +1,5 @@
 import { assign, type CallbackActorLogic, enqueueActions, type PromiseActorLogic, setup } from "xstate";
-import type { SessionDeps } from "../src/agent/session-deps.js";
+import type { ApprovalRequest, SessionDeps } from "../src/agent/session-deps.js";
 import type { ErrorInfo } from "../src/errors/error-info.js";
 import type { GenerateResponse, LlmOptions, Message, TokenUsage, ToolCall } from "../src/llm/types.js";
 import { emptyUsage } from "../src/llm/types.js";
@@ -31,6 +31,12 @@ export interface IterationInput {
   isFinal: boolean;
   /** The session's dependencies, opaque to the machine: handed to the stream and tool actors. */
   deps?: SessionDeps;
+  /**
+   * Send `iteration.assembled` and `iteration.toolSettled` to the parent as the turn goes (the
+   * chat machine tracks what is in flight, to back-fill it on a cancel). Default false: an
+   * iteration run on its own has no parent to tell.
+   */
+  reportsProgress?: boolean;
 }
 
 /** What a tool-call child resolves with. */
@@ -63,12 +69,7 @@ export type ApprovalEvent =
   | { type: "approval.granted"; toolCallId: string; arguments?: string }
   | { type: "approval.denied"; toolCallId: string; reason?: string; arguments?: string };
 
-/** A call held for approval, as announced (see `announceApprovals`). */
-export interface ApprovalRequest {
-  toolCallId: string;
-  toolName: string;
-  arguments: string;
-}
+export type { ApprovalRequest };
 
 /** The result the model sees for a denied call. */
 export function deniedToolResult(call: ToolCall, reason: string | undefined): ToolCallSettlement {
@@ -99,6 +100,8 @@ export type IterationProgressEvent =
   | { type: "iteration.toolSettled"; outcome: ToolCallSettlement };
 
 export interface IterationContext {
+  /** See {@link IterationInput.reportsProgress}. */
+  reportsProgress: boolean;
   messages: Message[];
   options: LlmOptions;
   iteration: number;
@@ -198,6 +201,7 @@ export const iterationMachine = setup({
 }).createMachine({
   id: "iteration",
   context: ({ input }) => ({
+    reportsProgress: input.reportsProgress ?? false,
     messages: input.messages,
     options: input.options,
     iteration: input.iteration,
@@ -245,10 +249,10 @@ export const iterationMachine = setup({
       // The assistant message was assembled on the way in (one context copy fewer).
       entry: [
         { type: "recordMessages", params: ({ context }) => ({ messages: [context.assistant!] }) },
-        enqueueActions(({ context, enqueue, self }) => {
+        enqueueActions(({ context, enqueue }) => {
           // The parent (the chat machine) tracks what is in flight, to back-fill it on a cancel.
           // A turn without tool calls ends in this step, so there is nothing in flight to tell.
-          if (self._parent && context.toolCalls.length > 0) {
+          if (context.reportsProgress && context.toolCalls.length > 0) {
             enqueue.sendParent({ type: "iteration.assembled", message: context.assistant! });
           }
         }),
@@ -311,8 +315,8 @@ export const iterationMachine = setup({
               type: "recordMessages",
               params: ({ context, event }) => ({ messages: [context.outcomes[event.toolCallId]!.message] }),
             },
-            enqueueActions(({ context, event, enqueue, self }) => {
-              if (self._parent) {
+            enqueueActions(({ context, event, enqueue }) => {
+              if (context.reportsProgress) {
                 enqueue.sendParent({
                   type: "iteration.toolSettled",
                   outcome: context.outcomes[event.toolCallId]!,
@@ -347,9 +351,9 @@ export const iterationMachine = setup({
               type: "recordMessages",
               params: ({ event }) => ({ messages: [(event as ToolDoneEvent).output.message] }),
             },
-            enqueueActions(({ context, event, enqueue, self }) => {
+            enqueueActions(({ context, event, enqueue }) => {
               // The last call to settle ends the iteration in this step: its output says it all.
-              if (self._parent && !areAllToolCallsSettled(context)) {
+              if (context.reportsProgress && !areAllToolCallsSettled(context)) {
                 enqueue.sendParent({
                   type: "iteration.toolSettled",
                   outcome: (event as ToolDoneEvent).output,

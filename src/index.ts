@@ -44,6 +44,7 @@ export {
 } from "./bus/subjects.js";
 // The host and its configuration
 export { AgentConfig, AgentloopConfig, defineConfig } from "./config/agent-config.js";
+export { AgentDefinition, AgentDefinitionsError, AgentsFile } from "./config/agent-definitions.js";
 export { ConfigFileError } from "./config/config-file-error.js";
 // Conversation histories
 export type { ContextHistory } from "./context/context-history.js";
@@ -85,7 +86,6 @@ export {
   type EventOf,
   type UnknownEvent,
 } from "./events/types.js";
-export { AgentDefinition, AgentDefinitionsError, AgentsFile } from "./host/agent-definitions.js";
 export { type RunningHost, type StartHostOptions, startHost } from "./host/start-host.js";
 // Models
 export {

@@ -1,7 +1,7 @@
 import type { Bus } from "../../src/bus/bus.js";
+import { createBusEventPublisher } from "../../src/bus/event-publisher.js";
 import { LocalBus } from "../../src/bus/local-bus.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
-import { createBusEventPublisher } from "../../src/events/publisher.js";
 import { RetryingLlmClient } from "../../src/llm/retrying-client.js";
 import { interleave } from "../support/interleave.js";
 import type { Row } from "../support/report.js";

@@ -1,7 +1,7 @@
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Bus } from "../../src/bus/bus.js";
+import { createBusEventPublisher } from "../../src/bus/event-publisher.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
-import { createBusEventPublisher } from "../../src/events/publisher.js";
 import { RetryingLlmClient } from "../../src/llm/retrying-client.js";
 import { interleave } from "../support/interleave.js";
 import { RemoteSubscriber } from "../support/remote-subscriber.js";

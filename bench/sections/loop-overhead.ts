@@ -1,6 +1,6 @@
 import type { Bus } from "../../src/bus/bus.js";
+import { createBusEventPublisher } from "../../src/bus/event-publisher.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
-import { createBusEventPublisher } from "../../src/events/publisher.js";
 import { RetryingLlmClient } from "../../src/llm/retrying-client.js";
 import { nowMs, yieldToEventLoop } from "../support/clock.js";
 import { interleave } from "../support/interleave.js";

@@ -1,7 +1,7 @@
 import type { Bus } from "../../src/bus/bus.js";
+import { createBusEventPublisher } from "../../src/bus/event-publisher.js";
 import { eventSubject } from "../../src/bus/subjects.js";
 import { createEventEmitter } from "../../src/events/event-emitter.js";
-import { createBusEventPublisher } from "../../src/events/publisher.js";
 import type { AgentEvent } from "../../src/events/types.js";
 import { nowMs, nowUs, yieldToEventLoop } from "../support/clock.js";
 import type { RemoteSubscriber } from "../support/remote-subscriber.js";

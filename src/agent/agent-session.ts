@@ -15,6 +15,7 @@ import type { ContextHistory } from "../context/context-history.js";
 import { type Compactor, ContextManager } from "../context/context-manager.js";
 import { estimateMessageBytes, estimateMessagesBytes } from "../context/message-bytes.js";
 import type { PendingApproval } from "../context/pending-approval.js";
+import { describeError } from "../errors/describe-error.js";
 import { errorInfo, toErrorInfo } from "../errors/error-info.js";
 import type { EventEmitter } from "../events/event-emitter.js";
 import type { AgentEvent, EventBody } from "../events/types.js";
@@ -75,10 +76,6 @@ export interface AgentSessionParams {
    */
   isOrderedByMailbox?: boolean;
   createId(): string;
-}
-
-function describeError(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /**

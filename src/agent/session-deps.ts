@@ -1,10 +1,16 @@
-import type { ApprovalRequest } from "../../machines/iteration.machine.js";
 import type { ContextHistory } from "../context/context-history.js";
 import type { EventEmitter } from "../events/event-emitter.js";
 import type { LlmClient } from "../llm/llm-client.js";
 import type { Message, ToolCall } from "../llm/types.js";
 import type { SecretRedactor } from "../text/secret-redactor.js";
 import type { ToolContext, ToolSet } from "../tools/tool-set.js";
+
+/** A call held for approval, as announced (see `announceApprovals`). */
+export interface ApprovalRequest {
+  toolCallId: string;
+  toolName: string;
+  arguments: string;
+}
 
 /**
  * What the actors and actions of one agent session need. Built once per session by `createAgent`

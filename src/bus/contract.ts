@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { type ErrorCode, ReplyError } from "../contract/reply-error.js";
 import { NAME_PATTERN } from "./subjects.js";
 
 /**
@@ -11,28 +12,7 @@ import { NAME_PATTERN } from "./subjects.js";
 /** Largest request payload accepted (bytes of UTF-8): nats-server's default `max_payload`. */
 export const MAX_PAYLOAD_BYTES = 1024 * 1024;
 
-/** Stable error codes of the contract: clients switch on these strings. */
-export const ERROR_CODES = [
-  "bad_request",
-  "unknown_agent",
-  "queue_overflow",
-  "cancelled",
-  "llm_error",
-  "internal",
-  "overloaded",
-  /** The answer was over the bus's max payload: read it from the session history (`chatId`). */
-  "reply_too_large",
-  /** The tenant's token budget for the period is spent: the chat ran no model request. Not retryable within the period. */
-  "budget_exceeded",
-] as const;
-
-/** The `code` of a failed reply (SPEC §11). */
-export const ErrorCode = z.enum(ERROR_CODES);
-export type ErrorCode = z.infer<typeof ErrorCode>;
-
-/** The error part of a failed reply. */
-export const ReplyError = z.object({ code: ErrorCode, message: z.string() });
-export type ReplyError = z.infer<typeof ReplyError>;
+export { ERROR_CODES, ErrorCode, ReplyError } from "../contract/reply-error.js";
 
 /**
  * A string that is well-formed Unicode: no lone UTF-16 surrogate (half an emoji, which JSON can

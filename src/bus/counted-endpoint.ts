@@ -1,5 +1,6 @@
 import { type Service, type ServiceMsg, Svcm } from "@nats-io/services";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { describeError } from "../errors/describe-error.js";
 
 /** How one request ended, for `$SRV.STATS`: an error reply counts as an error with its reason. */
 export type EndpointOutcome = { isError: false } | { isError: true; reason: string };
@@ -47,7 +48,7 @@ export function addCountedEndpoint(service: Service, name: string, options: Coun
         (failure: unknown) =>
           record(service, name, startedAt, {
             isError: true,
-            reason: failure instanceof Error ? failure.message : String(failure),
+            reason: describeError(failure),
           }),
       );
     },

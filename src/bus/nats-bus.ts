@@ -8,6 +8,8 @@ import {
   type NatsConnection,
   type NodeConnectionOptions,
 } from "@nats-io/transport-node";
+import { describeError } from "../errors/describe-error.js";
+import { sleep as pause } from "../timers/sleep.js";
 import type { Bus, BusMessage, Connectivity, RequestOptions, SubscribeOptions, Subscription } from "./bus.js";
 import { DEFAULT_REQUEST_TIMEOUT_MS, type HandlerErrorReporter, reportHandlerError } from "./bus-defaults.js";
 import {
@@ -469,7 +471,7 @@ export class NatsBus implements Bus {
     if (this.connection.isClosed() || this.connection.isDraining()) return "the bus is closed";
     const bytes = typeof data === "string" ? Buffer.byteLength(data, "utf8") : data.byteLength;
     if (bytes > this.maxPayload) return tooLarge(bytes, this.maxPayload);
-    return error instanceof Error ? error.message : String(error);
+    return describeError(error);
   }
 
   private async watchStatus(): Promise<void> {
@@ -608,20 +610,6 @@ export class NatsBus implements Bus {
   }
 }
 
-function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
 function tooLarge(bytes: number, maxPayload: number): string {
   return `${bytes} bytes is over the server's max_payload of ${maxPayload} bytes`;
 }
@@ -635,7 +623,7 @@ function mebibytes(bytes: number): string {
 }
 
 function reportSubscriptionError(error: unknown, subject: string): void {
-  const text = error instanceof Error ? error.message : String(error);
+  const text = describeError(error);
   console.error(`agentloop bus: the NATS subscription to ${subject} failed: ${text}`);
 }
 
@@ -671,7 +659,7 @@ function readCreds(path: string): Authenticator {
   try {
     contents = new Uint8Array(readFileSync(path));
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = describeError(error);
     throw new BusConfigError(`cannot read the NATS credentials file ${path}: ${reason}`, { cause: error });
   }
   const authenticator = credsAuthenticator(contents);
@@ -680,7 +668,7 @@ function readCreds(path: string): Authenticator {
   try {
     authenticator(undefined);
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = describeError(error);
     throw new BusConfigError(`the NATS credentials file ${path} is not usable: ${reason}`, { cause: error });
   }
   return authenticator;

@@ -1,6 +1,7 @@
 import { BusConfigError } from "../bus/bus-errors.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { redactNatsUrl } from "../bus/nats-url.js";
+import { describeError } from "../errors/describe-error.js";
 import { EXIT_USER_MISTAKE } from "../errors/error-code.js";
 import { type CliContext, type RuntimeConfig, UsageError } from "./cli-context.js";
 
@@ -46,7 +47,7 @@ export async function connectCommandToNats(context: CliContext, command: string)
       ...natsIdentityOptions(config),
     });
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = describeError(error);
     if (error instanceof BusConfigError) {
       context.stderr.write(`agentloop ${command}: ${reason}\n`);
       return EXIT_USER_MISTAKE;

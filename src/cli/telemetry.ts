@@ -3,6 +3,7 @@ import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
+import { describeError } from "../errors/describe-error.js";
 import { TRACER_VERSION } from "../telemetry/agent-tracing.js";
 import { type CliContext, type Command, UsageError } from "./cli-context.js";
 
@@ -122,7 +123,7 @@ function stderrLogger(stderr: NodeJS.WritableStream): DiagLogger {
   const write =
     (level: string) =>
     (message: string, ...args: unknown[]) => {
-      const extra = args.map((arg) => (arg instanceof Error ? arg.message : String(arg))).join(" ");
+      const extra = args.map((arg) => describeError(arg)).join(" ");
       stderr.write(`agentloop: opentelemetry ${level}: ${message}${extra === "" ? "" : ` ${extra}`}\n`);
     };
   return {

@@ -1,4 +1,5 @@
 import type { ContextHistory } from "../context/context-history.js";
+import { AgentloopError } from "../errors/agentloop-error.js";
 import type { LlmClient } from "../llm/llm-client.js";
 import type { GenerateRequest } from "../llm/types.js";
 
@@ -15,12 +16,14 @@ export interface LeaseFence {
 }
 
 /** The session's lease is gone (expired locally, taken over, released): it must not write. */
-export class LeaseLostError extends Error {
+export class LeaseLostError extends AgentloopError {
+  readonly code = "lease_lost";
+  /** Asking again reaches the host that serves the session now. */
+  readonly retryable = true;
   readonly epoch: number;
 
   constructor(message: string, epoch: number) {
     super(message);
-    this.name = new.target.name;
     this.epoch = epoch;
   }
 }

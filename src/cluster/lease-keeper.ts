@@ -1,4 +1,5 @@
 import { performance } from "node:perf_hooks";
+import { describeError } from "../errors/describe-error.js";
 import { type LeaseFence, LeaseLostError } from "./lease-fence.js";
 import {
   LeaseConflictError,
@@ -166,7 +167,7 @@ export class LeaseKeeper {
       .then(() => this.store.release(held.lease))
       .catch((error: unknown) => {
         this.#log(
-          `could not release the lease of ${held.lease.agent}/${held.lease.session}: ${describe(error)}; it expires in ${Math.round(this.store.timing.ttlMs / 1000)} s`,
+          `could not release the lease of ${held.lease.agent}/${held.lease.session}: ${describeError(error)}; it expires in ${Math.round(this.store.timing.ttlMs / 1000)} s`,
         );
       });
     this.#releases.add(release);
@@ -238,7 +239,7 @@ export class LeaseKeeper {
         }
         held.lease = stored;
       } else {
-        this.#log(`could not renew the lease of ${agent}/${session}: ${describe(error)}`);
+        this.#log(`could not renew the lease of ${agent}/${session}: ${describeError(error)}`);
       }
       // NATS away or slow: try again soon rather than at the next tick; the deadline timer ends
       // the lease if no renewal gets through in time.
@@ -272,8 +273,4 @@ function keyOf(agent: string, session: string): string {
 
 function stateField(state: string | undefined): Pick<LeaseRecord, "state"> {
   return state === undefined ? {} : { state };
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -4,6 +4,8 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { ChatReply } from "../bus/contract.js";
 import { DEFAULT_PREFIX, jetStreamName } from "../bus/subjects.js";
+import { describeError } from "../errors/describe-error.js";
+import { sleep } from "../timers/sleep.js";
 import { isConflict } from "./session-lease.js";
 
 /**
@@ -192,7 +194,7 @@ export class RequestDedupe {
         return parsed.success ? parsed.data : undefined;
       } catch (error) {
         if (Date.now() >= deadline) {
-          this.#log(`could not read the dedupe record ${key}: ${describe(error)}`);
+          this.#log(`could not read the dedupe record ${key}: ${describeError(error)}`);
           return undefined;
         }
         await pause(attempt);
@@ -205,7 +207,8 @@ export class RequestDedupe {
     try {
       await this.#kv.delete(key, revision === undefined ? {} : { previousSeq: revision });
     } catch (error) {
-      if (revision === undefined) this.#log(`could not remove the dedupe record ${key}: ${describe(error)}`);
+      if (revision === undefined)
+        this.#log(`could not remove the dedupe record ${key}: ${describeError(error)}`);
     }
   }
 
@@ -237,12 +240,12 @@ export class RequestDedupe {
           const current = attempt > 1 ? await this.#read(key) : undefined;
           if (current?.state === "done" && current.host === this.#hostId) return;
           this.#log(
-            `the dedupe record ${key} was not stored: another host wrote it since (${describe(error)})`,
+            `the dedupe record ${key} was not stored: another host wrote it since (${describeError(error)})`,
           );
           return;
         }
         if (Date.now() >= deadline) {
-          this.#log(`could not store the dedupe record ${key}: ${describe(error)}`);
+          this.#log(`could not store the dedupe record ${key}: ${describeError(error)}`);
           return;
         }
         await pause(attempt);
@@ -269,7 +272,7 @@ export class RequestDedupe {
     try {
       return await this.#kv.put(key, JSON.stringify(record));
     } catch (error) {
-      this.#log(`could not store the dedupe record ${key}: ${describe(error)}`);
+      this.#log(`could not store the dedupe record ${key}: ${describeError(error)}`);
       return undefined;
     }
   }
@@ -301,9 +304,5 @@ function tooLargeToKeepReply(reply: ChatReply): ChatReply {
 
 /** Waits a little longer after each failed attempt (250 ms, 500 ms, … at most 2 s). */
 function pause(attempt: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 250 * attempt)));
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  return sleep(Math.min(2_000, 250 * attempt));
 }

@@ -1,9 +1,12 @@
 import { JetStreamApiError } from "@nats-io/jetstream";
+import { jserrors } from "@nats-io/jetstream/internal";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 import { errorReply } from "../bus/contract.js";
 import { NatsPermissionError, permissionDenialOf } from "../bus/nats-permission-error.js";
 import { type AgentVerb, NAME_PATTERN } from "../bus/subjects.js";
+import { describeError } from "../errors/describe-error.js";
+import { sleep } from "../timers/sleep.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { answersProbe, passOnRequest } from "./pass-on.js";
 import { RequestDedupe } from "./request-dedupe.js";
@@ -120,17 +123,13 @@ export class SessionCluster {
         // The server refused a subject: its answer, not a timeout, and it will not change by waiting.
         const denial = permissionDenialOf(error);
         if (denial !== undefined) throw new NatsPermissionError([denial], options.prefix);
-        const reason = error instanceof Error ? error.message : String(error);
-        // nats.js does not export its JetStreamNotEnabled class; its name says it.
-        const answered =
-          error instanceof JetStreamApiError ||
-          (error instanceof Error && error.name === "JetStreamNotEnabled");
+        const reason = describeError(error);
+        // The server answered (JetStream is off, or refused the request): trying again will not help.
+        const answered = error instanceof JetStreamApiError || error instanceof jserrors.JetStreamNotEnabled;
         if (answered) return { unavailable: reason };
         if (error instanceof RangeError || Date.now() >= deadline) throw error;
         options.log?.(`session leases: attempt ${attempt} failed (${reason}); trying again`);
-        await new Promise((resolve) =>
-          setTimeout(resolve, Math.min(5_000, (retry.delayMs ?? 500) * attempt)),
-        );
+        await sleep(Math.min(5_000, (retry.delayMs ?? 500) * attempt));
       }
     }
   }
@@ -163,7 +162,7 @@ export class SessionCluster {
         return await this.leases.ownerElsewhere(agent, session);
       } catch (error) {
         if (Date.now() >= deadline) throw error;
-        await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 100 * attempt)));
+        await sleep(Math.min(1_000, 100 * attempt));
       }
     }
   }
@@ -208,7 +207,7 @@ export class SessionCluster {
   /** Resolves once another host may take the owner's lease (its expiry plus the skew margin). */
   untilExpired(owner: LeaseRecord): Promise<void> {
     const waitMs = owner.expiresAt + this.leases.store.timing.skewMs - Date.now() + 1;
-    return new Promise((resolve) => setTimeout(resolve, Math.max(0, waitMs)));
+    return sleep(waitMs);
   }
 
   /** Gives up every lease (after the sessions have stopped). */

@@ -3,6 +3,7 @@ import { type KV, type KvEntry, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import { DEFAULT_PREFIX, jetStreamName } from "../bus/subjects.js";
+import { AgentloopError } from "../errors/agentloop-error.js";
 import { listKvKeys } from "./kv-keys.js";
 
 /**
@@ -72,21 +73,24 @@ export function leaseTiming(ttlMs = DEFAULT_LEASE_TTL_MS, skewMs = ttlMs / 5): L
 }
 
 /** The session is owned by another host whose lease is live: forward to it. */
-export class SessionOwnedElsewhereError extends Error {
+export class SessionOwnedElsewhereError extends AgentloopError {
+  readonly code = "session_owned_elsewhere";
+  readonly retryable = true;
   readonly owner: LeaseRecord;
 
   constructor(agent: string, session: string, owner: LeaseRecord) {
     super(`session ${agent}/${session} is owned by host ${owner.host} (epoch ${owner.epoch})`);
-    this.name = new.target.name;
     this.owner = owner;
   }
 }
 
 /** A compare-and-set lost: someone else wrote the key first. */
-export class LeaseConflictError extends Error {
-  constructor(key: string, options?: ErrorOptions) {
+export class LeaseConflictError extends AgentloopError {
+  readonly code = "lease_conflict";
+  readonly retryable = false;
+
+  constructor(key: string, options?: { cause?: unknown }) {
     super(`the lease ${key} was changed by another host`, options);
-    this.name = new.target.name;
   }
 }
 
@@ -275,13 +279,15 @@ function toStored(key: string, entry: KvEntry | null): StoredLease | undefined {
   };
 }
 
-/** The server refused a compare-and-set: the key's revision is not the one named. */
+/**
+ * The server refused a compare-and-set: the key's revision is not the one named. nats.js reports
+ * it as a {@link JetStreamApiError} with the server's error code (kv.create of an existing key
+ * rejects with the same error), so the code decides, never the message.
+ */
 export function isConflict(error: unknown): boolean {
-  if (error instanceof JetStreamApiError) {
-    return (
-      error.code === JetStreamApiCodes.StreamWrongLastSequence ||
-      error.code === 10164 /* StreamWrongLastSequenceUnknown */
-    );
-  }
-  return error instanceof Error && /wrong last sequence|key exists/i.test(error.message);
+  return (
+    error instanceof JetStreamApiError &&
+    (error.code === JetStreamApiCodes.StreamWrongLastSequence ||
+      error.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
+  );
 }

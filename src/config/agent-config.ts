@@ -1,8 +1,8 @@
 import { z } from "zod";
-import { AgentDefinition } from "../host/agent-definitions.js";
 import type { LlmBackend } from "../llm/types.js";
 import type { Tool } from "../tools/define-tool.js";
 import type { ToolSet } from "../tools/tool-set.js";
+import { AgentDefinition } from "./agent-definitions.js";
 import { checkUniqueAgentNames } from "./unique-agent-names.js";
 
 /** A ToolSet from any copy of this package (checked by shape: a config file may import another copy). */

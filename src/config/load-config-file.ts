@@ -2,12 +2,13 @@ import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { ConfigurationError } from "../errors/configuration-error.js";
+import { describeError } from "../errors/describe-error.js";
+import { AgentloopConfig } from "./agent-config.js";
 import {
   describeIssue,
   type ResolveAgentsOptions,
   type ResolvedAgentDefinition,
-} from "../host/agent-definitions.js";
-import { AgentloopConfig } from "./agent-config.js";
+} from "./agent-definitions.js";
 import { ConfigFileError } from "./config-file-error.js";
 import { resolveAgentConfigs } from "./resolve-agent-configs.js";
 import type { RuntimeConfig } from "./runtime-config.js";
@@ -30,7 +31,7 @@ export async function loadConfigFile(
     if (!(await stat(absolute)).isFile()) throw new ConfigFileError(path, "is not a file");
   } catch (error) {
     if (error instanceof ConfigFileError) throw error;
-    const reason = (error as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : errorMessage(error);
+    const reason = (error as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : describeError(error);
     throw new ConfigFileError(path, `cannot be read (${reason})`, { cause: error });
   }
   let module: { default?: unknown };
@@ -38,7 +39,7 @@ export async function loadConfigFile(
     module = (await import(pathToFileURL(absolute).href)) as { default?: unknown };
   } catch (error) {
     // A syntax error, a missing import, or the file's own code throwing while it loads.
-    throw new ConfigFileError(path, `cannot be loaded: ${errorMessage(error)}`, { cause: error });
+    throw new ConfigFileError(path, `cannot be loaded: ${describeError(error)}`, { cause: error });
   }
   if (module.default === undefined) {
     throw new ConfigFileError(path, "has no default export (export default defineConfig({ agents: [...] }))");
@@ -70,8 +71,4 @@ export function parseConfig(
     });
   }
   return resolveAgentConfigs(parsed.data, runtime, options);
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

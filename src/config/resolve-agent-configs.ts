@@ -1,15 +1,16 @@
 import { ConfigurationError } from "../errors/configuration-error.js";
-import {
-  type AgentDefinition,
-  type ResolveAgentsOptions,
-  type ResolvedAgentDefinition,
-  resolveAgentDefinitions,
-} from "../host/agent-definitions.js";
+import { describeError } from "../errors/describe-error.js";
 import { createToolSet } from "../tools/create-tool-set.js";
 import type { Tool } from "../tools/define-tool.js";
 import type { ToolSet } from "../tools/tool-set.js";
 import type { AgentloopConfig } from "./agent-config.js";
 import { isToolSet } from "./agent-config.js";
+import {
+  type AgentDefinition,
+  type ResolveAgentsOptions,
+  type ResolvedAgentDefinition,
+  resolveAgentDefinitions,
+} from "./agent-definitions.js";
 import type { RuntimeConfig } from "./runtime-config.js";
 
 /** A validated configuration (the output of the {@link AgentloopConfig} schema). */
@@ -48,7 +49,7 @@ export function resolveAgentConfigs(
         toolSets.push(createToolSet({ name: `${agent.name}_tools`, tools }));
       } catch (error) {
         // Two tools of the same name: the model could not tell them apart.
-        const reason = error instanceof Error ? error.message : String(error);
+        const reason = describeError(error);
         throw new ConfigurationError(`agents[${index}].tools: ${reason}`, { cause: error });
       }
     }

@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import { parseNatsUrl } from "../bus/nats-url.js";
-import { isValidHostId } from "../host/host-id.js";
 import { knownContextWindow, type ProviderName, resolveProvider } from "../llm/create-backend.js";
 import type { ReasoningEffort } from "../llm/types.js";
 import { createSecretRedactor, type SecretRedactor } from "../text/secret-redactor.js";
+import { isValidHostId } from "./host-id.js";
 import { UsageError } from "./usage-error.js";
 
 /**

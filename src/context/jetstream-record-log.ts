@@ -6,6 +6,7 @@ import {
   type StoredMsg,
 } from "@nats-io/jetstream";
 import { headers, nuid } from "@nats-io/transport-node";
+import { AgentloopError } from "../errors/agentloop-error.js";
 import {
   assembleRecords,
   BATCH_HEADER,
@@ -40,11 +41,13 @@ export interface RecordLogContents {
 }
 
 /** A stored message that is not a record part (someone else published on the subject). */
-export class NotARecordError extends Error {
+export class NotARecordError extends AgentloopError {
+  readonly code = "corrupt_history";
+  readonly retryable = false;
   readonly seq: number;
+
   constructor(seq: number, reason: string) {
     super(reason);
-    this.name = new.target.name;
     this.seq = seq;
   }
 }

@@ -1,4 +1,4 @@
-import type { ErrorCode as ReplyErrorCode } from "../bus/contract.js";
+import type { ErrorCode as ReplyErrorCode } from "../contract/reply-error.js";
 
 /** What one {@link AgentloopErrorCode} becomes at each boundary. */
 export interface ErrorCodeMapping {
@@ -59,6 +59,15 @@ export const ERROR_CODE_TABLE = {
   bus_closed: failure,
   invalid_subject: failure,
   host_silent: failure,
+  // Sessions spread over several hosts (src/cluster).
+  /** This host lost the session's lease mid-chat: another host serves it now (ask again). */
+  lease_lost: { reply: "cancelled", exitCode: EXIT_FAILURE },
+  /** The session is owned by another host (the host forwards the request there). */
+  session_owned_elsewhere: failure,
+  /** Another host wrote the session's lease first. */
+  lease_conflict: failure,
+  // The Synadia Agent Protocol client (src/protocol).
+  agent_protocol: failure,
   // The persisted history.
   history: failure,
   corrupt_history: failure,

@@ -1,6 +1,7 @@
 export { AgentloopError, type AgentloopErrorOptions, isAgentloopError } from "./agentloop-error.js";
 export { BudgetExceededError } from "./budget-exceeded-error.js";
 export { ConfigurationError } from "./configuration-error.js";
+export { describeError } from "./describe-error.js";
 export {
   AGENTLOOP_ERROR_CODES,
   type AgentloopErrorCode,

@@ -2,14 +2,16 @@ import type { BudgetCheck } from "../../machines/chat.machine.js";
 import type { Agent } from "../agent/agent-types.js";
 import { createAgent } from "../agent/create-agent.js";
 import type { Bus } from "../bus/bus.js";
+import { type BusEventPublisher, createBusEventPublisher } from "../bus/event-publisher.js";
 import { DEFAULT_PREFIX } from "../bus/subjects.js";
 import { fenceHistory, fenceLlm } from "../cluster/lease-fence.js";
+import type { ResolvedAgentDefinition } from "../config/agent-definitions.js";
 import { type AgentDatabase, openAgentDatabase } from "../context/agent-database.js";
 import type { ContextHistory } from "../context/context-history.js";
 import { InMemoryContextHistory } from "../context/in-memory-history.js";
 import { SqliteContextHistory } from "../context/sqlite-context-history.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
-import { type BusEventPublisher, createBusEventPublisher } from "../events/publisher.js";
+import { describeError } from "../errors/describe-error.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
 import { SqliteChatJournal } from "../journal/sqlite-chat-journal.js";
@@ -23,7 +25,6 @@ import { createAskAgentToolSet } from "../tools/ask-agent.js";
 import { createBuiltinToolSetRegistry, type ToolSetRegistry } from "../tools/builtin/index.js";
 import { createShellToolSet, type ShellToolSetOptions } from "../tools/shell.js";
 import type { ToolSet } from "../tools/tool-set.js";
-import type { ResolvedAgentDefinition } from "./agent-definitions.js";
 import type { SessionAgentFactory } from "./agent-host.js";
 
 export interface SessionAgentFactoryOptions {
@@ -131,7 +132,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
     // Once: a broken bus would repeat it for every token. The count goes on (the host's $SRV.STATS).
     onError: (error, event) => {
       if (publish.failures !== 1 || log === undefined) return;
-      const reason = error instanceof Error ? error.message : String(error);
+      const reason = describeError(error);
       log(
         `could not publish a ${event.kind} event of ${event.agent}/${event.session}: ${reason}; further lost events are counted in $SRV.STATS (eventPublishFailures)`,
       );

@@ -1,5 +1,5 @@
+import type { ResolvedAgentDefinition } from "../config/agent-definitions.js";
 import { isStdioServerConfig } from "../mcp/mcp-server-config.js";
-import type { ResolvedAgentDefinition } from "./agent-definitions.js";
 
 /**
  * The secrets the agents' own settings hand out, to be hidden like the host's keys: the values of

@@ -6,11 +6,14 @@ import { jetStreamName, tenantPrefix } from "../bus/subjects.js";
 import { AgentRouting } from "../cluster/agent-routing.js";
 import { SessionCluster } from "../cluster/session-cluster.js";
 import { leaseTiming } from "../cluster/session-lease.js";
+import type { ResolvedAgentDefinition } from "../config/agent-definitions.js";
+import { createHostId, isValidHostId } from "../config/host-id.js";
 import { processEnvironment } from "../config/process-environment.js";
 import type { HistoryBackendName, ProtocolSettings, RuntimeConfig } from "../config/runtime-config.js";
 import { configuredSecrets } from "../config/runtime-config.js";
 import type { TenantLimits } from "../config/tenant-limits.js";
 import { NatsHistoryStore } from "../context/nats-history-store.js";
+import { describeError } from "../errors/describe-error.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
 import { JournalSweeper } from "../journal/journal-sweeper.js";
@@ -20,12 +23,10 @@ import type { ProviderEnvironment } from "../llm/create-backend.js";
 import { McpServerPool } from "../mcp/mcp-server-pool.js";
 import { AgentProtocolHost } from "../protocol/agent-protocol-host.js";
 import { createSecretRedactor } from "../text/secret-redactor.js";
-import type { ResolvedAgentDefinition } from "./agent-definitions.js";
 import { AgentHost, type RequestListener } from "./agent-host.js";
 import { ContractService } from "./contract-service.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
 import { definitionSecrets } from "./definition-secrets.js";
-import { createHostId, isValidHostId } from "./host-id.js";
 import { checkHostPermissions, type StartPermissionWatch } from "./permission-check.js";
 import { TenantHosts } from "./tenant-hosts.js";
 import { TokenBudget } from "./token-budget.js";
@@ -176,7 +177,7 @@ async function startOnBus(
         : { openHistory: (agent, session) => histories.history(agent, session) }),
       ...(sharedJournal === undefined ? {} : { journal: sharedJournal }),
       hostId,
-      ...(options.env === undefined ? {} : { env: options.env }),
+      env,
       ...(budget === undefined ? {} : { checkBudget: () => budget.check() }),
       ...(options.onEvent === undefined && budget === undefined
         ? {}
@@ -268,7 +269,7 @@ async function startOnBus(
     try {
       await ensureEventStream(bus.connection, { prefix: config.prefix, ...replicas });
     } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
+      const reason = describeError(error);
       log(`no event log (JetStream): ${reason}; events are still published, tail --since cannot replay them`);
     }
   }
@@ -395,7 +396,7 @@ async function openNatsHistories(
   try {
     return await NatsHistoryStore.open(bus.connection, { prefix, ...replicas });
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = describeError(error);
     throw new ConfigurationError(
       `--history nats: cannot open the JetStream history stream: ${reason} (start nats-server with -js)`,
       { cause: error },

@@ -1,7 +1,7 @@
 import type { Bus } from "../bus/bus.js";
 import { HEARTBEAT_INTERVAL_MS, type SessionHeartbeat } from "../bus/session-heartbeat.js";
 import { sessionHeartbeatSubject } from "../bus/subjects.js";
-import { createHostId } from "./host-id.js";
+import { createHostId } from "../config/host-id.js";
 
 export interface SessionHeartbeatsOptions {
   bus: Bus;

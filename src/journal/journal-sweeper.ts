@@ -1,5 +1,14 @@
-import type { SessionManager } from "../host/session-manager.js";
+import { describeError } from "../errors/describe-error.js";
 import type { ChatJournal } from "./chat-journal.js";
+
+/**
+ * The part of the host's session manager a sweep uses: whether a session is live here, and
+ * starting one (which replays its journal).
+ */
+export interface SweptSessions {
+  find(agent: string, session: string): unknown;
+  use<T>(agent: string, session: string, use: () => T): Promise<T>;
+}
 
 /** Who else may own a session: the cluster's lease view (undefined when this host could take it). */
 export interface SessionOwnership {
@@ -8,7 +17,7 @@ export interface SessionOwnership {
 
 export interface JournalSweeperOptions {
   journal: ChatJournal;
-  sessions: SessionManager;
+  sessions: SweptSessions;
   /** The agents this host serves: other agents' entries are left for their hosts. */
   agents: readonly string[];
   /**
@@ -67,7 +76,7 @@ export class JournalSweeper {
     try {
       entries = await journal.list();
     } catch (error) {
-      log(`cannot read the chat journal: ${describe(error)}; unfinished chats are not resumed now`);
+      log(`cannot read the chat journal: ${describeError(error)}; unfinished chats are not resumed now`);
       return 0;
     }
     let activated = 0;
@@ -82,7 +91,8 @@ export class JournalSweeper {
         activated++;
       } catch (error) {
         // Taken by another host in the meantime, or the host is closing: the next sweep sees.
-        if (ownership === undefined) log(`cannot resume session ${agent}/${session}: ${describe(error)}`);
+        if (ownership === undefined)
+          log(`cannot resume session ${agent}/${session}: ${describeError(error)}`);
       }
     }
     return activated;
@@ -93,8 +103,4 @@ export class JournalSweeper {
     this.#isClosed = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
   }
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -1,22 +1,13 @@
+import { sleep } from "../timers/sleep.js";
 import { CancelledError } from "./errors.js";
 
 /** Waits `ms` milliseconds; rejects with a {@link CancelledError} as soon as `signal` aborts. */
-export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(cancelledBy(signal));
-      return;
-    }
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(cancelledBy(signal));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
+export async function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  try {
+    await sleep(ms, signal);
+  } catch {
+    throw cancelledBy(signal);
+  }
 }
 
 /** The error a cancelled LLM operation rejects with; keeps the abort reason as its cause. */

@@ -1,19 +1,18 @@
 import { z } from "zod";
-import { processEnvironment } from "../config/process-environment.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
 import { AnthropicBackend } from "./anthropic/anthropic-backend.js";
 import { DemoBackend } from "./demo/demo-backend.js";
 import { missingApiKeyError } from "./missing-api-key.js";
 import { OpenAIChatBackend } from "./openai-chat/openai-chat-backend.js";
 import { OpenAIResponsesBackend } from "./openai-responses/openai-responses-backend.js";
+import type { ProviderEnvironment } from "./provider-environment.js";
 import type { LlmBackend } from "./types.js";
 
 /** The providers a user can choose (`--provider`, `AGENTLOOP_PROVIDER`, an agent file's `provider`). */
 export const ProviderName = z.enum(["anthropic", "openai-chat", "openai-responses", "demo"]);
 export type ProviderName = z.infer<typeof ProviderName>;
 
-/** Environment variables the factory reads; a parameter so tests need not touch `process.env`. */
-export type ProviderEnvironment = Record<string, string | undefined>;
+export type { ProviderEnvironment } from "./provider-environment.js";
 
 /** Which provider to build, and how to reach it. */
 export interface BackendConfig {
@@ -29,14 +28,17 @@ const BASE_URL_VARIABLE = { anthropic: "ANTHROPIC_BASE_URL", openai: "OPENAI_BAS
 
 /**
  * Builds the backend for a provider. The key and base URL come from `config`, else from the
- * provider's usual environment variables (as the SDKs themselves would read them).
+ * provider's usual environment variables in `env` (the library reads no environment it is not
+ * handed: pass `process.env` to use the process's).
  *
+ * @param env Where `ANTHROPIC_API_KEY`, `OPENAI_BASE_URL`… are read. @defaultValue `{}`
+ * @example
+ * ```ts
+ * const backend = createBackend({ provider: "anthropic" }, process.env);
+ * ```
  * @throws ConfigurationError when a hosted provider has neither an API key nor a base URL.
  */
-export function createBackend(
-  config: BackendConfig,
-  env: ProviderEnvironment = processEnvironment(),
-): LlmBackend {
+export function createBackend(config: BackendConfig, env: ProviderEnvironment = {}): LlmBackend {
   const provider = parseProvider(config.provider, "provider");
   if (provider === "demo") return new DemoBackend();
   const family = provider === "anthropic" ? "anthropic" : "openai";

@@ -1,3 +1,4 @@
+import { describeError } from "../errors/describe-error.js";
 import { abortableSleep, cancelledBy, throwIfAborted } from "./abortable-sleep.js";
 import { CancelledError, isLlmError, type LlmError, NetworkError, StrayToolMarkupError } from "./errors.js";
 import type { LlmClient } from "./llm-client.js";
@@ -249,6 +250,6 @@ function toLlmError(error: unknown, signal: AbortSignal | undefined): LlmError {
   if (error instanceof CancelledError) return error;
   if (signal?.aborted) return new CancelledError("The request was cancelled", { cause: error });
   if (isLlmError(error)) return error;
-  const message = error instanceof Error ? error.message : String(error);
+  const message = describeError(error);
   return new NetworkError(`LLM request failed: ${message}`, { cause: error });
 }

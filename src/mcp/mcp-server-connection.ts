@@ -4,7 +4,6 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError, type Tool as SdkTool } from "@modelcontextprotocol/sdk/types.js";
-import { processEnvironment } from "../config/process-environment.js";
 import { SHELL_BASE_ENV } from "../tools/shell.js";
 import { McpServerNotRunningError, McpToolCallError } from "./mcp-errors.js";
 import { isStdioServerConfig, type McpServerConfig } from "./mcp-server-config.js";
@@ -39,7 +38,7 @@ export type McpConnectionState = "starting" | "running" | "waiting" | "closed";
 export interface McpServerConnectionOptions {
   name: string;
   config: McpServerConfig;
-  /** The host's environment: a stdio server gets only its PATH, HOME and locale from it. */
+  /** The host's environment: a stdio server gets only its PATH, HOME and locale from it. Default: none. */
   env?: NodeJS.ProcessEnv;
   /** One-line notices for the operator (a server that cannot start, stops, or is back). */
   log?: (line: string) => void;
@@ -240,7 +239,7 @@ export class McpServerConnection {
     const transport = new StdioClientTransport({
       command: config.command,
       args: config.args ?? [],
-      env: serverEnvironment(this.#options.env ?? processEnvironment(), config.env),
+      env: serverEnvironment(this.#options.env ?? {}, config.env),
       // Piped, not inherited: a server's chatter must not reach the host's stderr; its last words
       // are kept for the log line that says why it stopped.
       stderr: "pipe",

@@ -1,3 +1,4 @@
+import { describeError } from "../errors/describe-error.js";
 import type { ContentPart, ToolCall, ToolDefinition } from "../llm/types.js";
 import { ToolArgumentsError, ToolNotFoundError } from "../tools/tool-errors.js";
 import type { ToolContext, ToolSet } from "../tools/tool-set.js";
@@ -110,7 +111,7 @@ function parseArguments(call: ToolCall): Record<string, unknown> {
   try {
     value = JSON.parse(call.arguments);
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = describeError(error);
     throw new ToolArgumentsError(`arguments for tool "${call.name}" are not valid JSON: ${reason}`, {
       toolName: call.name,
       cause: error,

@@ -1,6 +1,7 @@
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
 import { createConnectionInbox } from "../bus/connection-inbox.js";
 import { isValidSubject } from "../bus/subjects.js";
+import { AgentloopError } from "../errors/agentloop-error.js";
 import { sliceCodePoints } from "../text/truncate-text.js";
 import {
   type AgentTarget,
@@ -34,11 +35,9 @@ export const QUERY_REFUSAL =
   "Continue with your best judgement and state the assumptions you made.";
 
 /** Base of the protocol client's errors; `name` is the concrete class name. */
-export class AgentProtocolError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.name = new.target.name;
-  }
+export class AgentProtocolError extends AgentloopError {
+  readonly code: "agent_protocol" = "agent_protocol";
+  readonly retryable: boolean = false;
 }
 
 /** No discovered agent matches the target. */
@@ -67,12 +66,11 @@ export class AmbiguousTargetError extends AgentProtocolError {
 
 /** The agent answered with an error reply (`Nats-Service-Error-Code`, §9). */
 export class AgentServiceError extends AgentProtocolError {
-  readonly code: number;
   readonly description: string;
 
-  constructor(code: number, description: string) {
-    super(`the agent answered with error ${code}: ${description}`);
-    this.code = code;
+  /** @param status The agent's `Nats-Service-Error-Code` (read it back as `status`). */
+  constructor(status: number, description: string) {
+    super(`the agent answered with error ${status}: ${description}`, { status });
     this.description = description;
   }
 }

@@ -5,7 +5,7 @@ import type { EventOf } from "../events/types.js";
 import { ContextLengthExceededError } from "../llm/errors.js";
 import { createToolSet } from "../tools/create-tool-set.js";
 import { defineTool } from "../tools/define-tool.js";
-import type { AgentPath, AgentPathRun } from "./explore-agent-paths.js";
+import type { AgentPath, AgentPathRun } from "./agent-path.js";
 
 /**
  * The built-in paths of {@link exploreAgentPaths}, by name. Each run gets fresh tools:

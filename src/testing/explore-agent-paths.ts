@@ -2,43 +2,15 @@ import type { AnyStateMachine, InspectionEvent } from "xstate";
 import { chatMachine } from "../../machines/chat.machine.js";
 import { compactionMachine } from "../../machines/compaction.machine.js";
 import { iterationMachine } from "../../machines/iteration.machine.js";
-import type { Agent, AgentOptions, CreateAgentParams } from "../agent/agent-types.js";
+import type { Agent, CreateAgentParams } from "../agent/agent-types.js";
 import { createAgent } from "../agent/create-agent.js";
-import type { ToolSet } from "../tools/tool-set.js";
+import { describeError } from "../errors/describe-error.js";
+import type { AgentPath, AgentSetup } from "./agent-path.js";
 import { builtinAgentPaths } from "./agent-paths.js";
 import { type CoverageReport, createMachineCoverage } from "./machine-coverage.js";
-import type { Script } from "./scripted-backend.js";
-import { type ScriptedModel, scriptedModel } from "./scripted-model.js";
+import { scriptedModel } from "./scripted-model.js";
 
-/** What a path needs of the agent under test, handed to {@link ExploreAgentPathsOptions.createAgent}. */
-export interface AgentSetup {
-  /** The scripted model playing the path's script. */
-  llm: ScriptedModel;
-  /** The path's tools (pass them on, after any of your own). */
-  toolSets: ToolSet[];
-  /** The path's options (e.g. a small token limit for compaction); merge yours under them. */
-  options: AgentOptions;
-  /** The coverage recorder: pass it as `createAgent({ inspect })`. */
-  inspect: (inspection: InspectionEvent) => void;
-}
-
-/** One run of a path: the agent it needs and how to drive it. */
-export interface AgentPathRun {
-  script: Script;
-  toolSets?: ToolSet[];
-  options?: AgentOptions;
-  /** Drives the agent along the path; rejects when the path did not go as planned. */
-  drive(agent: Agent, model: ScriptedModel): Promise<void>;
-}
-
-/**
- * A path through the machines: a name and a factory for a fresh run (fresh tools and state each
- * time). Pass your own to {@link exploreAgentPaths} to cover states a built-in path does not reach.
- */
-export interface AgentPath {
-  name: string;
-  prepare(): AgentPathRun;
-}
+export type { AgentPath, AgentPathRun, AgentSetup } from "./agent-path.js";
 
 /** How one path went. */
 export interface AgentPathResult {
@@ -125,7 +97,7 @@ export async function exploreAgentPaths(options: ExploreAgentPathsOptions = {}):
       results.push({
         name: path.name,
         ok: false,
-        error: error instanceof Error ? error.message : String(error),
+        error: describeError(error),
       });
     }
   }

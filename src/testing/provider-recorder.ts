@@ -1,6 +1,7 @@
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
+import { describeError } from "../errors/describe-error.js";
 import { type FakeHttpServer, type FakeResponse, startFakeHttpServer } from "./fake-http-server.js";
 
 /**
@@ -142,7 +143,7 @@ export async function recordProvider(options: RecordProviderOptions): Promise<Pr
         return;
       }
       outgoing.writeHead(502, { "content-type": "application/json" });
-      const message = `recordProvider: the upstream failed: ${error instanceof Error ? error.message : String(error)}`;
+      const message = `recordProvider: the upstream failed: ${describeError(error)}`;
       outgoing.end(JSON.stringify({ error: { type: "proxy_error", message } }));
     });
   });

@@ -5,6 +5,7 @@ import { BusTimeoutError, NoRespondersError } from "../bus/bus-errors.js";
 import { parseChatReply } from "../bus/contract.js";
 import { HostSilentError, requestWithHeartbeat } from "../bus/request-with-heartbeat.js";
 import { chatSubject, DEFAULT_PREFIX, NAME_PATTERN, sessionHeartbeatSubject } from "../bus/subjects.js";
+import { describeError } from "../errors/describe-error.js";
 import { askProtocolTarget, type ProtocolCallSettings, ProtocolTarget } from "./ask-protocol-agent.js";
 import { createToolSet, type StatefulToolSet } from "./create-tool-set.js";
 import { defineTool } from "./define-tool.js";
@@ -187,6 +188,6 @@ function requestError(agent: string, error: unknown, signal: AbortSignal, timeou
       { toolName: TOOL_NAME, cause: error },
     );
   }
-  const reason = error instanceof Error ? error.message : String(error);
+  const reason = describeError(error);
   return new ToolError(`asking agent "${agent}" failed: ${reason}`, { toolName: TOOL_NAME, cause: error });
 }

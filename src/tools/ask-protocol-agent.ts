@@ -2,6 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { z } from "zod";
 import type { Bus } from "../bus/bus.js";
 import { NatsBus } from "../bus/nats-bus.js";
+import { describeError } from "../errors/describe-error.js";
 import {
   AgentNoRespondersError,
   AgentProtocolError,
@@ -82,12 +83,12 @@ export async function askProtocolTarget(
 function protocolToolError(error: unknown): ToolError {
   const options = { toolName: TOOL_NAME, cause: error };
   if (error instanceof AgentServiceError) {
-    return new ToolError(`the agent could not answer (${error.code}): ${error.description}`, options);
+    return new ToolError(`the agent could not answer (${error.status}): ${error.description}`, options);
   }
   if (error instanceof AgentStreamTimeoutError || error instanceof AgentNoRespondersError) {
     return new ToolError(`${error.message}: it may have stopped`, options);
   }
   if (error instanceof AgentProtocolError) return new ToolError(error.message, options);
-  const reason = error instanceof Error ? error.message : String(error);
+  const reason = describeError(error);
   return new ToolError(`asking the protocol agent failed: ${reason}`, options);
 }

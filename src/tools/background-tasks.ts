@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { describeError } from "../errors/describe-error.js";
 import { sliceCodePoints } from "../text/truncate-text.js";
 import { ToolError } from "./tool-errors.js";
 import type { ToolContext } from "./tool-set.js";
@@ -79,7 +80,7 @@ export class BackgroundTasks {
         result = { id, status: controller.signal.aborted ? "cancelled" : "completed", output };
       } catch (error) {
         const status = controller.signal.aborted ? "cancelled" : "failed";
-        result = { id, status, output: error instanceof Error ? error.message : String(error) };
+        result = { id, status, output: describeError(error) };
       }
       const wasRunning = this.#running.delete(id);
       // Cancelled by reset(): the session that asked has been cleared, so stay silent.

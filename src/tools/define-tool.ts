@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { describeError } from "../errors/describe-error.js";
 import type { ToolDefinition } from "../llm/types.js";
 import { ToolArgumentsError, ToolError } from "./tool-errors.js";
 import type { ToolContext } from "./tool-set.js";
@@ -123,7 +124,7 @@ function parseArgumentsJson(toolName: string, argumentsJson: string): unknown {
   try {
     return JSON.parse(argumentsJson);
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = describeError(error);
     throw new ToolArgumentsError(`arguments for tool "${toolName}" are not valid JSON: ${reason}`, {
       toolName,
       cause: error,

@@ -1,6 +1,8 @@
 import { execFile } from "node:child_process";
 import { readlinkSync } from "node:fs";
-import { processEnvironment } from "../config/process-environment.js";
+
+/** Where `unshare` and `bwrap` are looked for: system tools, found without the host's environment. */
+const SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /**
  * A way to run a command in a PID namespace of its own with its own `/proc`: the command line is
@@ -76,7 +78,7 @@ function isWorking(candidate: ShellIsolation): Promise<boolean> {
     execFile(
       program,
       [...args, "/bin/sh", "-c", PROBE_SCRIPT],
-      { timeout: PROBE_TIMEOUT_MS, env: { PATH: processEnvironment().PATH ?? "/usr/bin:/bin" } },
+      { timeout: PROBE_TIMEOUT_MS, env: { PATH: SYSTEM_PATH } },
       (error, stdout) => {
         if (error !== null) return resolve(false);
         const [namespace, pid] = stdout.trim().split("\n");

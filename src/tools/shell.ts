@@ -2,7 +2,6 @@ import { spawn } from "node:child_process";
 import { realpath } from "node:fs/promises";
 import { isAbsolute, relative, resolve, sep } from "node:path";
 import { z } from "zod";
-import { processEnvironment } from "../config/process-environment.js";
 import type { ToolCall, ToolDefinition } from "../llm/types.js";
 import { sliceCodePoints } from "../text/truncate-text.js";
 import { BackgroundTasks } from "./background-tasks.js";
@@ -66,8 +65,9 @@ export interface ShellToolSetOptions {
   /** Default 6,000 characters. */
   maxOutputChars?: number;
   /**
-   * Where the commands' variables are read from; default the host's environment. Commands see
+   * Where the commands' variables are read from (the host passes the process's). Commands see
    * only {@link SHELL_BASE_ENV} and `passEnv` of it.
+   * @defaultValue `{}`: none, so commands run without PATH (the shell's built-in default path)
    */
   env?: NodeJS.ProcessEnv;
   /** More variables passed to the commands (an agent's `shellEnv`). */
@@ -119,7 +119,7 @@ class ShellToolSet implements ToolSet {
   constructor(options: ShellToolSetOptions) {
     this.#options = options;
     this.#workspace = resolve(options.workingDirectory ?? process.cwd());
-    this.#env = shellEnvironment(options.env ?? processEnvironment(), options.passEnv);
+    this.#env = shellEnvironment(options.env ?? {}, options.passEnv);
     this.#tasks = new BackgroundTasks(
       options.createTaskId === undefined ? {} : { createId: options.createTaskId },
     );

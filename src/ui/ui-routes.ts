@@ -6,6 +6,7 @@ import { BusTimeoutError, NoRespondersError } from "../bus/bus-errors.js";
 import { MAX_PAYLOAD_BYTES } from "../bus/contract.js";
 import { replayEvents } from "../bus/event-log.js";
 import { chatSubject, controlSubject, isValidName, sessionEventsPattern } from "../bus/subjects.js";
+import { describeError } from "../errors/describe-error.js";
 import type { AgentEvent } from "../events/types.js";
 import type { HttpGuardStats } from "../http/http-guard.js";
 import { renderMachine } from "../viz/render-machine.js";
@@ -216,7 +217,7 @@ async function forward(
     if (abort.signal.aborted) return;
     if (error instanceof NoRespondersError) sendError(response, 503, "unavailable", error.message);
     else if (error instanceof BusTimeoutError) sendError(response, 504, "timeout", error.message);
-    else sendError(response, 502, "bus_error", error instanceof Error ? error.message : String(error));
+    else sendError(response, 502, "bus_error", describeError(error));
   } finally {
     response.off("close", onClose);
   }

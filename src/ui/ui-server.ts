@@ -5,6 +5,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { AnyStateMachine } from "xstate";
 import type { Bus } from "../bus/bus.js";
 import { allEventsPattern, DEFAULT_PREFIX } from "../bus/subjects.js";
+import { describeError } from "../errors/describe-error.js";
 import { parseEventJson } from "../events/parse-event.js";
 import {
   createHttpGuard,
@@ -178,7 +179,7 @@ function answerFailure(response: ServerResponse, error: unknown): void {
     return;
   }
   if (error instanceof HttpError) sendError(response, error.status, error.code, error.message);
-  else sendError(response, 500, "internal", error instanceof Error ? error.message : String(error));
+  else sendError(response, 500, "internal", describeError(error));
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {

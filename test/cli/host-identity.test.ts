@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
+import { createHostId, isValidHostId } from "../../src/config/host-id.js";
 import type { AgentEvent } from "../../src/events/types.js";
-import { createHostId, isValidHostId } from "../../src/host/host-id.js";
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
 import { startServe, waitUntilServing } from "../host/running-serve.js";
 import { linesOf, runCli } from "../support/cli.js";

@@ -1,8 +1,10 @@
+import { Kvm } from "@nats-io/kv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { fenceHistory, LeaseLostError } from "../../src/cluster/lease-fence.js";
 import { LeaseKeeper } from "../../src/cluster/lease-keeper.js";
 import {
+  isConflict,
   LeaseConflictError,
   leaseTiming,
   SessionLeaseStore,
@@ -270,5 +272,21 @@ describe("the lease keeper", () => {
       await own.close();
       await restartable.kill();
     }
+  });
+});
+
+describe("isConflict", () => {
+  it("recognises the real server's compare-and-set refusals by their JetStream code", async () => {
+    const kvm = new Kvm(bus.connection);
+    const kv = await kvm.create(`conflict_${uniqueRoot()}`);
+    const revision = await kv.create("key", "first");
+    const created = await kv.create("key", "again").catch((error: unknown) => error);
+    const updated = await kv.update("key", "stale", revision + 5).catch((error: unknown) => error);
+    expect(created).toBeInstanceOf(Error);
+    expect(updated).toBeInstanceOf(Error);
+    expect(isConflict(created)).toBe(true);
+    expect(isConflict(updated)).toBe(true);
+    expect(isConflict(new Error("wrong last sequence: 3"))).toBe(false);
+    await kv.destroy();
   });
 });

@@ -12,12 +12,20 @@ import { ERROR_CODES as CONTRACT_ERROR_CODES } from "../../src/bus/contract.js";
 import { HostSilentError } from "../../src/bus/request-with-heartbeat.js";
 import { UsageError } from "../../src/cli/cli-context.js";
 import { exitCodeOf } from "../../src/cli/main.js";
+import { LeaseLostError } from "../../src/cluster/lease-fence.js";
+import {
+  LeaseConflictError,
+  type LeaseRecord,
+  SessionOwnedElsewhereError,
+} from "../../src/cluster/session-lease.js";
+import { AgentDefinitionsError } from "../../src/config/agent-definitions.js";
 import { ConfigFileError } from "../../src/config/config-file-error.js";
 import {
   CorruptHistoryError,
   HistoryError,
   HistorySchemaVersionError,
 } from "../../src/context/history-errors.js";
+import { NotARecordError } from "../../src/context/jetstream-record-log.js";
 import {
   AGENTLOOP_ERROR_CODES,
   AgentloopError,
@@ -28,7 +36,6 @@ import {
   exitCodeOfReply,
   mappingOf,
 } from "../../src/errors/index.js";
-import { AgentDefinitionsError } from "../../src/host/agent-definitions.js";
 import { describeFailure } from "../../src/host/describe-failure.js";
 import { SessionManagerClosedError, SessionManagerOverloadedError } from "../../src/host/session-manager.js";
 import { ConfigurationError as ConfigurationErrorFromOldPath } from "../../src/llm/configuration-error.js";
@@ -47,6 +54,7 @@ import {
 } from "../../src/llm/errors.js";
 import { emptyUsage } from "../../src/llm/types.js";
 import { McpServerNotRunningError, McpToolCallError } from "../../src/mcp/mcp-errors.js";
+import { AgentServiceError, AgentStreamTimeoutError } from "../../src/protocol/agent-client.js";
 import { UnknownToolSetError } from "../../src/tools/builtin/index.js";
 import {
   ToolArgumentsError,
@@ -264,6 +272,48 @@ const CASES: Array<{ error: AgentloopError; code: string; reply: string; exit: n
     {
       error: new McpToolCallError("srv", "failed"),
       code: "mcp_tool_call",
+      reply: "internal",
+      exit: 1,
+      retryable: false,
+    },
+    {
+      error: new LeaseLostError("the lease expired", 3),
+      code: "lease_lost",
+      reply: "cancelled",
+      exit: 1,
+      retryable: true,
+    },
+    {
+      error: new SessionOwnedElsewhereError("a", "s", { host: "h2", epoch: 2 } as LeaseRecord),
+      code: "session_owned_elsewhere",
+      reply: "internal",
+      exit: 1,
+      retryable: true,
+    },
+    {
+      error: new LeaseConflictError("a.s"),
+      code: "lease_conflict",
+      reply: "internal",
+      exit: 1,
+      retryable: false,
+    },
+    {
+      error: new NotARecordError(7, "not a history record"),
+      code: "corrupt_history",
+      reply: "internal",
+      exit: 1,
+      retryable: false,
+    },
+    {
+      error: new AgentServiceError(429, "too many prompts"),
+      code: "agent_protocol",
+      reply: "internal",
+      exit: 1,
+      retryable: false,
+    },
+    {
+      error: new AgentStreamTimeoutError(1000),
+      code: "agent_protocol",
       reply: "internal",
       exit: 1,
       retryable: false,

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { BusMessage } from "../../src/bus/bus.js";
+import { createBusEventPublisher } from "../../src/bus/event-publisher.js";
 import { LocalBus } from "../../src/bus/local-bus.js";
 import { EVENT_KINDS } from "../../src/events/event-schemas.js";
 import { type ParsedEvent, parseEvent, parseEventJson } from "../../src/events/parse-event.js";
-import { createBusEventPublisher } from "../../src/events/publisher.js";
 import type { AgentEvent } from "../../src/events/types.js";
 import { AuthenticationError } from "../../src/llm/errors.js";
 import { defineTool } from "../../src/tools/define-tool.js";

@@ -1,6 +1,6 @@
 import type { Bus } from "../../src/bus/bus.js";
+import type { ResolvedAgentDefinition } from "../../src/config/agent-definitions.js";
 import type { AgentEvent } from "../../src/events/types.js";
-import type { ResolvedAgentDefinition } from "../../src/host/agent-definitions.js";
 import { AgentHost, type AgentHostOptions } from "../../src/host/agent-host.js";
 import { createSessionAgentFactory } from "../../src/host/create-session-agent.js";
 import { RetryingLlmClient } from "../../src/llm/retrying-client.js";

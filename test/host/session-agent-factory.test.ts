@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { LocalBus } from "../../src/bus/local-bus.js";
-import type { ResolvedAgentDefinition } from "../../src/host/agent-definitions.js";
+import type { ResolvedAgentDefinition } from "../../src/config/agent-definitions.js";
 import { createSessionAgentFactory } from "../../src/host/create-session-agent.js";
 import { ConfigurationError } from "../../src/llm/configuration-error.js";
 

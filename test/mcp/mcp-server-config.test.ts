@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../src/cli/cli-context.js";
-import { AgentDefinitionsError, parseAgentDefinitions } from "../../src/host/agent-definitions.js";
+import { AgentDefinitionsError, parseAgentDefinitions } from "../../src/config/agent-definitions.js";
 import { createHostToolSetRegistry } from "../../src/host/create-session-agent.js";
 import { McpServerPool } from "../../src/mcp/mcp-server-pool.js";
 

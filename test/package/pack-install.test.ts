@@ -70,6 +70,8 @@ describe("the packed package", () => {
         "README.md",
         "dist/src/index.js",
         "dist/src/index.d.ts",
+        "dist/src/errors/index.js",
+        "dist/src/errors/index.d.ts",
         "dist/src/testing/index.js",
         "dist/src/testing/index.d.ts",
         "dist/src/cli/bin.js",
@@ -121,6 +123,7 @@ describe("the packed package", () => {
       ],
       toolResults: ["42"],
       refused: expect.stringMatching(/^startHost: agents\[0\]\.tools\[0\]: unknown tool set "no_such_tool"/),
+      refusedReply: "internal",
     });
   });
 

@@ -87,7 +87,7 @@ describe("the protocol client against a fake agent on a real nats-server", () =>
     expect(ignored.text).toBe("only this");
   });
 
-  it("turns an error reply into an AgentServiceError with its code and description", async () => {
+  it("turns an error reply into an AgentServiceError with its status and description", async () => {
     owner = `o-${randomUUID().slice(0, 8)}`;
     await startAgent("s1");
     const failure = await askProtocolAgent(connection, {
@@ -95,7 +95,7 @@ describe("the protocol client against a fake agent on a real nats-server", () =>
       message: "error: 429 too many prompts",
     }).catch((error: unknown) => error);
     expect(failure).toBeInstanceOf(AgentServiceError);
-    expect(failure).toMatchObject({ code: 429, description: "too many prompts" });
+    expect(failure).toMatchObject({ code: "agent_protocol", status: 429, description: "too many prompts" });
   });
 
   it("answers a query with the refusal and reads on", async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { RuntimeConfig } from "../../src/cli/cli-context.js";
-import { AgentDefinitionsError, parseAgentDefinitions } from "../../src/host/agent-definitions.js";
+import { AgentDefinitionsError, parseAgentDefinitions } from "../../src/config/agent-definitions.js";
 import { createHostToolSetRegistry } from "../../src/host/create-session-agent.js";
 
 /** An agent's `approval.selfApprove`: who may answer the approval queries of a protocol prompt. */

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { LocalBus } from "../../src/bus/local-bus.js";
 import { NAME_PATTERN, sessionHeartbeatSubject } from "../../src/bus/subjects.js";
 import type { RuntimeConfig } from "../../src/cli/cli-context.js";
-import { loadAgentDefinitions } from "../../src/host/agent-definitions.js";
+import { loadAgentDefinitions } from "../../src/config/agent-definitions.js";
 import { createHostToolSetRegistry } from "../../src/host/create-session-agent.js";
 import { textOf } from "../../src/llm/types.js";
 import type { ScriptedRequest, ScriptedStep } from "../../src/testing/index.js";

@@ -5,13 +5,14 @@ import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { HostSilentError, requestWithHeartbeat } from "../../bus/request-with-heartbeat.js";
 import { chatSubject, sessionEventsPattern, sessionHeartbeatSubject } from "../../bus/subjects.js";
+import { describeError } from "../../errors/describe-error.js";
 import { EXIT_USER_MISTAKE, exitCodeOfReply } from "../../errors/error-code.js";
 import { parseEventJson } from "../../events/parse-event.js";
 import type { AgentEvent } from "../../events/types.js";
 import type { CliContext } from "../cli-context.js";
 import { natsIdentityOptions } from "../command-helpers.js";
 import { createApprovalPrompt } from "./approval-prompt.js";
-import { createEventPrinter } from "./chat.js";
+import { createEventPrinter } from "./event-printer.js";
 
 /**
  * How long a remote chat may take before the CLI gives up waiting (the host keeps running it). A
@@ -53,14 +54,14 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
       // Watching the session's events or heartbeat refused: said, and the chat goes on without it.
       onSubscriptionError: (error, subject) =>
         context.stderr.write(
-          `agentloop: cannot watch ${subject} (${messageOf(error)}); the chat goes on without it\n`,
+          `agentloop: cannot watch ${subject} (${describeError(error)}); the chat goes on without it\n`,
         ),
       ...natsIdentityOptions(config),
     });
   } catch (error) {
-    if (error instanceof BusConfigError) return fail(messageOf(error), EXIT_USER_MISTAKE);
+    if (error instanceof BusConfigError) return fail(describeError(error), EXIT_USER_MISTAKE);
     return fail(
-      `cannot reach NATS at ${url}: ${messageOf(error)} (run \`agentloop up\`, or chat with --local)`,
+      `cannot reach NATS at ${url}: ${describeError(error)} (run \`agentloop up\`, or chat with --local)`,
     );
   }
   const printer = createEventPrinter(context, args.events);
@@ -120,10 +121,10 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
           );
         }
         // A subject this NATS user may not use: its permissions to fix, named.
-        if (error instanceof BusConfigError) return fail(messageOf(error), EXIT_USER_MISTAKE);
+        if (error instanceof BusConfigError) return fail(describeError(error), EXIT_USER_MISTAKE);
         if (error instanceof BusTimeoutError)
           return fail(`no reply from agent "${args.agent}" within 30 minutes`);
-        return fail(`the request failed: ${messageOf(error)}`);
+        return fail(`the request failed: ${describeError(error)}`);
       }
       const parsed = parseChatReply(reply.data);
       if (!parsed.ok) return fail(`unreadable reply from the host: ${parsed.error.message}`);
@@ -140,8 +141,4 @@ export async function runRemoteChat(context: CliContext, args: RemoteChatArgumen
   } finally {
     await bus.close();
   }
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

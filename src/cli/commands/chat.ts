@@ -1,21 +1,18 @@
 import { ChatCancelledError } from "../../agent/chat-errors.js";
 import { createAgent } from "../../agent/create-agent.js";
 import { isValidName } from "../../bus/subjects.js";
+import { isPromptCachingDefault } from "../../config/agent-definitions.js";
+import { createHostId } from "../../config/host-id.js";
 import { secretRedactorFor } from "../../config/runtime-config.js";
 import { SqliteContextHistory } from "../../context/sqlite-context-history.js";
 import { ConfigurationError } from "../../errors/configuration-error.js";
-import type { AgentEvent } from "../../events/types.js";
-import { isPromptCachingDefault } from "../../host/agent-definitions.js";
-import { createHostId } from "../../host/host-id.js";
+import { describeError } from "../../errors/describe-error.js";
 import { createBackend } from "../../llm/create-backend.js";
 import { RetryingLlmClient } from "../../llm/retrying-client.js";
 import { builtinToolSets } from "../../tools/builtin/index.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
-import { createPalette, describeEvent } from "../format-event.js";
 import { runRemoteChat } from "./chat-remote.js";
-
-export const EVENT_MODES = ["jsonl", "pretty", "none"] as const;
-export type EventMode = (typeof EVENT_MODES)[number];
+import { createEventPrinter, EVENT_MODES, type EventMode } from "./event-printer.js";
 
 /** The tools a local agent gets: the built-ins that need no bus. */
 export const LOCAL_TOOLS = ["todo_list", "current_time"];
@@ -42,54 +39,6 @@ export function parseChatArguments(context: CliContext): ChatArguments {
     throw new UsageError(`--events must be jsonl, pretty or none, got "${String(events)}"`);
   }
   return { agent, session, text, events: events as EventMode };
-}
-
-/**
- * Writes a chat's events the way `--events` asks, for the local and the remote chat alike:
- * `jsonl` one event per line; `pretty` the answer streamed as it comes with tool calls and resets
- * as dim lines; `none` nothing until the result.
- */
-export function createEventPrinter(context: CliContext, mode: EventMode) {
-  const palette = createPalette(context.stdout.isTTY === true);
-  const plain = createPalette(false);
-  let isMidLine = false;
-  const endLine = () => {
-    if (isMidLine) context.stdout.write("\n");
-    isMidLine = false;
-  };
-  return {
-    onEvent(event: AgentEvent) {
-      if (mode === "jsonl") {
-        context.stdout.write(`${JSON.stringify(event)}\n`);
-        return;
-      }
-      if (mode !== "pretty") return;
-      if (event.kind === "ModelTextDelta") {
-        context.stdout.write(event.delta);
-        isMidLine = !event.delta.endsWith("\n");
-        return;
-      }
-      if (
-        event.kind === "ModelReasoningDelta" ||
-        event.kind === "StateChanged" ||
-        event.kind === "ModelStreamSegmentStart"
-      ) {
-        return;
-      }
-      if (event.kind === "ChatCompleted") return;
-      endLine();
-      context.stdout.write(`${palette.dim(`· ${describeEvent(event, plain)}`)}\n`);
-    },
-    onResult(result: string, usage: unknown) {
-      if (mode === "jsonl") {
-        context.stdout.write(`${JSON.stringify({ kind: "Result", result, usage })}\n`);
-      } else if (mode === "pretty") {
-        endLine();
-      } else {
-        context.stdout.write(result.endsWith("\n") ? result : `${result}\n`);
-      }
-    },
-  };
 }
 
 /** `agentloop chat [--agent NAME] [--session ID] [--local] [--events jsonl|pretty|none] MESSAGE` */
@@ -157,8 +106,6 @@ function openHistory(path: string, args: ChatArguments): SqliteContextHistory {
   try {
     return new SqliteContextHistory({ path, agent: args.agent, session: args.session });
   } catch (error) {
-    throw new ConfigurationError(
-      `cannot open --db ${path}: ${error instanceof Error ? error.message : String(error)}`,
-    );
+    throw new ConfigurationError(`cannot open --db ${path}: ${describeError(error)}`);
   }
 }

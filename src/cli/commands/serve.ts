@@ -1,6 +1,7 @@
 import { BusConfigError } from "../../bus/bus-errors.js";
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
+import { loadAgentDefinitions, type ResolvedAgentDefinition } from "../../config/agent-definitions.js";
 import { loadConfigFile } from "../../config/load-config-file.js";
 import {
   DEFAULT_MODELS,
@@ -13,8 +14,8 @@ import {
   protocolSettingsFrom,
 } from "../../config/runtime-config.js";
 import { readTenantLimits } from "../../config/tenant-limits.js";
+import { describeError } from "../../errors/describe-error.js";
 import { EXIT_USER_MISTAKE } from "../../errors/error-code.js";
-import { loadAgentDefinitions, type ResolvedAgentDefinition } from "../../host/agent-definitions.js";
 import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
 import type { ProviderName } from "../../llm/create-backend.js";
@@ -72,7 +73,7 @@ export const serveCommand: Command = async (context) => {
       ...natsIdentityOptions(config),
     });
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = describeError(error);
     if (error instanceof BusConfigError) {
       log(reason);
       return EXIT_USER_MISTAKE;

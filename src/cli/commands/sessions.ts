@@ -1,5 +1,6 @@
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { SessionLeaseStore, type StoredLease } from "../../cluster/session-lease.js";
+import { describeError } from "../../errors/describe-error.js";
 import type { Command } from "../cli-context.js";
 import { connectCommandToNats } from "../command-helpers.js";
 
@@ -33,7 +34,7 @@ export const sessionsCommand: Command = async (context) => {
       const store = await SessionLeaseStore.openExisting(bus.connection, { prefix: config.prefix });
       leases = store === undefined ? [] : await store.list();
     } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
+      const reason = describeError(error);
       context.stderr.write(`agentloop sessions: cannot read the session leases (JetStream KV): ${reason}\n`);
       return 1;
     }

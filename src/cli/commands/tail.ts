@@ -4,6 +4,7 @@ import { type ReplayStart, replayEvents } from "../../bus/event-log.js";
 import { NatsBus } from "../../bus/nats-bus.js";
 import { isProbeMessage } from "../../bus/probe-message.js";
 import { allEventsPattern, isValidPattern } from "../../bus/subjects.js";
+import { describeError } from "../../errors/describe-error.js";
 import { parseEventJson } from "../../events/parse-event.js";
 import type { AgentEvent, EventKind, UnknownEvent } from "../../events/types.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
@@ -55,9 +56,7 @@ export function createEventLogger(options: {
     try {
       fd = openSync(path, "a");
     } catch (error) {
-      throw new UsageError(
-        `--jsonl ${path}: cannot open it for appending (${error instanceof Error ? error.message : String(error)})`,
-      );
+      throw new UsageError(`--jsonl ${path}: cannot open it for appending (${describeError(error)})`);
     }
     const stream = createWriteStream(path, { fd });
     stream.on("error", (error) => {
@@ -187,7 +186,7 @@ export const tailCommand: Command = async (context) => {
     stdout: context.stdout,
     ...(typeof flags.jsonl === "string" ? { jsonlPath: flags.jsonl } : {}),
     onFileError: (error) => {
-      const reason = error instanceof Error ? error.message : String(error);
+      const reason = describeError(error);
       context.stderr.write(`agentloop tail: stopped writing ${String(flags.jsonl)}: ${reason}\n`);
     },
   });

@@ -1,8 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { z } from "zod";
-import { processEnvironment } from "../../config/process-environment.js";
-import type { ProviderEnvironment } from "../create-backend.js";
 import { InvalidResponseError, type LlmError, RequestTimeoutError } from "../errors.js";
+import type { ProviderEnvironment } from "../provider-environment.js";
 import {
   DEFAULT_FIRST_BYTE_TIMEOUT_MS,
   DEFAULT_STREAM_IDLE_TIMEOUT_MS,
@@ -31,7 +30,8 @@ export interface AnthropicBackendOptions {
   defaultHeaders?: Record<string, string>;
   /**
    * The only environment the backend reads (the SDK is given every value, so it reads none):
-   * default the process's. A key missing here never reaches the server, even if the process has one.
+   * default none (pass `process.env` to read the process's). A key missing here never reaches the
+   * server, even if the process has one.
    */
   env?: ProviderEnvironment;
 }
@@ -58,7 +58,7 @@ export class AnthropicBackend implements LlmBackend {
   private readonly client: Anthropic;
 
   constructor(options: AnthropicBackendOptions = {}) {
-    const env = options.env ?? processEnvironment();
+    const env = options.env ?? {};
     const apiKey = options.apiKey ?? nonEmpty(env.ANTHROPIC_API_KEY);
     const authToken = apiKey === undefined ? nonEmpty(env.ANTHROPIC_AUTH_TOKEN) : undefined;
     const baseUrl = options.baseUrl ?? nonEmpty(env.ANTHROPIC_BASE_URL);

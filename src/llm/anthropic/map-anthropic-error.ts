@@ -5,6 +5,7 @@ import {
   APIError,
   APIUserAbortError,
 } from "@anthropic-ai/sdk";
+import { describeError } from "../../errors/describe-error.js";
 import {
   AuthenticationError,
   CancelledError,
@@ -67,7 +68,7 @@ export function mapAnthropicError(error: unknown, signal?: AbortSignal): LlmErro
   if (error instanceof Error && /could not resolve authentication/i.test(error.message)) {
     return new AuthenticationError(`anthropic: ${error.message}`, options);
   }
-  const message = error instanceof Error ? error.message : String(error);
+  const message = describeError(error);
   return new NetworkError(`anthropic: the connection failed: ${message}`, options);
 }
 

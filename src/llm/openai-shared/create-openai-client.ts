@@ -1,5 +1,4 @@
 import OpenAI from "openai";
-import { processEnvironment } from "../../config/process-environment.js";
 import type { ConfigurationError } from "../../errors/configuration-error.js";
 import { missingApiKeyError } from "../missing-api-key.js";
 import { sdkLogLevel } from "../sdk-log-level.js";
@@ -39,7 +38,7 @@ export type OpenAIEnvironment = Record<string, string | undefined>;
  */
 export function createOpenAIClient(
   options: OpenAIBackendOptions,
-  env: OpenAIEnvironment = options.env ?? processEnvironment(),
+  env: OpenAIEnvironment = options.env ?? {},
 ): OpenAI {
   const baseURL = options.baseUrl ?? env.OPENAI_BASE_URL;
   const apiKey = options.apiKey ?? env.OPENAI_API_KEY ?? (baseURL ? PLACEHOLDER_API_KEY : undefined);

@@ -1,4 +1,5 @@
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
+import { describeError } from "../../errors/describe-error.js";
 import {
   CancelledError,
   ContextLengthExceededError,
@@ -78,6 +79,6 @@ export function mapOpenAIError(error: unknown, stopError?: LlmError): LlmError {
       cause: error,
     });
   }
-  const message = error instanceof Error ? error.message : String(error);
+  const message = describeError(error);
   return new InvalidResponseError(`unexpected failure talking to the model: ${message}`, { cause: error });
 }

@@ -7,7 +7,7 @@ import {
   AgentDefinitionsError,
   loadAgentDefinitions,
   parseAgentDefinitions,
-} from "../../src/host/agent-definitions.js";
+} from "../../src/config/agent-definitions.js";
 import { createHostToolSetRegistry } from "../../src/host/create-session-agent.js";
 
 const config: RuntimeConfig = {

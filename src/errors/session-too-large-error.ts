@@ -1,4 +1,4 @@
-import { AgentloopError } from "../errors/agentloop-error.js";
+import { AgentloopError } from "./agentloop-error.js";
 
 /**
  * A session's messages hold more than the host's `--max-session-bytes` in memory, even after the

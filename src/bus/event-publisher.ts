@@ -1,12 +1,12 @@
-import type { Bus } from "../bus/bus.js";
-import { BusError } from "../bus/bus-errors.js";
-import { isOverMaxPayload } from "../bus/payload-size.js";
-import { DEFAULT_PREFIX, eventSubject } from "../bus/subjects.js";
-import { createEventBytesWriter } from "./event-bytes.js";
-import { type EventStamp, type StampedEventListener, TAKES_STAMPED_EVENTS } from "./event-emitter.js";
-import { createEventJsonWriter } from "./event-json.js";
-import { fitEventToPayload } from "./fit-event.js";
-import type { AgentEvent, EventBody, EventKind } from "./types.js";
+import { createEventBytesWriter } from "../events/event-bytes.js";
+import { type EventStamp, type StampedEventListener, TAKES_STAMPED_EVENTS } from "../events/event-emitter.js";
+import { createEventJsonWriter } from "../events/event-json.js";
+import { fitEventToPayload } from "../events/fit-event.js";
+import type { AgentEvent, EventBody, EventKind } from "../events/types.js";
+import type { Bus } from "./bus.js";
+import { BusError } from "./bus-errors.js";
+import { isOverMaxPayload } from "./payload-size.js";
+import { DEFAULT_PREFIX, eventSubject } from "./subjects.js";
 
 export interface BusEventPublisherOptions {
   /** Subject prefix (default `agentloop`). */

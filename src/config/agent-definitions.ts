@@ -1,14 +1,15 @@
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { NAME_PATTERN } from "../bus/subjects.js";
-import type { RuntimeConfig } from "../config/runtime-config.js";
-import { TenantsSection } from "../config/tenant-limits.js";
-import { checkUniqueAgentNames } from "../config/unique-agent-names.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
+import { describeError } from "../errors/describe-error.js";
 import { knownContextWindow, ProviderName } from "../llm/create-backend.js";
 import type { LlmBackend, ReasoningEffort } from "../llm/types.js";
 import { findMcpServerConflicts, McpServers } from "../mcp/mcp-server-config.js";
 import type { ToolSet } from "../tools/tool-set.js";
+import type { RuntimeConfig } from "./runtime-config.js";
+import { TenantsSection } from "./tenant-limits.js";
+import { checkUniqueAgentNames } from "./unique-agent-names.js";
 
 /** The agent a host serves when no agents file is given. */
 export const DEFAULT_AGENT_NAME = "assistant";
@@ -146,7 +147,7 @@ export async function loadAgentDefinitions(
   try {
     text = await readFile(path, "utf8");
   } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : errorMessage(error);
+    const reason = (error as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : describeError(error);
     throw new AgentDefinitionsError(path, `cannot be read (${reason})`, { cause: error });
   }
   return parseAgentDefinitions(text, path, config, options);
@@ -157,13 +158,13 @@ export async function loadAgentDefinitions(
  * the text around the error, and an agents file may hold a key there.
  */
 function whereJsonFailed(error: unknown, text: string): string {
-  const position = /at position (\d+)/.exec(errorMessage(error))?.[1];
+  const position = /at position (\d+)/.exec(describeError(error))?.[1];
   if (position !== undefined) {
     const before = text.slice(0, Number(position));
     const line = before.split("\n").length;
     return ` (line ${line}, column ${before.length - before.lastIndexOf("\n")})`;
   }
-  const lineColumn = /\(line (\d+) column (\d+)\)/.exec(errorMessage(error));
+  const lineColumn = /\(line (\d+) column (\d+)\)/.exec(describeError(error));
   return lineColumn === null ? "" : ` (line ${lineColumn[1]}, column ${lineColumn[2]})`;
 }
 
@@ -274,8 +275,4 @@ export function describeIssue(issue: z.core.$ZodIssue): string {
     return `${where}unknown field${issue.keys.length === 1 ? "" : "s"} ${issue.keys.map((key) => `"${key}"`).join(", ")}`;
   }
   return field === "" ? issue.message : `${field}: ${issue.message}`;
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Bus, BusMessage } from "../../src/bus/bus.js";
+import { createBusEventPublisher } from "../../src/bus/event-publisher.js";
 import { LocalBus } from "../../src/bus/local-bus.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { createEventEmitter, TAKES_STAMPED_EVENTS } from "../../src/events/event-emitter.js";
-import { createBusEventPublisher } from "../../src/events/publisher.js";
 import type { AgentEvent } from "../../src/events/types.js";
-import { record, uniqueRoot } from "../bus/bus-helpers.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
+import { record, uniqueRoot } from "./bus-helpers.js";
 
 function delta(session: string, seq: number): AgentEvent {
   return {
