@@ -155,9 +155,13 @@ async function startOnBus(
       db?: string;
       maxSessions?: number;
       budget?: TokenBudget;
+      /** Opened already (the untenanted prefix's, so a refused stream fails the start first). */
+      histories?: NatsHistoryStore;
     },
   ) => {
-    const histories = options.history === "nats" ? await openNatsHistories(bus, prefix, replicas) : undefined;
+    const histories =
+      unit.histories ??
+      (options.history === "nats" ? await openNatsHistories(bus, prefix, replicas) : undefined);
     // Shared histories need a shared journal: the next owner of a session resumes from it.
     const sharedJournal =
       histories !== undefined && bus instanceof NatsBus
@@ -263,6 +267,9 @@ async function startOnBus(
     };
   };
 
+  // A JetStream history that cannot be opened ends the start before anything else is said or made.
+  const mainHistories =
+    options.history === "nats" ? await openNatsHistories(bus, config.prefix, replicas) : undefined;
   // Servers that cannot start are logged and retried: the host serves without their tools meanwhile.
   await mcpServers.start();
   if (bus instanceof NatsBus) {
@@ -292,6 +299,7 @@ async function startOnBus(
           })
         : undefined;
     main = await startUnit(config.prefix, {
+      ...(mainHistories === undefined ? {} : { histories: mainHistories }),
       ...(config.db === undefined ? {} : { db: config.db }),
       ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
       ...(contract === undefined ? {} : { listen: contract.listen }),

@@ -182,12 +182,14 @@ describe("AnthropicBackend request body", () => {
     expect(body.model).toBe(BUDGET_MODEL);
   });
 
-  it("sends defaultHeaders, and takes the API key from ANTHROPIC_API_KEY when none is given", async () => {
-    vi.stubEnv("ANTHROPIC_API_KEY", "env-key");
+  it("sends defaultHeaders, and takes the API key from the ANTHROPIC_API_KEY it is handed when none is given", async () => {
+    // The process's own variable is not read: a library reads only the environment it is given.
+    vi.stubEnv("ANTHROPIC_API_KEY", "process-key");
     server = await startFakeAnthropic([anthropicFixture("text-stream")]);
     const backend = new AnthropicBackend({
       baseUrl: server.url,
       defaultHeaders: { "anthropic-beta": "beta-x" },
+      env: { ANTHROPIC_API_KEY: "env-key" },
     });
 
     await backend.generateStream(requestOf([user("Hi")]), recordingSink());

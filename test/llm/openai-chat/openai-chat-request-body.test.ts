@@ -150,13 +150,16 @@ describe("OpenAIChatBackend request body", () => {
     expect(server.requests[0]?.headers.authorization).toBe("Bearer not-needed");
   });
 
-  it("takes the key from OPENAI_API_KEY and refuses to start with neither key nor base URL", async () => {
-    vi.stubEnv("OPENAI_API_KEY", "sk-from-env");
+  it("takes the key from the OPENAI_API_KEY it is handed and refuses to start with neither key nor base URL", async () => {
+    // The process's own variable is not read: a library reads only the environment it is given.
+    vi.stubEnv("OPENAI_API_KEY", "sk-from-process");
     server = await startFakeOpenAI({ chat: [turn({ text: "ok" })] });
-    await new OpenAIChatBackend({ baseUrl: server.baseUrl }).generate({
-      messages: [{ role: "user", content: "Hi" }],
-      options: { model: "gpt-4.1-mini" },
-    });
+    await new OpenAIChatBackend({ baseUrl: server.baseUrl, env: { OPENAI_API_KEY: "sk-from-env" } }).generate(
+      {
+        messages: [{ role: "user", content: "Hi" }],
+        options: { model: "gpt-4.1-mini" },
+      },
+    );
     expect(server.requests[0]?.headers.authorization).toBe("Bearer sk-from-env");
 
     vi.stubEnv("OPENAI_API_KEY", undefined);
