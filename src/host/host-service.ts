@@ -333,6 +333,7 @@ async function startOnBus(
         connection: bus.connection,
         host,
         canSelfApprove: (agent) => selfApproving.has(agent),
+        log,
         ...options.protocol,
       });
     } catch (error) {
