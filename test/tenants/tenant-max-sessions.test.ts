@@ -101,6 +101,10 @@ afterAll(async () => {
   await rm(directory, { recursive: true, force: true });
   expect(run?.code).toBe(0);
   expect(stackLines(run?.stderr ?? "")).toEqual([]);
+  // The refusal named its rule in the host's log.
+  expect(run?.stderr).toMatch(
+    /^agentloop serve: refused a new session assistant\/s2 \(rule: max-sessions\): the host is at its limit of 1 live session/m,
+  );
 }, 60_000);
 
 async function request(
