@@ -25,6 +25,7 @@ describe("protocol errors and metadata", () => {
     expect(errorStatusOf("unknown_agent")).toBe(404);
     expect(errorStatusOf("queue_overflow")).toBe(429);
     expect(errorStatusOf("overloaded")).toBe(429);
+    expect(errorStatusOf("budget_exceeded")).toBe(429);
     expect(errorStatusOf("cancelled")).toBe(409);
     expect(errorStatusOf("llm_error")).toBe(500);
     expect(errorStatusOf("internal")).toBe(500);
