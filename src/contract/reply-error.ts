@@ -19,6 +19,8 @@ export const ERROR_CODES = [
   "reply_too_large",
   /** The tenant's token budget for the period is spent: the chat ran no model request. Not retryable within the period. */
   "budget_exceeded",
+  /** The caller may not do this (e.g. approve a tool call its own prompt caused); someone else has to. Not retryable. */
+  "forbidden",
 ] as const;
 
 /** The `code` of a failed reply. */

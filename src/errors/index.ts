@@ -15,3 +15,4 @@ export {
   mappingOf,
 } from "./error-code.js";
 export { type ErrorInfo, errorInfo, isErrorInfo, toErrorInfo } from "./error-info.js";
+export { ForbiddenError } from "./forbidden-error.js";

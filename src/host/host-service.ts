@@ -28,6 +28,7 @@ import { ContractService } from "./contract-service.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
 import { definitionSecrets } from "./definition-secrets.js";
 import { checkHostPermissions, type StartPermissionWatch } from "./permission-check.js";
+import { createRefusalLog } from "./refusal-log.js";
 import { TenantHosts } from "./tenant-hosts.js";
 import { TokenBudget } from "./token-budget.js";
 
@@ -168,6 +169,8 @@ async function startOnBus(
         ? await KvChatJournal.open(bus.connection, { bucket: jetStreamName(prefix, "JOURNAL"), ...replicas })
         : undefined;
     const { budget } = unit;
+    // A tenant that keeps asking past its budget is logged once a minute, not once a chat.
+    const refused = createRefusalLog(log);
     const factory = createSessionAgentFactory({
       definitions: options.definitions,
       bus,
@@ -182,7 +185,16 @@ async function startOnBus(
       ...(sharedJournal === undefined ? {} : { journal: sharedJournal }),
       hostId,
       env,
-      ...(budget === undefined ? {} : { checkBudget: () => budget.check() }),
+      ...(budget === undefined
+        ? {}
+        : {
+            checkBudget: () => {
+              const verdict = budget.check();
+              if (verdict.isExceeded)
+                refused("token-budget", `refused a chat of tenant "${budget.tenant}": ${verdict.reason}`);
+              return verdict;
+            },
+          }),
       ...(options.onEvent === undefined && budget === undefined
         ? {}
         : {
@@ -341,6 +353,7 @@ async function startOnBus(
         connection: bus.connection,
         host,
         canSelfApprove: (agent) => selfApproving.has(agent),
+        log,
         ...options.protocol,
       });
     } catch (error) {

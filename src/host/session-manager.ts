@@ -1,6 +1,7 @@
 import { getHeapStatistics } from "node:v8";
 import pLimit from "p-limit";
 import { AgentloopError } from "../errors/agentloop-error.js";
+import { createRefusalLog, type RefusalLog } from "./refusal-log.js";
 import type { SessionActor } from "./session-actor.js";
 
 /** Idle sessions are passivated after this long by default (SPEC §10). */
@@ -53,7 +54,8 @@ export interface SessionManagerOptions {
   idleTimeoutMs?: number;
   /**
    * Live sessions at most (default 10,000). At the cap a new session first passivates the least
-   * recently used idle one; with none idle it is refused with {@link SessionManagerOverloadedError}.
+   * recently used idle one; with none idle it is refused with {@link SessionManagerOverloadedError}
+   * (logged naming the rule `max-sessions`, at most once a minute).
    */
   maxSessions?: number;
   /**
@@ -141,6 +143,7 @@ export class SessionManager {
   readonly #now: () => number;
   readonly #timers: ManagerTimers;
   readonly #log: (line: string) => void;
+  readonly #refused: RefusalLog;
   readonly #onSessionStopped: (agent: string, session: string) => void;
   readonly #live = new Map<string, SessionActor>();
   readonly #creating = new Map<string, Promise<SessionActor>>();
@@ -168,6 +171,7 @@ export class SessionManager {
     this.#now = options.now ?? Date.now;
     this.#timers = options.timers ?? realTimers;
     this.#log = options.log ?? (() => {});
+    this.#refused = createRefusalLog(this.#log, { now: this.#now });
     this.#onSessionStopped = options.onSessionStopped ?? (() => {});
   }
 
@@ -205,7 +209,7 @@ export class SessionManager {
     const creation = (async () => {
       await this.#stopping.get(key);
       if (this.#isClosed) throw new SessionManagerClosedError();
-      await this.#takeSlot();
+      await this.#takeSlot(key);
       hasSlot = true;
       return this.#createSession(agent, session);
     })().then(
@@ -246,7 +250,9 @@ export class SessionManager {
     if (options.isChat === true && this.#totalBytes > this.#maxMemoryBytes) {
       await this.#relieveMemory();
       if (this.#totalBytes > this.#maxMemoryBytes) {
-        throw new HostMemoryOverloadedError(this.#totalBytes, this.#maxMemoryBytes);
+        const refusal = new HostMemoryOverloadedError(this.#totalBytes, this.#maxMemoryBytes);
+        this.#refused("max-memory-bytes", `refused a chat for ${agent}/${session}: ${refusal.message}`);
+        throw refusal;
       }
     }
     for (;;) {
@@ -370,7 +376,7 @@ export class SessionManager {
    * Reserves a slot for a new session: a free one, else one an idle session gives up (least
    * recently used first). Resolves once the slot is held; rejects when every live session is busy.
    */
-  async #takeSlot(): Promise<void> {
+  async #takeSlot(key: string): Promise<void> {
     for (;;) {
       if (this.#isClosed) throw new SessionManagerClosedError();
       if (this.#live.size + this.#reservedSlots < this.#maxSessions) {
@@ -378,7 +384,11 @@ export class SessionManager {
         return;
       }
       const victim = this.#leastRecentlyUsedIdle();
-      if (victim === undefined) throw new SessionManagerOverloadedError(this.#maxSessions);
+      if (victim === undefined) {
+        const refusal = new SessionManagerOverloadedError(this.#maxSessions);
+        this.#refused("max-sessions", `refused a new session ${key}: ${refusal.message}`);
+        throw refusal;
+      }
       // On success the passivation hands the freed slot over (see #passivate): nobody else can take it.
       if (await this.#passivate(victim[0], victim[1], { forRoom: true })) return;
     }

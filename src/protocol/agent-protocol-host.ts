@@ -46,6 +46,8 @@ export interface AgentProtocolHostOptions {
    * `approval.selfApprove`). Default: no agent allows it; an approver decides on the control subject.
    */
   canSelfApprove?: (agent: string) => boolean;
+  /** One-line notices: a refused approval answer, naming the rule it broke. Default: none. */
+  log?: (line: string) => void;
   heartbeatIntervalMs?: number;
   keepAliveMs?: number;
   /** Stream coalescing: a `response` chunk per this long at most (default 50 ms)… */
@@ -82,6 +84,7 @@ export class AgentProtocolHost {
   readonly #coalesceBytes: number | undefined;
   readonly #now: () => Date;
   readonly #canSelfApprove: (agent: string) => boolean;
+  readonly #log: (line: string) => void;
   readonly #services = new Map<string, Service>();
   readonly #streams = new Set<Promise<EndpointOutcome>>();
   #heartbeat: NodeJS.Timeout | undefined;
@@ -96,6 +99,7 @@ export class AgentProtocolHost {
     this.#coalesceBytes = options.coalesceBytes;
     this.#now = options.now ?? (() => new Date());
     this.#canSelfApprove = options.canSelfApprove ?? (() => false);
+    this.#log = options.log ?? (() => {});
   }
 
   /** Registers every agent and starts the heartbeats. */
@@ -246,6 +250,8 @@ export class AgentProtocolHost {
     const queries = new ApprovalQueries({
       connection: this.#connection,
       acceptsSenderAnswers: this.#canSelfApprove(agent),
+      log: this.#log,
+      chatName: `${agent}/${session}`,
       send: (chunk) => {
         coalescer.flush();
         stream.send(chunk);

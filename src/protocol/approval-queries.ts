@@ -3,6 +3,7 @@ import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
 import { createConnectionInbox } from "../bus/connection-inbox.js";
 import { MAX_PAYLOAD_BYTES } from "../bus/contract.js";
 import { toBusMessage } from "../bus/inbound-message.js";
+import { ForbiddenError } from "../errors/forbidden-error.js";
 import type { EventOf } from "../events/types.js";
 import { describeFailure } from "../host/describe-failure.js";
 import type { CommandOutcome } from "../host/session-actor.js";
@@ -26,11 +27,18 @@ export interface ApprovalQueriesOptions {
    * control subject.
    */
   acceptsSenderAnswers?: boolean;
+  /** Where a refused answer is logged, one line naming the rule (once per question). Default: nowhere. */
+  log?: (line: string) => void;
+  /** What the log line calls the chat, e.g. `assistant/default`. */
+  chatName?: string;
 }
 
 /** Why an answer on the query's inbox is refused when the sender may not approve. */
 export const SELF_APPROVAL_REFUSED =
   "the prompt's sender cannot approve its own chat's tool calls: an approver decides on the agentloop control subject (approve / deny)";
+
+/** The rule a refused self-approval broke, as its log line names it. */
+export const SELF_APPROVAL_RULE = "self-approval";
 
 /** What a caller's answer means: `yes` / `y` / `approve` approves; anything else denies. */
 export function readApprovalAnswer(answer: string): { approved: boolean; reason?: string } {
@@ -64,7 +72,8 @@ export function approvalQuestion(request: ApprovalRequest, isAnswerable = true):
  * The caller may answer only where the agent allows self-approval: whoever sends a prompt would
  * otherwise approve the tool calls its own prompt caused, and a tool needing approval would need
  * nothing. Otherwise the question still goes out (the caller learns what its stream waits for),
- * and every answer is refused with {@link SELF_APPROVAL_REFUSED}; an approver decides on the
+ * and every answer is refused `forbidden` with {@link SELF_APPROVAL_REFUSED} (and one log line per
+ * question naming the rule); an approver decides on the
  * control subject, which NATS permissions can keep to approvers.
  */
 export class ApprovalQueries {
@@ -72,7 +81,11 @@ export class ApprovalQueries {
   readonly #send: (chunk: string) => void;
   readonly #decide: (decision: ToolApprovalDecision) => Promise<CommandOutcome>;
   readonly #acceptsSenderAnswers: boolean;
+  readonly #log: (line: string) => void;
+  readonly #chatName: string;
   readonly #open = new Map<string, Subscription>();
+  /** The questions whose refused answer was logged: a sender repeating itself is logged once. */
+  readonly #loggedRefusals = new Set<string>();
   #isClosed = false;
 
   constructor(options: ApprovalQueriesOptions) {
@@ -80,6 +93,8 @@ export class ApprovalQueries {
     this.#send = options.send;
     this.#decide = options.decide;
     this.#acceptsSenderAnswers = options.acceptsSenderAnswers ?? false;
+    this.#log = options.log ?? (() => {});
+    this.#chatName = options.chatName ?? "a chat";
   }
 
   /** Asks the caller about one held call. */
@@ -133,7 +148,7 @@ export class ApprovalQueries {
     }
     if (!this.#acceptsSenderAnswers) {
       // The question stays open for nobody: the control subject decides it.
-      this.#respond(message, { ok: false, error: { code: "bad_request", message: SELF_APPROVAL_REFUSED } });
+      this.#refuse(request, message, new ForbiddenError(SELF_APPROVAL_REFUSED, SELF_APPROVAL_RULE));
       return;
     }
     const inbound = toBusMessage(message, { maxBytes: MAX_PAYLOAD_BYTES });
@@ -160,6 +175,17 @@ export class ApprovalQueries {
       outcome = { ok: false, error: describeFailure(error) };
     }
     this.#respond(message, outcome);
+  }
+
+  /** Answers `forbidden` and logs the first refusal of each question with the rule it broke. */
+  #refuse(request: ApprovalRequest, message: Msg, refusal: ForbiddenError): void {
+    if (!this.#loggedRefusals.has(request.toolCallId)) {
+      this.#loggedRefusals.add(request.toolCallId);
+      this.#log(
+        `refused an answer to the approval query of ${request.toolName} call ${request.toolCallId} in ${this.#chatName} (rule: ${refusal.rule}): ${refusal.message}`,
+      );
+    }
+    this.#respond(message, { ok: false, error: describeFailure(refusal) });
   }
 
   #respond(message: Msg, outcome: CommandOutcome): void {

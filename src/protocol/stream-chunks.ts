@@ -45,22 +45,25 @@ export const ERROR_CODE_HEADER = "Nats-Service-Error-Code";
 export const ERROR_DESCRIPTION_HEADER = "Nats-Service-Error";
 
 /** The §9 status codes this host sends. */
-export type ProtocolErrorStatus = 400 | 404 | 409 | 429 | 500;
+export type ProtocolErrorStatus = 400 | 403 | 404 | 409 | 429 | 500;
 
 /**
- * Our contract's error codes as §9 status codes: the caller's mistake 400, nothing there 404, a
- * full mailbox or host 429, a chat ended by `stop` / `new` / a superseding message / shutdown 409
+ * Our contract's error codes as §9 status codes: the caller's mistake 400, not allowed 403, nothing there 404, a
+ * full mailbox or host, or a spent token budget, 429, a chat ended by `stop` / `new` / a superseding message / shutdown 409
  * (the session's state changed under it), a model or host failure 500.
  */
 export function errorStatusOf(code: string): ProtocolErrorStatus {
   switch (code) {
     case "bad_request":
       return 400;
+    case "forbidden":
+      return 403;
     case "unknown_agent":
     case "unknown_session":
       return 404;
     case "queue_overflow":
     case "overloaded":
+    case "budget_exceeded":
       return 429;
     case "cancelled":
       return 409;

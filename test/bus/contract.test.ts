@@ -157,6 +157,7 @@ describe("replies", () => {
       "overloaded",
       "reply_too_large",
       "budget_exceeded",
+      "forbidden",
     ]);
   });
 

@@ -34,6 +34,7 @@ import {
   ERROR_CODE_TABLE,
   errorInfo,
   exitCodeOfReply,
+  ForbiddenError,
   mappingOf,
 } from "../../src/errors/index.js";
 import { describeFailure } from "../../src/host/describe-failure.js";
@@ -156,6 +157,13 @@ const CASES: Array<{ error: AgentloopError; code: string; reply: string; exit: n
       error: new BudgetExceededError('tenant "B" used its budget'),
       code: "budget_exceeded",
       reply: "budget_exceeded",
+      exit: 1,
+      retryable: false,
+    },
+    {
+      error: new ForbiddenError("the sender cannot approve its own call", "self-approval"),
+      code: "forbidden",
+      reply: "forbidden",
       exit: 1,
       retryable: false,
     },

@@ -235,7 +235,7 @@ describe("SessionManager at its session cap (issue 9)", () => {
   });
 
   it("refuses a new session as overloaded when every live session is busy, and creates nothing", async () => {
-    const { manager, createSession } = setup({ maxSessions: 2, isManual: true });
+    const { manager, createSession, log, advance } = setup({ maxSessions: 2, isManual: true });
     const busy = ["a", "b"].map((session) =>
       manager.use("bot", session, (actor) => actor.chatAndWait("work")),
     );
@@ -247,6 +247,19 @@ describe("SessionManager at its session cap (issue 9)", () => {
     );
     expect(createSession).toHaveBeenCalledTimes(2);
     expect(manager.size).toBe(2);
+    expect(log).toEqual([
+      "refused a new session bot/c (rule: max-sessions): the host is at its limit of 2 live sessions and none is idle; try again later",
+    ]);
+    // A caller that keeps trying is logged once a minute, with how many were refused meanwhile.
+    for (const session of ["d", "e"]) {
+      await expect(manager.get("bot", session)).rejects.toBeInstanceOf(SessionManagerOverloadedError);
+    }
+    expect(log).toHaveLength(1);
+    advance(60_000);
+    await expect(manager.get("bot", "f")).rejects.toBeInstanceOf(SessionManagerOverloadedError);
+    expect(log[1]).toBe(
+      "refused a new session bot/f (rule: max-sessions): the host is at its limit of 2 live sessions and none is idle; try again later (2 more since the last line)",
+    );
     // A session that is live already is still served.
     manager.find("bot", "a")?.stop();
     expect(await busy[0]).toMatchObject({ ok: false, error: { code: "cancelled" } });

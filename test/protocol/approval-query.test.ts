@@ -78,6 +78,11 @@ beforeAll(async () => {
 afterAll(async () => {
   const run = await serve?.stop();
   expect(run?.code).toBe(0);
+  // The guarded chat's two refused answers: one log line naming the rule, no stack trace.
+  expect(run?.stderr.split("\n").filter((line) => line.includes("(rule: self-approval)"))).toEqual([
+    `agentloop serve: refused an answer to the approval query of current_time call call_1 in guarded/default (rule: self-approval): ${SELF_APPROVAL_REFUSED}`,
+  ]);
+  expect(run?.stderr).not.toMatch(/^\s+at /m);
   await bus?.close();
   await model?.close();
   await server?.stop();
@@ -208,7 +213,7 @@ describe("tool approval as the Agent Protocol's mid-stream query", () => {
   );
 
   it(
-    "without self-approval the prompt's sender cannot approve its own call: an approver decides",
+    "without self-approval the prompt's sender's answer is forbidden: an approver decides",
     { timeout: 60_000 },
     async () => {
       const refusals: unknown[] = [];
@@ -240,8 +245,8 @@ describe("tool approval as the Agent Protocol's mid-stream query", () => {
         },
       ]);
       expect(refusals).toEqual([
-        { ok: false, error: { code: "bad_request", message: SELF_APPROVAL_REFUSED } },
-        { ok: false, error: { code: "bad_request", message: SELF_APPROVAL_REFUSED } },
+        { ok: false, error: { code: "forbidden", message: SELF_APPROVAL_REFUSED } },
+        { ok: false, error: { code: "forbidden", message: SELF_APPROVAL_REFUSED } },
       ]);
       expect(responseText(streamed.chunks)).toBe("Approved by an approver.");
       await expectClosed(streamed.queries[0]!.reply_subject);

@@ -21,9 +21,11 @@ describe("protocol subjects (§2)", () => {
 describe("protocol errors and metadata", () => {
   it("maps our error codes to §9 status codes", () => {
     expect(errorStatusOf("bad_request")).toBe(400);
+    expect(errorStatusOf("forbidden")).toBe(403);
     expect(errorStatusOf("unknown_agent")).toBe(404);
     expect(errorStatusOf("queue_overflow")).toBe(429);
     expect(errorStatusOf("overloaded")).toBe(429);
+    expect(errorStatusOf("budget_exceeded")).toBe(429);
     expect(errorStatusOf("cancelled")).toBe(409);
     expect(errorStatusOf("llm_error")).toBe(500);
     expect(errorStatusOf("internal")).toBe(500);

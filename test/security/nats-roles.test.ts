@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createConnectionInbox } from "../../src/bus/connection-inbox.js";
 import { parseChatReply } from "../../src/bus/contract.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { PROBE_HEADER } from "../../src/bus/probe-message.js";
@@ -177,6 +178,34 @@ describe("the approver role", () => {
       { timeoutMs: 30_000 },
     );
     expect(JSON.parse(reply.data)).toMatchObject({ ok: true });
+  }, 60_000);
+});
+
+describe("the Agent Protocol caller role", () => {
+  it("prompts a session and reads the whole stream on its own inbox", async () => {
+    const caller = await connectAs("caller", "_INBOX_caller");
+    const refused: string[] = [];
+    caller.watchPermissionErrors((denial) => refused.push(`${denial.operation} ${denial.subject}`));
+    const connection = caller.connection;
+    const inbox = createConnectionInbox(connection);
+    expect(inbox.startsWith("_INBOX_caller.")).toBe(true);
+    const stream = connection.subscribe(inbox, { timeout: 30_000 });
+    connection.publish("agents.prompt.assistant.agentloop.caller", "hello over the protocol", {
+      reply: inbox,
+    });
+    const chunks: Array<{ type: string; data: unknown }> = [];
+    for await (const message of stream) {
+      if (message.data.length === 0) break;
+      chunks.push(message.json());
+    }
+    expect(chunks[0]).toEqual({ type: "status", data: "ack" });
+    const answer = chunks
+      .filter((chunk) => chunk.type === "response")
+      .map((chunk) => chunk.data)
+      .join("");
+    expect(answer).toContain('You said: "hello over the protocol"');
+    await caller.flush();
+    expect(refused).toEqual([]);
   }, 60_000);
 });
 

@@ -145,6 +145,11 @@ describe("tenants as NATS accounts", () => {
     // Bob's budget (1 token a day) is spent: refused, and his events show no model request for it.
     const refused = await chat(bob, { session: "s1", text: "bob two" });
     expect(refused).toMatchObject({ ok: false, error: { code: "budget_exceeded" } });
+    // The host's log names the rule, once (a tenant that keeps trying is not logged each time).
+    await waitFor(() => serve.stderr().includes("(rule: token-budget)"));
+    expect(serve.stderr()).toMatch(
+      /^agentloop serve: refused a chat of tenant "B" \(rule: token-budget\): tenant "B" used its budget of 1 tokens per day/m,
+    );
     await waitFor(() => bobEvents.some((event) => event.kind === "ChatFailed"));
     const refusedChat = bobEvents.find((event) => event.kind === "ChatFailed")!.chatId;
     expect(
