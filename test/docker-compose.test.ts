@@ -206,6 +206,14 @@ describe("docker-compose.yml", () => {
         ? { user: "host", pass: PASSWORDS.AGENTLOOP_NATS_HOST_PASSWORD }
         : { user: "ui", pass: PASSWORDS.AGENTLOOP_NATS_UI_PASSWORD };
       expect({ name, user, pass }).toEqual({ name, ...expected });
+      // Each role may read only its own replies (docker/nats.conf allows `_INBOX_host.>` to the
+      // hosts and `_INBOX_ui.>` to the UI and the logger, never `_INBOX.>`).
+      const inboxPrefix = HOST_SERVICES.includes(name) ? "_INBOX_host" : "_INBOX_ui";
+      expect({ name, prefix: service.environment?.AGENTLOOP_INBOX_PREFIX }).toEqual({
+        name,
+        prefix: inboxPrefix,
+      });
+      expect(readFileSync(NATS_CONFIG_PATH, "utf8")).toContain(`"${inboxPrefix}.>"`);
       for (const node of NATS_SERVICES) {
         expect({ name, node, condition: service.depends_on?.[node]?.condition }).toEqual({
           name,
