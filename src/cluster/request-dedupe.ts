@@ -76,6 +76,18 @@ export interface DedupedChat {
   ran?: boolean;
 }
 
+/** A chat {@link RequestDedupe.begin} marked running here: hand it to {@link RequestDedupe.finish}. */
+export interface DedupeRun {
+  readonly key: string;
+  /** The revision of this host's `running` mark (undefined when it could not be written). */
+  readonly revision: number | undefined;
+  /** Answers the retries that joined this run. */
+  readonly settle: (reply: ChatReply) => void;
+}
+
+/** What {@link RequestDedupe.begin} found: a reply to send as it is, or a run to do and finish. */
+export type DedupeStep = { reply: ChatReply } | { run: DedupeRun };
+
 /** See the module comment. One per host. */
 export class RequestDedupe {
   readonly windowMs: number;
@@ -115,17 +127,81 @@ export class RequestDedupe {
   }
 
   /**
-   * Runs `chat` once for this id: joins a run in progress here, returns a stored reply, refuses a
-   * run another host started and did not finish; else marks it running, runs it and stores the reply.
+   * The first step of answering a chat request with an `id`, before it runs: a run of this id in
+   * progress here is joined, a stored reply returned, a run another host started and did not
+   * finish refused — `{ reply }`, nothing to run. Otherwise the id is marked running here and
+   * `{ run }` comes back: the caller runs the chat and hands its reply to {@link finish}, which
+   * stores it and answers the retries that joined meanwhile. Every `{ run }` must be finished.
    */
-  answer(agent: string, session: string, id: string, chat: () => Promise<DedupedChat>): Promise<ChatReply> {
+  async begin(agent: string, session: string, id: string): Promise<DedupeStep> {
     const key = replyKey(agent, session, id);
-    const joined = this.#running.get(key);
-    // An adopted chat that turned out to have nothing to run answers from the record.
-    if (joined !== undefined) return joined.then((reply) => reply ?? this.#answer(key, chat));
-    const run = this.#answer(key, chat);
-    this.#track(key, run);
-    return run;
+    for (;;) {
+      const joined = this.#running.get(key);
+      if (joined === undefined) break;
+      const reply = await joined;
+      if (reply !== undefined) return { reply };
+      // An adopted chat that turned out to have nothing to run: the record decides.
+    }
+    let settle: (reply: ChatReply) => void = () => {};
+    this.#track(
+      key,
+      new Promise<ChatReply>((resolve) => {
+        settle = resolve;
+      }),
+    );
+    const stored = await this.#read(key);
+    if (stored !== undefined && this.#now() - stored.storedAt <= this.windowMs) {
+      const reply =
+        stored.state === "done" && stored.reply !== undefined
+          ? stored.reply
+          : stored.state === "running"
+            ? interruptedReply(stored.host, this.#hostId)
+            : undefined;
+      if (reply !== undefined) {
+        settle(reply);
+        return { reply };
+      }
+    }
+    const revision = await this.#write(key, { state: "running", host: this.#hostId, storedAt: this.#now() });
+    return { run: { key, revision, settle } };
+  }
+
+  /**
+   * The last step of a run {@link begin} handed out: stores its reply (a chat that did not run at
+   * all, `ran: false` — the session could not start — leaves no record, so a retry runs it) and
+   * answers the retries that joined it. Resolves once stored.
+   */
+  async finish(run: DedupeRun, reply: ChatReply, options: { ran?: boolean } = {}): Promise<void> {
+    try {
+      if (options.ran === false) await this.#forget(run.key, run.revision);
+      else await this.#store(run.key, reply, run.revision);
+    } finally {
+      run.settle(reply);
+    }
+  }
+
+  /**
+   * {@link begin}, `chat`, {@link finish} in one call, for callers that run the chat in a closure
+   * (the host calls the steps itself).
+   */
+  async answer(
+    agent: string,
+    session: string,
+    id: string,
+    chat: () => Promise<DedupedChat>,
+  ): Promise<ChatReply> {
+    const step = await this.begin(agent, session, id);
+    if ("reply" in step) return step.reply;
+    let outcome: DedupedChat = {
+      reply: { ok: false, error: { code: "internal", message: "the chat failed before it answered" } },
+      ran: false,
+    };
+    try {
+      outcome = await chat();
+    } finally {
+      await this.finish(step.run, outcome.reply, outcome.ran === false ? { ran: false } : {});
+    }
+    return outcome.reply;
   }
 
   /**
@@ -165,19 +241,6 @@ export class RequestDedupe {
       if (this.#running.get(key) === run) this.#running.delete(key);
     };
     run.then(untrack, untrack);
-  }
-
-  async #answer(key: string, chat: () => Promise<DedupedChat>): Promise<ChatReply> {
-    const stored = await this.#read(key);
-    if (stored !== undefined && this.#now() - stored.storedAt <= this.windowMs) {
-      if (stored.state === "done" && stored.reply !== undefined) return stored.reply;
-      if (stored.state === "running") return interruptedReply(stored.host, this.#hostId);
-    }
-    const revision = await this.#write(key, { state: "running", host: this.#hostId, storedAt: this.#now() });
-    const { reply, ran } = await chat();
-    if (ran === false) await this.#forget(key, revision);
-    else await this.#store(key, reply, revision);
-    return reply;
   }
 
   /**

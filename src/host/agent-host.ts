@@ -1,4 +1,3 @@
-import type { Agent } from "../agent/agent-types.js";
 import type { Bus, BusMessage, Subscription } from "../bus/bus.js";
 import {
   type ChatReply,
@@ -10,15 +9,15 @@ import {
   parseControlRequest,
 } from "../bus/contract.js";
 import { isOverMaxPayload } from "../bus/payload-size.js";
-import { type AgentVerb, DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
+import { DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
 import type { AgentRouting } from "../cluster/agent-routing.js";
-import type { LeaseFence } from "../cluster/lease-fence.js";
 import type { SessionCluster } from "../cluster/session-cluster.js";
 import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestApprovals } from "./request-approvals.js";
 import { readRequestDepth } from "./request-depth.js";
-import { type ChatOutcome, SessionActor } from "./session-actor.js";
+import type { ChatOutcome, SessionActor } from "./session-actor.js";
+import { chatReplyOf, createSessionFactory, type SessionAgentFactory } from "./session-factory.js";
 import { SessionHeartbeats } from "./session-heartbeats.js";
 import {
   HostMemoryOverloadedError,
@@ -30,13 +29,6 @@ import {
 
 /** How long `close()` lets running chats finish by default before cancelling them. */
 export const DEFAULT_GRACE_MS = 30_000;
-
-/** What the host hands an agent factory: the session's mailbox, for ToolContext.post. */
-export interface SessionHooks {
-  post(text: string, options?: { type?: string; stackable?: boolean }): void;
-  /** Issue 11: the session's lease, checked before every history write and model request. */
-  fence?: LeaseFence;
-}
 
 /**
  * How the host receives requests on `subject` (`<prefix>.agents.*.<verb>`) in `queue`. Default:
@@ -50,9 +42,6 @@ export type RequestListener = (
   queue: string,
   handle: (message: BusMessage) => Promise<ChatReply | ControlReply>,
 ) => Subscription;
-
-/** Builds the agent of one session, restoring its history (see create-session-agent.ts). */
-export type SessionAgentFactory = (agent: string, session: string, hooks: SessionHooks) => Promise<Agent>;
 
 export interface AgentHostOptions {
   bus: Bus;
@@ -94,9 +83,9 @@ export interface AgentHostOptions {
   /** How requests arrive; default plain subscriptions on the bus. */
   listen?: RequestListener;
   /**
-   * Issue 11: several hosts on one NATS system — session leases (one owner per session, fenced),
-   * forwarding to the owner, request-id dedupe. See src/cluster/. Without it this host owns every
-   * session it is asked about.
+   * Several hosts on one NATS system: session leases (one owner per session, fenced), forwarding
+   * to the owner, request-id dedupe. See src/cluster/. Without it this host owns every session it
+   * is asked about.
    */
   cluster?: SessionCluster;
   /**
@@ -106,11 +95,33 @@ export interface AgentHostOptions {
   routing?: AgentRouting;
 }
 
+/** A request the host serves, checked: its agent, its session and what it asks. */
+type CheckedRequest = { agent: string; session: string } & (
+  | { verb: "chat"; chat: ChatRequest; depth: number; approvals: string[] }
+  | { verb: "control"; control: ControlRequest }
+);
+
+/** What {@link AgentHost.#check} made of a request. */
+type Checked =
+  | CheckedRequest
+  | { verb: "refused"; reply: Extract<ChatReply, { ok: false }> }
+  | { verb: "unserved"; agent: string; requested: "chat" | "control" };
+
+/** Where a request's session is: here (live, or not for a `stop`), failed to start, or the request was sent on. */
+type Placed =
+  | { where: "here"; actor: SessionActor | undefined }
+  | { where: "failed"; error: unknown }
+  | { where: "sent"; reply: ChatReply | ControlReply };
+
 /**
- * The agent host (SPEC §10, §11): answers `<prefix>.agents.<agent>.chat` and `.control` in a
- * queue group, validating every payload (a malformed one gets `bad_request` and the host goes on
- * serving), and routes each message to its session's actor. Sessions publish their events
- * through the agent factory's event listener on `<prefix>.events.<agent>.<session>.<Kind>`.
+ * The agent host: answers `<prefix>.agents.<agent>.chat` and `.control` in a queue group,
+ * validating every payload (a malformed one gets `bad_request` and the host goes on serving), and
+ * hands each message to its session's actor. Sessions publish their events through the agent
+ * factory's event listener on `<prefix>.events.<agent>.<session>.<Kind>`.
+ *
+ * Every request, whichever door it came in by, goes one straight way through
+ * {@link AgentHost.#handle}: checked, placed (routed to its session's owner, the session taken
+ * here), deduped by its `id`, handed to the session, answered. Each step returns to `#handle`.
  */
 export class AgentHost {
   readonly prefix: string;
@@ -118,12 +129,8 @@ export class AgentHost {
   readonly sessions: SessionManager;
   readonly #bus: Bus;
   readonly #agentNames: ReadonlySet<string>;
-  readonly #createAgent: SessionAgentFactory;
   readonly #queueGroup: string;
-  readonly #maxQueue: number | undefined;
-  readonly #maxSessionBytes: number | undefined;
   readonly #graceMs: number;
-  readonly #now: (() => number) | undefined;
   readonly #log: (line: string) => void;
   readonly #inFlight = new Set<Promise<void>>();
   readonly #heartbeats: SessionHeartbeats;
@@ -138,12 +145,8 @@ export class AgentHost {
     this.prefix = options.prefix ?? DEFAULT_PREFIX;
     this.agents = [...options.agents];
     this.#agentNames = new Set(options.agents);
-    this.#createAgent = options.createAgent;
     this.#queueGroup = options.queueGroup ?? `${this.prefix.replace(/\./g, "_")}_host`;
-    this.#maxQueue = options.maxQueue;
-    this.#maxSessionBytes = options.maxSessionBytes;
     this.#graceMs = options.graceMs ?? DEFAULT_GRACE_MS;
-    this.#now = options.now;
     this.#log = options.log ?? (() => {});
     this.#listen =
       options.listen ??
@@ -159,7 +162,14 @@ export class AgentHost {
     this.#cluster = options.cluster;
     this.#routing = options.routing;
     this.sessions = new SessionManager({
-      createSession: (agent, session) => this.#createSession(agent, session),
+      createSession: createSessionFactory({
+        createAgent: options.createAgent,
+        ...(options.cluster === undefined ? {} : { cluster: options.cluster }),
+        ...(options.maxQueue === undefined ? {} : { maxQueue: options.maxQueue }),
+        ...(options.maxSessionBytes === undefined ? {} : { maxSessionBytes: options.maxSessionBytes }),
+        ...(options.now === undefined ? {} : { now: options.now }),
+        log: this.#log,
+      }),
       ...(options.cluster === undefined
         ? {}
         : { onSessionStopped: (agent, session) => options.cluster?.leases.release(agent, session) }),
@@ -186,11 +196,7 @@ export class AgentHost {
   /** Subscribes and starts passivating idle sessions. */
   start(): this {
     if (this.#subscriptions.length > 0 || this.#closing !== undefined) return this;
-    const handle = (message: BusMessage) => {
-      const work = this.#handle(message);
-      this.#track(work.then(() => {}));
-      return work;
-    };
+    const handle = this.#handle;
     this.#subscriptions = [
       this.#listen("chat", `${this.prefix}.agents.*.chat`, this.#queueGroup, handle),
       this.#listen("control", `${this.prefix}.agents.*.control`, this.#queueGroup, handle),
@@ -244,225 +250,221 @@ export class AgentHost {
     return this.#closing;
   }
 
-  async #createSession(agent: string, session: string): Promise<SessionActor> {
-    let actor: SessionActor | undefined;
-    const hooks: SessionHooks = {
-      // Posts before the actor exists cannot happen (tools run inside chats), but stay harmless.
-      post: (text, postOptions) => actor?.post(text, postOptions),
-    };
-    // The session runs here only under this host's lease (else SessionOwnedElsewhereError).
-    if (this.#cluster !== undefined) hooks.fence = await this.#cluster.leases.acquire(agent, session);
+  /**
+   * Answers one request, whichever door it came in by; resolves with the reply sent. The whole way
+   * in, in order — each step returns here: check it ({@link #check}), pass on one for an agent
+   * served elsewhere, beat the session's heartbeat, place it ({@link #place}: forwarded to the
+   * session's owner, or the session taken here), then for a chat: its `id`'s dedupe, the session's
+   * chat, the dedupe's record; for a control verb, the session's command. Then the reply.
+   */
+  readonly #handle = async (message: BusMessage): Promise<ChatReply | ControlReply> => {
+    const finished = this.#track();
     try {
-      const created = await this.#createAgent(agent, session, hooks);
-      actor = new SessionActor({
-        agent: created,
-        ...(this.#maxQueue === undefined ? {} : { maxQueue: this.#maxQueue }),
-        ...(this.#now === undefined ? {} : { now: this.#now }),
-        ...(this.#maxSessionBytes === undefined ? {} : { maxSessionBytes: this.#maxSessionBytes }),
-      });
-      // What the session's last host left unfinished (its journal) runs first; a resumed
-      // chat with a client request id answers that id's retries, and its reply is stored for later ones.
-      const dedupe = this.#cluster?.dedupe;
-      const journal = created.journal;
-      void actor.resumeUnfinished(
-        dedupe === undefined
-          ? {}
-          : {
-              onResumed: (id, outcome) => {
-                const reply = outcome.then((answer) => answer && chatReplyOf(session, answer, { id }));
-                void dedupe.adopt(agent, session, id, reply).then(
-                  () => journal?.forgetAnswer(id),
-                  (error: unknown) =>
-                    this.#log(
-                      `could not answer request ${id} of ${agent}/${session}: ${describeFailure(error).message}`,
-                    ),
-                );
-              },
-            },
-      );
-      return actor;
-    } catch (error) {
-      this.#cluster?.leases.release(agent, session);
-      this.#log(`could not start session ${agent}/${session}: ${describeFailure(error).message}`);
-      throw error;
-    }
-  }
-
-  #track(work: Promise<void>): void {
-    this.#inFlight.add(work);
-    void work.finally(() => this.#inFlight.delete(work));
-  }
-
-  /** Answers one request; resolves with the reply sent. */
-  async #handle(message: BusMessage): Promise<ChatReply | ControlReply> {
-    try {
-      if (message.malformed !== undefined)
-        return this.#reply(message, errorReply("bad_request", message.malformed));
-      const route = parseAgentSubject(this.prefix, message.subject);
-      if (route === undefined) {
-        const token = message.subject.split(".").at(-2) ?? "";
-        return this.#reply(message, errorReply("bad_request", `invalid agent name ${JSON.stringify(token)}`));
-      }
-      if (!this.#agentNames.has(route.agent)) {
-        if (await this.#routing?.passOn(route.agent, route.verb, message)) return { ok: true };
+      const request = this.#check(message);
+      if (request.verb === "refused") return this.#reply(message, request.reply);
+      if (request.verb === "unserved") {
+        if (await this.#routing?.passOn(request.agent, request.requested, message)) return { ok: true };
         return this.#reply(
           message,
           errorReply(
             "unknown_agent",
-            `no agent named "${route.agent}" (this host serves: ${this.agents.join(", ")})`,
+            `no agent named "${request.agent}" (this host serves: ${this.agents.join(", ")})`,
           ),
         );
       }
-      if (route.verb === "chat") return await this.#handleChat(message, route.agent);
-      return await this.#handleControl(message, route.agent);
+      const { agent, session } = request;
+      // The session beats until the reply is out, so the caller can tell "working" from "gone".
+      const release = this.#heartbeats.track(agent, session);
+      try {
+        const placed = await this.#place(message, request);
+        if (placed.where === "sent") return placed.reply;
+        if (request.verb === "control") {
+          const reply =
+            placed.where === "failed"
+              ? { ok: false as const, error: sessionStartError(placed.error) }
+              : await this.#control(request, placed.actor);
+          return this.#reply(message, reply);
+        }
+        const { chat } = request;
+        const echo = chat.id === undefined ? {} : { id: chat.id };
+        // One run per id: a retry joins the run in progress or gets the stored reply.
+        const dedupe = chat.id === undefined ? undefined : this.#cluster?.dedupe;
+        const step =
+          dedupe === undefined || chat.id === undefined
+            ? undefined
+            : await dedupe.begin(agent, session, chat.id);
+        let reply: ChatReply;
+        let outcome: ChatOutcome | undefined;
+        if (step !== undefined && "reply" in step) {
+          reply = step.reply;
+        } else {
+          let failure = placed.where === "failed" ? placed.error : undefined;
+          if (placed.where === "here" && placed.actor !== undefined) {
+            try {
+              let actor = placed.actor;
+              // Stopped (passivated) while the dedupe was read: a fresh one, checked in the same tick as the chat is queued.
+              while (actor.isStopped) actor = await this.sessions.open(agent, session, { isChat: true });
+              // The asking agent's approvals hold here too, before this chat is even queued.
+              if (request.approvals.length > 0) actor.agent.inheritApprovals?.(request.approvals);
+              outcome = await actor.chat({
+                text: chat.text,
+                type: chat.type,
+                stackable: chat.stackable,
+                depth: request.depth,
+                // Journaled with the chat: a chat resumed elsewhere answers this id's retries.
+                ...(step === undefined || chat.id === undefined ? {} : { requestId: chat.id }),
+              });
+            } catch (error) {
+              failure = error;
+            }
+          }
+          reply =
+            outcome === undefined
+              ? { ok: false, error: sessionStartError(failure), ...echo }
+              : chatReplyOf(session, outcome, echo);
+          // Nothing ran when the session could not start: no record, so a retry runs it.
+          if (step !== undefined) await dedupe?.finish(step.run, reply, { ran: outcome !== undefined });
+        }
+        // Stored under the id: the journal need not keep the chat's answer any more.
+        if (step !== undefined && chat.id !== undefined) {
+          this.sessions.find(agent, session)?.agent.journal?.forgetAnswer(chat.id);
+        }
+        return this.#reply(message, reply, outcome?.ok === true ? outcome.chatId : undefined);
+      } finally {
+        release();
+      }
     } catch (error) {
       // Only a bug gets here: answer `internal` and keep serving.
       this.#log(`internal error answering ${message.subject}: ${describeFailure(error).message}`);
       return this.#reply(message, errorReply("internal", describeFailure(error).message));
+    } finally {
+      finished();
     }
+  };
+
+  /** Counts a request in flight (`close()` waits for them); the returned function ends it. */
+  #track(): () => void {
+    let end = () => {};
+    const work = new Promise<void>((resolve) => {
+      end = resolve;
+    });
+    this.#inFlight.add(work);
+    return () => {
+      this.#inFlight.delete(work);
+      end();
+    };
   }
 
-  async #handleChat(message: BusMessage, agent: string): Promise<ChatReply | ControlReply> {
-    const parsed = parseChatRequest(message.data);
-    if (!parsed.ok) return this.#reply(message, parsed);
-    // The session beats until the reply is out, so the caller can tell "working" from "gone".
-    const release = this.#heartbeats.track(agent, parsed.value.session);
-    try {
-      return await this.#routed(message, agent, "chat", parsed.value.session, () =>
-        this.#answerChat(message, agent, parsed.value),
-      );
-    } finally {
-      release();
+  /** The request's subject and payload checked: what it asks, or the `bad_request` to answer. */
+  #check(message: BusMessage): Checked {
+    if (message.malformed !== undefined)
+      return { verb: "refused", reply: errorReply("bad_request", message.malformed) };
+    const route = parseAgentSubject(this.prefix, message.subject);
+    if (route === undefined) {
+      const token = message.subject.split(".").at(-2) ?? "";
+      return {
+        verb: "refused",
+        reply: errorReply("bad_request", `invalid agent name ${JSON.stringify(token)}`),
+      };
     }
+    const { agent } = route;
+    if (!this.#agentNames.has(agent)) return { verb: "unserved", agent, requested: route.verb };
+    if (route.verb === "control") {
+      const parsed = parseControlRequest(message.data);
+      if (!parsed.ok) return { verb: "refused", reply: parsed };
+      return { verb: "control", agent, session: parsed.value.session, control: parsed.value };
+    }
+    const parsed = parseChatRequest(message.data);
+    if (!parsed.ok) return { verb: "refused", reply: parsed };
+    const echo = parsed.value.id === undefined ? {} : { id: parsed.value.id };
+    const depth = readRequestDepth(message.data);
+    if (!depth.ok) return { verb: "refused", reply: { ...depth, ...echo } };
+    const approvals = readRequestApprovals(message.data);
+    if (!approvals.ok) return { verb: "refused", reply: { ...approvals, ...echo } };
+    const { session } = parsed.value;
+    return {
+      verb: "chat",
+      agent,
+      session,
+      chat: parsed.value,
+      depth: depth.value,
+      approvals: approvals.value,
+    };
   }
 
   /**
-   * Issue 11: runs `answer` when this host owns the session or can take it; forwards the request
-   * to the host that owns it otherwise (that host answers the requester). A creation that lost
-   * the race for the lease is forwarded to the winner.
+   * Where the request's session is. Alone, here: the session taken (a `stop` takes only a live
+   * one: nothing runs in a session that is not). In a cluster, the session's owner decides: none
+   * or this host, the session is taken here; another, reachable, the request is forwarded to it
+   * (it answers the requester); another, gone, the request waits here for its lease to run out.
+   * Taking the session can lose the race for its lease: then the request is placed again.
    */
-  async #routed<T extends ChatReply | ControlReply>(
-    message: BusMessage,
-    agent: string,
-    verb: AgentVerb,
-    session: string,
-    answer: () => Promise<T>,
-  ): Promise<T | ChatReply | ControlReply> {
+  async #place(message: BusMessage, request: CheckedRequest): Promise<Placed> {
+    const { agent, session, verb } = request;
     const cluster = this.#cluster;
-    if (cluster === undefined) return answer();
     for (let attempt = 0; ; attempt++) {
-      let owner: Awaited<ReturnType<SessionCluster["ownerElsewhere"]>>;
-      try {
-        owner = await cluster.ownerElsewhere(agent, session);
-      } catch (error) {
-        const reason = describeFailure(error).message;
-        return this.#reply(message, errorReply("internal", `cannot read the session's lease: ${reason}`));
-      }
-      if (owner === undefined) {
+      if (cluster !== undefined) {
+        let owner: Awaited<ReturnType<SessionCluster["ownerElsewhere"]>>;
         try {
-          return await answer();
+          owner = await cluster.ownerElsewhere(agent, session);
         } catch (error) {
-          if (!(error instanceof SessionOwnedElsewhereError) || attempt > 2) throw error;
-          continue;
+          const reason = describeFailure(error).message;
+          const reply = errorReply("internal", `cannot read the session's lease: ${reason}`);
+          return { where: "sent", reply: this.#reply(message, reply) };
+        }
+        if (owner !== undefined) {
+          if (attempt <= 2 && !(await cluster.isReachable(owner, agent, verb))) {
+            // The owner is gone (killed): its lease runs out within the TTL; then this host takes it.
+            // Meanwhile this request is in hand here, so the session's heartbeat keeps the caller waiting.
+            await cluster.untilExpired(owner);
+            continue;
+          }
+          const refused = cluster.forward(owner, agent, verb, message);
+          return {
+            where: "sent",
+            reply: refused === undefined ? { ok: true } : this.#reply(message, refused),
+          };
         }
       }
-      if (attempt <= 2 && !(await cluster.isReachable(owner, agent, verb))) {
-        // The owner is gone (killed): its lease runs out within the TTL; then this host takes it.
-        // Meanwhile this request is in hand here, so the session's heartbeat keeps the caller waiting.
-        await cluster.untilExpired(owner);
-        continue;
+      if (request.verb === "control" && request.control.command === "stop") {
+        return { where: "here", actor: this.sessions.find(agent, session) };
       }
-      const refused = cluster.forward(owner, agent, verb, message);
-      return refused === undefined ? { ok: true } : this.#reply(message, refused);
+      try {
+        return {
+          where: "here",
+          actor: await this.sessions.open(agent, session, { isChat: verb === "chat" }),
+        };
+      } catch (error) {
+        if (error instanceof SessionOwnedElsewhereError && attempt <= 2) continue;
+        return { where: "failed", error };
+      }
     }
   }
 
-  async #answerChat(message: BusMessage, agent: string, request: ChatRequest): Promise<ChatReply> {
-    const echo = request.id === undefined ? {} : { id: request.id };
-    const depth = readRequestDepth(message.data);
-    if (!depth.ok) return this.#reply(message, { ...depth, ...echo });
-    const approvals = readRequestApprovals(message.data);
-    if (!approvals.ok) return this.#reply(message, { ...approvals, ...echo });
-    let chatId: string | undefined;
-    const dedupe = this.#cluster?.dedupe;
-    // False when the session could not even start (closing, full): no chat ran.
-    let ran = true;
-    const run = async (): Promise<ChatReply> => {
-      try {
-        const outcome = await this.sessions.use(
-          agent,
-          request.session,
-          (actor) => {
-            // The asking agent's approvals hold here too, before this chat is even queued.
-            if (approvals.value.length > 0) actor.agent.inheritApprovals?.(approvals.value);
-            return actor.chat({
-              text: request.text,
-              type: request.type,
-              stackable: request.stackable,
-              depth: depth.value,
-              // Journaled with the chat: a chat resumed elsewhere answers this id's retries.
-              ...(request.id === undefined || dedupe === undefined ? {} : { requestId: request.id }),
-            });
-          },
-          { isChat: true },
-        );
-        if (outcome.ok) chatId = outcome.chatId;
-        return chatReplyOf(request.session, outcome, echo);
-      } catch (error) {
-        if (error instanceof SessionOwnedElsewhereError) throw error;
-        ran = false;
-        return { ok: false, error: sessionStartError(error), ...echo };
-      }
-    };
-    if (dedupe === undefined || request.id === undefined) return this.#reply(message, await run(), chatId);
-    // One run per id. The session is taken first, so a request to forward marks nothing.
-    await this.sessions.get(agent, request.session).catch((error: unknown) => {
-      if (error instanceof SessionOwnedElsewhereError) throw error;
-    });
-    const id = request.id;
-    const answer = await dedupe.answer(agent, request.session, id, async () => ({ reply: await run(), ran }));
-    // Stored under the id: the journal need not keep the chat's answer any more.
-    this.sessions.find(agent, request.session)?.agent.journal?.forgetAnswer(id);
-    return this.#reply(message, answer, chatId);
-  }
-
-  async #handleControl(message: BusMessage, agent: string): Promise<ChatReply | ControlReply> {
-    const parsed = parseControlRequest(message.data);
-    if (!parsed.ok) return this.#reply(message, parsed);
-    const release = this.#heartbeats.track(agent, parsed.value.session);
+  /** Hands a control verb to the session (opened again if it stopped since it was placed). */
+  async #control(
+    request: CheckedRequest & { verb: "control" },
+    placed: SessionActor | undefined,
+  ): Promise<ControlReply> {
+    const { control, agent, session } = request;
+    // Nothing runs in a session that is not live: no need to build it just to stop it.
+    if (control.command === "stop") return placed?.stop() ?? { ok: true };
     try {
-      return await this.#routed(message, agent, "control", parsed.value.session, async () => {
-        let reply: ControlReply;
-        try {
-          reply = await this.#control(agent, parsed.value);
-        } catch (error) {
-          if (error instanceof SessionOwnedElsewhereError) throw error;
-          reply = { ok: false, error: sessionStartError(error) };
-        }
-        return this.#reply(message, reply);
+      let actor = placed ?? (await this.sessions.open(agent, session));
+      // Checked in the same tick as the command is queued, so a passivation cannot slip in between.
+      while (actor.isStopped) actor = await this.sessions.open(agent, session);
+      if (control.command === "new") return await actor.reset();
+      if (control.command === "compact") return await actor.compact(control.topic);
+      // The session may have had to be built: its approval may be parked in the history (a restart).
+      return await actor.decideToolCall({
+        toolCallId: control.toolCallId ?? "",
+        approved: control.command === "approve",
+        ...(control.reason !== undefined ? { reason: control.reason } : {}),
+        ...(control.arguments !== undefined ? { arguments: control.arguments } : {}),
       });
-    } finally {
-      release();
+    } catch (error) {
+      return { ok: false, error: sessionStartError(error) };
     }
-  }
-
-  async #control(agent: string, request: ControlRequest): Promise<ControlReply> {
-    if (request.command === "stop") {
-      // Nothing runs in a session that is not live: no need to build it just to stop it.
-      return this.sessions.find(agent, request.session)?.stop() ?? { ok: true };
-    }
-    if (request.command === "new") return this.sessions.use(agent, request.session, (actor) => actor.reset());
-    if (request.command === "approve" || request.command === "deny") {
-      // The session may have to be built: its approval may be parked in the history (a restart).
-      const decision = {
-        toolCallId: request.toolCallId ?? "",
-        approved: request.command === "approve",
-        ...(request.reason !== undefined ? { reason: request.reason } : {}),
-        ...(request.arguments !== undefined ? { arguments: request.arguments } : {}),
-      };
-      return this.sessions.use(agent, request.session, (actor) => actor.decideToolCall(decision));
-    }
-    return this.sessions.use(agent, request.session, (actor) => actor.compact(request.topic));
   }
 
   /**
@@ -485,13 +487,6 @@ export class AgentHost {
     this.#bus.respond(message, JSON.stringify(tooLarge));
     return tooLarge;
   }
-}
-
-/** A chat's outcome as the reply to its request (`echo`: the request's `id`, if it had one). */
-function chatReplyOf(session: string, outcome: ChatOutcome, echo: { id?: string }): ChatReply {
-  return outcome.ok
-    ? { ok: true, session, result: outcome.result, usage: outcome.usage, ...echo }
-    : { ok: false, error: outcome.error, ...echo };
 }
 
 /** The `reply_too_large` answer: the client reads the full result from the history by `chatId`. */

@@ -25,7 +25,7 @@ import { createAskAgentToolSet } from "../tools/ask-agent.js";
 import { createBuiltinToolSetRegistry, type ToolSetRegistry } from "../tools/builtin/index.js";
 import { createShellToolSet, type ShellToolSetOptions } from "../tools/shell.js";
 import type { ToolSet } from "../tools/tool-set.js";
-import type { SessionAgentFactory } from "./agent-host.js";
+import type { SessionAgentFactory } from "./session-factory.js";
 
 export interface SessionAgentFactoryOptions {
   definitions: readonly ResolvedAgentDefinition[];

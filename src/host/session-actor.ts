@@ -66,11 +66,26 @@ export type ResumedRequestHandler = (requestId: string, outcome: Promise<ChatOut
 type Settlement = { ok: true; output: MessageOutput } | { ok: false; error: SessionError };
 
 interface Waiter {
-  settle(settlement: Settlement): void;
+  /** Resolves the caller's promise with what {@link answer} made of the settlement. */
+  settle(answer: unknown): void;
+  /** The caller's answer made of how its message settled, in the same step (a chat's `ChatOutcome`). */
+  answer(settlement: Settlement): unknown;
   /** Passivation's own compaction does not count as activity. */
   touches: boolean;
   /** A chat message's text (reported as a cancelled chat if it never runs). */
   chatText: string | undefined;
+}
+
+/** How a chat message settled, as its caller's answer. */
+function chatOutcomeOfSettlement(settlement: Settlement): ChatOutcome {
+  if (!settlement.ok) return settlement;
+  if (settlement.output.kind !== "chat") {
+    return {
+      ok: false,
+      error: { code: "internal", message: `a chat answered as ${settlement.output.kind}` },
+    };
+  }
+  return chatAnswer(settlement.output);
 }
 
 /** A chat's result as its answer (`chatId` only when known). */
@@ -315,12 +330,9 @@ export class SessionActor {
       }),
       true,
       { signal: request.signal, onEvent: request.onEvent, requestId: request.requestId },
-    ).then((settlement) => {
-      if (!settlement.ok) return settlement;
-      if (settlement.output.kind !== "chat")
-        throw new TypeError(`a chat answered as ${settlement.output.kind}`);
-      return chatAnswer(settlement.output);
-    });
+      // Made the caller's answer where the mailbox settles it, not in a step of its own.
+      chatOutcomeOfSettlement,
+    );
   }
 
   /** `chatAndWait`: a message that is never coalesced, resolved with the chat's result. */
@@ -479,13 +491,20 @@ export class SessionActor {
     await parking;
   }
 
-  #enqueue(
+  /**
+   * Queues a message; resolves with `answer` of how it settled (default: the settlement itself),
+   * made in the step that settles it.
+   */
+  #enqueue<T = Settlement>(
     build: (id: string) => MailboxMessage,
     touches: boolean,
     options?: MessageOptions,
-  ): Promise<Settlement> {
+    answer: (settlement: Settlement) => T = (settlement) => settlement as T,
+  ): Promise<T> {
     if (this.isStopped) {
-      return Promise.resolve({ ok: false, error: { code: "cancelled", message: "the session is stopped" } });
+      return Promise.resolve(
+        answer({ ok: false, error: { code: "cancelled", message: "the session is stopped" } }),
+      );
     }
     if (touches) {
       this.#lastActivityAt = this.#now();
@@ -504,10 +523,15 @@ export class SessionActor {
         ...(requestId === undefined ? {} : { requestId }),
       });
     }
-    return new Promise<Settlement>((resolve) => {
+    return new Promise<T>((resolve) => {
       const chatText = message.kind === "chat" ? message.text : undefined;
       this.#waiters ??= new Map();
-      this.#waiters.set(message.id, { settle: resolve, touches, chatText });
+      this.#waiters.set(message.id, {
+        settle: resolve as (answer: unknown) => void,
+        answer,
+        touches,
+        chatText,
+      });
       if (options !== undefined) this.#deps.options.set(message.id, options);
       this.#startMailbox().send({ type: "enqueue", message });
     });
@@ -519,7 +543,7 @@ export class SessionActor {
     this.#waiters?.delete(id);
     this.#deps.options.delete(id);
     if (waiter.touches) this.#lastActivityAt = this.#now();
-    waiter.settle(settlement);
+    waiter.settle(waiter.answer(settlement));
   }
 
   #dropError(reason: DropReason): SessionError {

@@ -236,17 +236,13 @@ export class SessionManager {
   }
 
   /**
-   * Calls `use` with the live session in the same tick as the check that it is running, so a
-   * passivation that stops it cannot slip in between (a stopped one is replaced by a fresh one).
-   * `isChat`: over the memory budget, idle sessions are passivated first, and with none left the
+   * The live session, created on first use, for a caller about to hand it a message: `isChat`
+   * checks the memory budget first — over it, idle sessions are passivated, and with none left the
    * chat is refused ({@link HostMemoryOverloadedError}); commands (`new`, `compact`…) always pass.
+   * A passivation may stop the session after this resolves: the caller checks `isStopped` in the
+   * same tick as it sends its message, and opens it again if it was (see {@link use}).
    */
-  async use<T>(
-    agent: string,
-    session: string,
-    use: (actor: SessionActor) => T,
-    options: { isChat?: boolean } = {},
-  ): Promise<T> {
+  async open(agent: string, session: string, options: { isChat?: boolean } = {}): Promise<SessionActor> {
     if (options.isChat === true && this.#totalBytes > this.#maxMemoryBytes) {
       await this.#relieveMemory();
       if (this.#totalBytes > this.#maxMemoryBytes) {
@@ -257,8 +253,25 @@ export class SessionManager {
     }
     for (;;) {
       const actor = await this.get(agent, session);
-      if (!actor.isStopped) return use(actor);
+      if (!actor.isStopped) return actor;
       if (this.#live.get(keyOf(agent, session)) === actor) this.#live.delete(keyOf(agent, session));
+    }
+  }
+
+  /**
+   * Calls `use` with the live session ({@link open}) in the same tick as the check that it is
+   * running, so a passivation that stops it cannot slip in between (a stopped one is replaced by a
+   * fresh one).
+   */
+  async use<T>(
+    agent: string,
+    session: string,
+    use: (actor: SessionActor) => T,
+    options: { isChat?: boolean } = {},
+  ): Promise<T> {
+    for (;;) {
+      const actor = await this.open(agent, session, options);
+      if (!actor.isStopped) return use(actor);
     }
   }
 

@@ -205,3 +205,54 @@ describe("the request dedupe", () => {
     });
   });
 });
+
+describe("a chat request with an id, on the host that owns its session", () => {
+  it("is answered why when its session cannot start, and its retry runs once it can; later retries get the stored reply", async () => {
+    const prefix = uniqueRoot();
+    const bus = await NatsBus.connect({ url: server.url, name: "hc" });
+    const cluster = await SessionCluster.start({
+      connection: bus.connection,
+      prefix,
+      hostId: "hc",
+      timing: leaseTiming(3_000),
+    });
+    let builds = 0;
+    const agents: FakeAgent[] = [];
+    const host = new AgentHost({
+      bus,
+      prefix,
+      agents: ["bot"],
+      hostId: "hc",
+      cluster,
+      createAgent: async (name, session) => {
+        builds++;
+        if (builds === 1) throw new Error("the history store is unreachable");
+        const agent = new FakeAgent({ name, session });
+        agents.push(agent);
+        return agent;
+      },
+    }).start();
+    cleanups.push(async () => {
+      await host.close({ graceMs: 0 });
+      await bus.close();
+    });
+    const subject = chatSubject(prefix, "bot");
+    expect(await ask(subject, { session: "s1", text: "hello", id: "r1" })).toMatchObject({
+      ok: false,
+      error: { code: "internal", message: expect.stringContaining("the history store is unreachable") },
+      id: "r1",
+    });
+    // Nothing ran, so nothing was stored under r1: the retry runs the chat.
+    expect(await ask(subject, { session: "s1", text: "hello", id: "r1" })).toMatchObject({
+      ok: true,
+      result: "echo: hello",
+      id: "r1",
+    });
+    expect(await ask(subject, { session: "s1", text: "hello", id: "r1" })).toMatchObject({
+      ok: true,
+      result: "echo: hello",
+      id: "r1",
+    });
+    expect(agents.flatMap((agent) => agent.chats.map((chat) => chat.text))).toEqual(["hello"]);
+  });
+});

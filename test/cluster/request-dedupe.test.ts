@@ -181,3 +181,68 @@ describe("request dedupe across hosts", () => {
     }
   });
 });
+
+describe("RequestDedupe's steps: begin, then finish", () => {
+  it("hands out one run per id: a second begin waits for the first run's finish and gets its reply", async () => {
+    const { a, b } = await hosts();
+    const first = await a.begin("assistant", "s1", "r1");
+    if (!("run" in first)) throw new Error("expected a run to do");
+    let joinedReply: ChatReply | undefined;
+    const joined = a.begin("assistant", "s1", "r1").then((step) => {
+      joinedReply = "reply" in step ? step.reply : undefined;
+      return step;
+    });
+    // Nothing for the joiner before the run is finished.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(joinedReply).toBeUndefined();
+    await a.finish(first.run, answer("first"));
+    expect(await joined).toEqual({ reply: answer("first") });
+    // Stored: another host's begin gets the reply, not a run.
+    expect(await b.begin("assistant", "s1", "r1")).toEqual({ reply: answer("first") });
+  });
+
+  it("leaves no record of a run finished with ran: false, so the next begin runs it", async () => {
+    const { a, b } = await hosts();
+    const first = await a.begin("assistant", "s1", "r1");
+    if (!("run" in first)) throw new Error("expected a run to do");
+    const refused: ChatReply = {
+      ok: false,
+      error: { code: "cancelled", message: "the host is shutting down" },
+    };
+    await a.finish(first.run, refused, { ran: false });
+    const next = await b.begin("assistant", "s1", "r1");
+    expect("run" in next).toBe(true);
+    if ("run" in next) await b.finish(next.run, answer("second"));
+    expect(await a.begin("assistant", "s1", "r1")).toEqual({ reply: answer("second") });
+  });
+
+  it("refuses, as a reply, a run another host marked running and never finished", async () => {
+    const { a, b } = await hosts();
+    const first = await a.begin("assistant", "s1", "r1");
+    expect("run" in first).toBe(true);
+    const step = await b.begin("assistant", "s1", "r1");
+    expect(step).toMatchObject({ reply: { ok: false, error: { code: "cancelled" } } });
+  });
+
+  it("answer() still answers a joined retry when its chat throws: `internal`, and a later retry may run", async () => {
+    const { a } = await hosts();
+    let release = () => {};
+    const failing = a.answer(
+      "assistant",
+      "s1",
+      "r1",
+      () =>
+        new Promise<never>((_resolve, reject) => {
+          release = () => reject(new Error("the session broke"));
+        }),
+    );
+    const joined = a.answer("assistant", "s1", "r1", async () => ({ reply: answer("never") }));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    release();
+    await expect(failing).rejects.toThrow("the session broke");
+    expect(await joined).toMatchObject({ ok: false, error: { code: "internal" } });
+    expect(await a.answer("assistant", "s1", "r1", async () => ({ reply: answer("ran") }))).toEqual(
+      answer("ran"),
+    );
+  });
+});
