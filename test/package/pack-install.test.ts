@@ -70,8 +70,14 @@ describe("the packed package", () => {
         "README.md",
         "dist/src/index.js",
         "dist/src/index.d.ts",
-        "dist/src/errors/index.js",
-        "dist/src/errors/index.d.ts",
+        "dist/src/public/errors.js",
+        "dist/src/public/errors.d.ts",
+        "dist/src/public/bus.js",
+        "dist/src/public/bus.d.ts",
+        "dist/src/public/events.js",
+        "dist/src/public/events.d.ts",
+        "dist/src/public/models.js",
+        "dist/src/public/models.d.ts",
         "dist/src/testing/index.js",
         "dist/src/testing/index.d.ts",
         "dist/src/cli/bin.js",
@@ -117,14 +123,23 @@ describe("the packed package", () => {
       version: manifest.version,
       direct: "5",
       reply: expect.objectContaining({ ok: true, session: "s1", result: "40 + 2 = 42" }),
+      control: { ok: true },
       calls: [
         { a: 2, b: 3 },
         { a: 40, b: 2 },
       ],
       toolResults: ["42"],
+      eventCount: expect.any(Number),
+      unparsed: 0,
+      errorEntries: {
+        mainHasChatFailedError: true,
+        mainHasRateLimitError: false,
+        errorsHasRateLimitError: true,
+      },
       refused: expect.stringMatching(/^startHost: agents\[0\]\.tools\[0\]: unknown tool set "no_such_tool"/),
       refusedReply: "internal",
     });
+    expect(output.eventCount).toBeGreaterThan(0);
   });
 
   it("installs the agentloop command, which prints the package's version", async () => {
