@@ -11,7 +11,7 @@ import type { SecretRedactor } from "../text/secret-redactor.js";
 import type { ToolSet } from "../tools/tool-set.js";
 import type { ApprovalOutcome, ToolApprovalDecision } from "./tool-approvals.js";
 
-/** SPEC §8. Every field has the spec's default. */
+/** How an agent's chats run; every field is optional and has the default it names. */
 export interface AgentOptions {
   /** Default "You are a helpful assistant."; ToolSet static prompts are appended at construction. */
   systemPrompt?: string;
@@ -52,7 +52,7 @@ export interface CreateAgentParams {
   /** Without a history the agent runs in memory. */
   history?: ContextHistory;
   /**
-   * Where the session's unfinished work is journaled step by step (issue 11), so a chat whose host
+   * Where the session's unfinished work is journaled step by step, so a chat whose host
    * stopped can be resumed ({@link Agent.resumeUnfinishedChat}). Without it nothing is journaled.
    */
   journal?: ChatJournal;
@@ -95,7 +95,7 @@ export interface ChatOptions {
   /** Sees this chat's events only (e.g. to stream its text to one caller); exceptions swallowed. */
   onEvent?: (event: AgentEvent) => void;
   /**
-   * The chat request's client `id` (issue 11): journaled with the chat, so a chat resumed on
+   * The chat request's client `id`: journaled with the chat, so a chat resumed on
    * another host can store its reply under it for the client's retries.
    */
   requestId?: string;

@@ -20,8 +20,8 @@ export type ParsedEvent =
 /**
  * The one event parser: every reader of events (the UI server, `tail`, the remote `chat`, the
  * JetStream event log) checks what it got here. The value is validated against its kind's schema
- * and returned as it came, so fields added by a later version pass through (SPEC §9: events may
- * gain fields).
+ * and returned as it came, so fields added by a later version pass through: events may gain fields,
+ * and a reader of this version must not refuse a newer host's.
  */
 export function parseEvent(value: unknown): ParsedEvent {
   const envelope = EventEnvelope.safeParse(value);

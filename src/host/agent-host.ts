@@ -34,7 +34,7 @@ export const DEFAULT_GRACE_MS = 30_000;
 /** What the host hands an agent factory: the session's mailbox, for ToolContext.post. */
 export interface SessionHooks {
   post(text: string, options?: { type?: string; stackable?: boolean }): void;
-  /** Issue 11: the session's lease, checked before every history write and model request. */
+  /** Several hosts: the session's lease, checked before every history write and model request. */
   fence?: LeaseFence;
 }
 
@@ -94,7 +94,7 @@ export interface AgentHostOptions {
   /** How requests arrive; default plain subscriptions on the bus. */
   listen?: RequestListener;
   /**
-   * Issue 11: several hosts on one NATS system — session leases (one owner per session, fenced),
+   * Several hosts on one NATS system — session leases (one owner per session, fenced),
    * forwarding to the owner, request-id dedupe. See src/cluster/. Without it this host owns every
    * session it is asked about.
    */
@@ -107,7 +107,7 @@ export interface AgentHostOptions {
 }
 
 /**
- * The agent host (SPEC §10, §11): answers `<prefix>.agents.<agent>.chat` and `.control` in a
+ * The agent host: answers `<prefix>.agents.<agent>.chat` and `.control` in a
  * queue group, validating every payload (a malformed one gets `bad_request` and the host goes on
  * serving), and routes each message to its session's actor. Sessions publish their events
  * through the agent factory's event listener on `<prefix>.events.<agent>.<session>.<Kind>`.
@@ -337,7 +337,7 @@ export class AgentHost {
   }
 
   /**
-   * Issue 11: runs `answer` when this host owns the session or can take it; forwards the request
+   * Several hosts: runs `answer` when this host owns the session or can take it; forwards the request
    * to the host that owns it otherwise (that host answers the requester). A creation that lost
    * the race for the lease is forwarded to the winner.
    */

@@ -68,7 +68,7 @@ export interface RunningHost {
 }
 
 /**
- * Starts an agent host on `bus` (what `agentloop serve` runs, SPEC §10–§11): each agent answers
+ * Starts an agent host on `bus` (what `agentloop serve` runs): each agent answers
  * chat and control requests on its subjects, one actor per session, and publishes its events.
  * Works on a {@link NatsBus} (other processes reach the agents) or a {@link LocalBus} (this process
  * only).

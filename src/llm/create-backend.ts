@@ -55,7 +55,7 @@ export function createBackend(config: BackendConfig, env: ProviderEnvironment = 
 }
 
 /**
- * Which provider to use (SPEC §12): the `--provider` flag, else `AGENTLOOP_PROVIDER`; without
+ * Which provider to use: the `--provider` flag, else `AGENTLOOP_PROVIDER`; without
  * either, anthropic when `ANTHROPIC_API_KEY` is set, else openai-chat when `OPENAI_API_KEY` is set,
  * else the offline demo model.
  *

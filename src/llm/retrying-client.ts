@@ -44,7 +44,7 @@ export interface RetryingLlmClientOptions {
 
 /**
  * The {@link LlmClient} the loop uses: retries, stream resets and stray tool-markup checks in front
- * of one swappable {@link LlmBackend} (SPEC §5).
+ * of one swappable {@link LlmBackend}.
  *
  * Errors a backend throws that are not {@link LlmError}s are wrapped as {@link NetworkError}
  * (retryable), keeping the original as `cause`: backends map every provider and HTTP failure

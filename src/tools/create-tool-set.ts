@@ -28,7 +28,7 @@ export interface StatefulToolSet<State> extends ToolSet {
   copy(): StatefulToolSet<State>;
 }
 
-/** Builds a {@link ToolSet} from {@link Tool}s (SPEC §6.1). Duplicate tool names throw a `TypeError`. */
+/** Builds a {@link ToolSet} from {@link Tool}s. Duplicate tool names throw a `TypeError`. */
 export function createToolSet<State = undefined>(params: CreateToolSetParams<State>): StatefulToolSet<State> {
   return new ComposedToolSet(params);
 }

@@ -49,7 +49,7 @@ export interface DefineToolParams<Schema extends z.ZodType> {
 }
 
 /**
- * Builds a {@link Tool} from a zod schema (SPEC §6.1). Invalid definitions (bad name, a schema that
+ * Builds a {@link Tool} from a zod schema. Invalid definitions (bad name, a schema that
  * is not an object or not expressible as JSON Schema) throw a `TypeError` at once: those are the
  * developer's mistakes, not the model's.
  */
