@@ -97,9 +97,35 @@ async function createSessionEvents(
 }
 
 /**
- * Builds an agent session: the composition root. It resolves the options, builds the session's
- * event emitter (with tracing when a tracer is registered), loads a parked approval, and hands all
- * of it to an {@link AgentSession}, which restores the context and runs the bound machines.
+ * Creates one agent session in this process: a conversation with a model that may call your tools,
+ * run by the chat, iteration and compaction statecharts. Call {@link Agent.chat} for each user
+ * message; chats run one at a time, each until the model answers or `maxIterations` is reached. With
+ * a `history` the conversation is restored from it and kept in it; without one it lives in memory.
+ * To serve agents to other processes, use `startHost` instead.
+ *
+ * @param params The model client and model name, the session's tools, history and options.
+ * @returns The agent, its context restored from `params.history` when given.
+ * @throws Whatever `params.history` throws while it is read (e.g. a `CorruptHistoryError`).
+ *
+ * @example
+ * ```ts
+ * import { createAgent, createBackend, createToolSet, defineTool, RetryingLlmClient, z } from "agentloop";
+ *
+ * const add = defineTool({
+ *   name: "add",
+ *   description: "Adds two numbers.",
+ *   parameters: z.object({ a: z.number(), b: z.number() }),
+ *   execute: ({ a, b }) => String(a + b),
+ * });
+ * const agent = await createAgent({
+ *   llm: new RetryingLlmClient({ backend: createBackend({ provider: "anthropic" }, process.env) }),
+ *   model: "claude-sonnet-4-5",
+ *   toolSets: [createToolSet({ name: "math", tools: [add] })],
+ *   options: { systemPrompt: "You do sums.", maxIterations: 5, onLog: (event) => console.log(event.kind) },
+ * });
+ * const { result, usage } = await agent.chat("What is 40 + 2?");
+ * console.log(result, usage.total);
+ * ```
  */
 export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   const options: AgentOptions = params.options ?? {};
