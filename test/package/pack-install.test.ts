@@ -159,6 +159,8 @@ describe("the packed package", () => {
         "public/errors.ts",
         "public/events.ts",
         "public/models.ts",
+        "testing/explore-agent-paths.ts",
+        "testing/fake-provider.ts",
         "testing/scripted-model.ts",
         "tools/create-tool-set.ts",
         "tools/define-tool.ts",
