@@ -16,7 +16,7 @@ export interface ModelStreamInput {
 }
 
 /**
- * The model-stream actor with the segment collector (SPEC §4). Deltas go straight to the event
+ * The model-stream actor with the segment collector. Deltas go straight to the event
  * emitter, never through the machine (a machine event costs ~20 µs); the machine hears only about
  * resets and the end. Stopping the actor aborts the request.
  */

@@ -14,7 +14,7 @@ export interface ToolCallInput {
 }
 
 /**
- * One tool call as a child actor (SPEC §3.4, §6.2). Queued behind the session's concurrency cap;
+ * One tool call as a child actor. Queued behind the session's concurrency cap;
  * the actor's signal (aborted when the chat is cancelled) goes into the tool. Never rejects: a
  * failing tool is an `{"error": …}` result the model sees.
  */

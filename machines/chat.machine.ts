@@ -14,7 +14,7 @@ import {
 } from "./iteration.machine.js";
 
 /**
- * The chat loop (SPEC §2): prepare the user message and persist it (so a host that dies mid-chat
+ * The chat loop: prepare the user message and persist it (so a host that dies mid-chat
  * loses nothing the user sent), iterate (generate → tools → back-fill) up to maxIterations with the
  * last turn forced to text, measure the context, then either compact or append the rest of this
  * chat's messages to the history.
@@ -193,7 +193,7 @@ export function unsettledResults(inFlight: ChatContext["inFlight"]): Message[] {
 
 /**
  * Closes what a cancelled or failed iteration left open: every unfinished tool call gets a
- * `cancelled` result, so the history never holds a call without its result (SPEC §6.4).
+ * `cancelled` result, so the history never holds a call without its result (providers refuse a history with one).
  */
 export function backfillInFlight(context: ChatContext): Message[] {
   const { assistant, settled } = context.inFlight;
@@ -445,7 +445,7 @@ export const chatMachine = setup({
       },
     },
     recoveringContext: {
-      // SPEC §5: a context-length error means "compact, then retry". The history before this chat
+      // A context-length error means "compact, then retry". The history before this chat
       // is compacted (this chat's messages stay exact: the loop may be mid tool chain), then the
       // same iteration runs again. Once per chat; a second overflow fails the chat.
       on: { cancel: "cancelling" },

@@ -6,7 +6,7 @@ import type { GenerateResponse, LlmOptions, Message, TokenUsage } from "../src/l
 import { emptyUsage, withoutTools } from "../src/llm/types.js";
 
 /**
- * Cache-friendly compaction (SPEC §7.3): on a fork of the context, ask the model (without tools)
+ * Cache-friendly compaction: on a fork of the context, ask the model (without tools)
  * for a summary; on success the context becomes ONE user message holding the summary (a stable
  * prefix the provider's prompt cache can hit) and the history is replaced by it. An empty summary
  * or any failure leaves the context and the history as they were.

@@ -6,7 +6,7 @@ import { emptyUsage } from "../src/llm/types.js";
 import { uniqueToolCallIds } from "../src/llm/unique-tool-call-ids.js";
 
 /**
- * One iteration of the agentic loop (SPEC §3): stream one model response, assemble the assistant
+ * One iteration of the agentic loop: stream one model response, assemble the assistant
  * message, run the tool calls it asked for (each a child actor), back-fill the results in the
  * order the model made the calls.
  *
@@ -27,7 +27,7 @@ export interface IterationInput {
   options: LlmOptions;
   /** 1-based. */
   iteration: number;
-  /** The last iteration: sent without tools (SPEC §2.2). */
+  /** The last iteration: sent without tools, so the chat ends with an answer. */
   isFinal: boolean;
   /** The session's dependencies, opaque to the machine: handed to the stream and tool actors. */
   deps?: SessionDeps;

@@ -1,7 +1,32 @@
 /**
  * agentloop's public API (the `agentloop` package export): build agents and tools in code, serve
  * them on a bus, read their events. Everything here follows semver from 1.0; in 0.x a minor
- * version may break it (said in the release notes). Test helpers are in `agentloop/testing`.
+ * version may break it (said in the release notes).
+ *
+ * This entry holds what most programs need. Groups that stand alone have an entry of their own:
+ * - `agentloop/errors`: every error class, the code table, errors as data;
+ * - `agentloop/bus`: the transport, the subjects and the NATS contract's schemas;
+ * - `agentloop/events`: the event types, their schemas and the one parser (loads nothing else);
+ * - `agentloop/models`: model backends and the types to write one;
+ * - `agentloop/testing`: the testing kit (a scripted model, fake providers, path coverage).
+ *
+ * @example
+ * ```ts
+ * import { createAgent, createBackend, createToolSet, defineTool, RetryingLlmClient, z } from "agentloop";
+ *
+ * const add = defineTool({
+ *   name: "add",
+ *   description: "Adds two numbers.",
+ *   parameters: z.object({ a: z.number(), b: z.number() }),
+ *   execute: ({ a, b }) => String(a + b),
+ * });
+ * const agent = await createAgent({
+ *   llm: new RetryingLlmClient({ backend: createBackend({ provider: "anthropic" }, process.env) }),
+ *   model: "claude-sonnet-4-5",
+ *   toolSets: [createToolSet({ name: "math", tools: [add] })],
+ * });
+ * console.log((await agent.chat("What is 40 + 2?")).result);
+ * ```
  *
  * @packageDocumentation
  */
@@ -9,126 +34,40 @@
 /** The zod this package validates with: tool parameters and config schemas use it (`z.object(…)`). */
 export { z } from "zod";
 
-// Agents
+// Creating agents: one agent in this process, its model client and its conversation history
 export type { Agent, AgentOptions, ChatOptions, ChatResult, CreateAgentParams } from "./agent/agent-types.js";
+// Errors: the root, its codes, and the errors a caller of this entry catches (all of them are in
+// `agentloop/errors`)
 export { ChatCancelledError, ChatFailedError } from "./agent/chat-errors.js";
 export { createAgent } from "./agent/create-agent.js";
-// The bus
-export type { Bus, BusMessage, RequestOptions, SubscribeOptions, Subscription } from "./bus/bus.js";
-export {
-  BusClosedError,
-  BusConfigError,
-  BusError,
-  BusTimeoutError,
-  InvalidSubjectError,
-  NoRespondersError,
-} from "./bus/bus-errors.js";
-export {
-  ChatReply,
-  ChatRequest,
-  ControlReply,
-  ControlRequest,
-  ErrorCode,
-  ReplyError,
-  ReplyUsage,
-} from "./bus/contract.js";
+// The bus: where a host answers and publishes (the rest of the contract is `agentloop/bus`)
+export type { Bus } from "./bus/bus.js";
+export { ChatReply, ChatRequest, ControlReply, ControlRequest } from "./bus/contract.js";
 export { LocalBus, type LocalBusOptions } from "./bus/local-bus.js";
 export { NatsBus, type NatsBusOptions } from "./bus/nats-bus.js";
-export {
-  allEventsPattern,
-  chatSubject,
-  controlSubject,
-  DEFAULT_PREFIX,
-  eventSubject,
-  sessionEventsPattern,
-} from "./bus/subjects.js";
-// The host and its configuration
+export { chatSubject, controlSubject, DEFAULT_PREFIX } from "./bus/subjects.js";
+// Configuration: agents as a config file declares them (`agentloop serve --config`, `startHost`)
 export { AgentConfig, AgentloopConfig, defineConfig } from "./config/agent-config.js";
 export { AgentDefinition, AgentDefinitionsError, AgentsFile } from "./config/agent-definitions.js";
-export { ConfigFileError } from "./config/config-file-error.js";
-// Conversation histories
 export type { ContextHistory } from "./context/context-history.js";
-export {
-  CorruptHistoryError,
-  HistoryConflictError,
-  HistoryError,
-  HistorySchemaVersionError,
-} from "./context/history-errors.js";
 export { InMemoryContextHistory } from "./context/in-memory-history.js";
 export type { NatsContextHistory } from "./context/nats-context-history.js";
 export { NatsHistoryStore } from "./context/nats-history-store.js";
-// Errors: one hierarchy, its codes, and errors as data
-export {
-  AgentloopError,
-  type AgentloopErrorCode,
-  ConfigurationError,
-  ERROR_CODE_TABLE,
-  type ErrorInfo,
-  isAgentloopError,
-  toErrorInfo,
-} from "./errors/index.js";
-export {
-  EVENT_BODY_SCHEMAS,
-  /** @deprecated Use EventEnvelope. */
-  EventEnvelope as AgentEventEnvelope,
-  EventEnvelope,
-} from "./events/event-schemas.js";
-export { type ParsedEvent, parseAgentEvent, parseEvent, parseEventJson } from "./events/parse-event.js";
-// Events
-export {
-  type AgentEvent,
-  type CompactionPhase,
-  EVENT_KINDS,
-  type EventBase,
-  type EventBody,
-  type EventKind,
-  type EventListener,
-  type EventOf,
-  type UnknownEvent,
-} from "./events/types.js";
+export { AgentloopError, isAgentloopError } from "./errors/agentloop-error.js";
+export { ConfigurationError } from "./errors/configuration-error.js";
+export { type AgentloopErrorCode, ERROR_CODE_TABLE } from "./errors/error-code.js";
+// Events: what an agent publishes at each step, and the one parser (the schemas are `agentloop/events`)
+export { type ParsedEvent, parseEvent, parseEventJson } from "./events/parse-event.js";
+export { type AgentEvent, EVENT_KINDS, type EventKind, type EventOf } from "./events/types.js";
+// Running a host: agents served on a bus, one actor per session (what `agentloop serve` runs)
 export { type RunningHost, type StartHostOptions, startHost } from "./host/start-host.js";
-// Models
-export {
-  type BackendConfig,
-  createBackend,
-  type ProviderEnvironment,
-  ProviderName,
-} from "./llm/create-backend.js";
-export {
-  AuthenticationError,
-  CancelledError,
-  ContextLengthExceededError,
-  InvalidRequestError,
-  InvalidResponseError,
-  LlmError,
-  type LlmErrorCode,
-  ModelNotFoundError,
-  NetworkError,
-  RateLimitError,
-  RequestTimeoutError,
-  ServerError,
-  StrayToolMarkupError,
-} from "./llm/errors.js";
+export { type BackendConfig, createBackend, ProviderName } from "./llm/create-backend.js";
 export type { LlmClient } from "./llm/llm-client.js";
 export { RetryingLlmClient, type RetryingLlmClientOptions } from "./llm/retrying-client.js";
-export type {
-  BackendSink,
-  ContentPart,
-  GenerateRequest,
-  GenerateResponse,
-  LlmBackend,
-  LlmOptions,
-  Message,
-  ReasoningEffort,
-  Role,
-  TokenUsage,
-  ToolCall,
-  ToolDefinition,
-} from "./llm/types.js";
-// Tools
+export type { Message, TokenUsage } from "./llm/types.js";
+// Tools: what the model may call (the testing kit, with a scripted model, is `agentloop/testing`)
 export { type CreateToolSetParams, createToolSet, type StatefulToolSet } from "./tools/create-tool-set.js";
 export { type DefineToolParams, defineTool, type Tool } from "./tools/define-tool.js";
-export { ToolArgumentsError, ToolCancelledError, ToolError, ToolNotFoundError } from "./tools/tool-errors.js";
 export type { ToolContext, ToolSet } from "./tools/tool-set.js";
 
 /** This package's version (from its package.json). */

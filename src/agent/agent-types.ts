@@ -11,51 +11,76 @@ import type { SecretRedactor } from "../text/secret-redactor.js";
 import type { ToolSet } from "../tools/tool-set.js";
 import type { ApprovalOutcome, ToolApprovalDecision } from "./tool-approvals.js";
 
-/** SPEC §8. Every field has the spec's default. */
+/** How an agent's chats run; every field is optional and has the default it names. */
 export interface AgentOptions {
-  /** Default "You are a helpful assistant."; ToolSet static prompts are appended at construction. */
+  /**
+   * The system prompt; each ToolSet's static prompt is appended to it when the agent is built.
+   * @defaultValue `"You are a helpful assistant."`
+   */
   systemPrompt?: string;
-  /** Default 20. */
+  /**
+   * Model requests per chat at most; the last one is sent without tools, so the chat ends with an answer.
+   * @defaultValue 20
+   */
   maxIterations?: number;
-  /** Default 0.7. */
+  /**
+   * The share of `tokenLimit` at which the context is compacted (summarised) before the next request.
+   * @defaultValue 0.7
+   */
   contextCompactRatio?: number;
-  /** The token limit the compaction ratio is measured against. Default 128,000. */
+  /**
+   * The token limit the compaction ratio is measured against (the model's context window).
+   * @defaultValue 128_000
+   */
   tokenLimit?: number;
+  /** Most tokens per model answer. @defaultValue the provider's default */
   maxOutputTokens?: number;
-  /** Default 4. */
+  /** Tool calls of one model turn that run at once. @defaultValue 4 */
   maxConcurrentToolCalls?: number;
+  /** The model's thinking budget or effort, where the provider has one. @defaultValue the provider's default */
   reasoningEffort?: ReasoningEffort;
+  /** Sampling temperature. @defaultValue the provider's default */
   temperature?: number;
-  /** Anthropic: put a prompt-cache breakpoint on the last message of each request. Default off. */
+  /** Anthropic: put a prompt-cache breakpoint on the last message of each request. @defaultValue false */
   promptCaching?: boolean;
-  /** A stream silent this long once started fails with a timeout (default 120 s, see request-deadline). */
+  /** A model stream silent this long once started fails the chat with a timeout (not retried). @defaultValue 120_000 */
   streamIdleTimeoutMs?: number;
-  /** Names of tools whose every call a person must approve first (besides the tools' own `needsApproval`). */
+  /**
+   * Names of tools whose every call a person must approve first (besides the tools' own
+   * `needsApproval`). @defaultValue none
+   */
   needsApproval?: readonly string[];
-  /** Best-effort event callback; its exceptions are swallowed. */
+  /** Called with every event of the session; best-effort: its exceptions are swallowed. @defaultValue none */
   onLog?: (event: AgentEvent) => void;
-  /** Audit callback for every user / assistant / tool message; exceptions swallowed. */
+  /** Audit callback for every user / assistant / tool message; exceptions swallowed. @defaultValue none */
   onMessageRecorded?: (message: Message) => void;
 }
 
 /** What {@link createAgent} takes: the model client and model, and the session's tools, history and options. */
 export interface CreateAgentParams {
-  /** Agent name (events carry it). Default "agent". */
+  /** Agent name (events carry it). @defaultValue `"agent"` */
   name?: string;
-  /** Session id (events carry it). Default "default". */
+  /** Session id (events carry it). @defaultValue `"default"` */
   session?: string;
-  /** The id of the host running the session: every event carries it as `host`. Default: none. */
+  /** The id of the host running the session: every event carries it as `host`. @defaultValue none */
   host?: string;
+  /**
+   * The model client: a `RetryingLlmClient` in front of a backend (`createBackend`), or the
+   * testing kit's `scriptedModel`.
+   */
   llm: LlmClient;
+  /** The model name sent with each request (e.g. `"claude-sonnet-4-5"`). */
   model: string;
+  /** The tools the model may call, grouped in ToolSets; each session gets its own copy. @defaultValue none */
   toolSets?: ToolSet[];
-  /** Without a history the agent runs in memory. */
+  /** Where the conversation is kept and restored from. @defaultValue in memory, lost with the agent */
   history?: ContextHistory;
   /**
-   * Where the session's unfinished work is journaled step by step (issue 11), so a chat whose host
+   * Where the session's unfinished work is journaled step by step, so a chat whose host
    * stopped can be resumed ({@link Agent.resumeUnfinishedChat}). Without it nothing is journaled.
    */
   journal?: ChatJournal;
+  /** How chats run: prompt, iteration cap, compaction, callbacks. @defaultValue each field's default */
   options?: AgentOptions;
   /**
    * The configured secrets (API keys, NATS credentials), hidden from tool results, events and the
@@ -95,7 +120,7 @@ export interface ChatOptions {
   /** Sees this chat's events only (e.g. to stream its text to one caller); exceptions swallowed. */
   onEvent?: (event: AgentEvent) => void;
   /**
-   * The chat request's client `id` (issue 11): journaled with the chat, so a chat resumed on
+   * The chat request's client `id`: journaled with the chat, so a chat resumed on
    * another host can store its reply under it for the client's retries.
    */
   requestId?: string;

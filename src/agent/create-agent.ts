@@ -14,7 +14,7 @@ export const DEFAULT_CONTEXT_COMPACT_RATIO = 0.7;
 export const DEFAULT_TOKEN_LIMIT = 128_000;
 export const DEFAULT_MAX_CONCURRENT_TOOL_CALLS = 4;
 
-/** The system prompt: the agent's own, then each ToolSet's static prompt (SPEC §8). */
+/** The system prompt: the agent's own, then each ToolSet's static prompt, so the model learns each tool set's rules once. */
 export function buildSystemPrompt(systemPrompt: string, toolSets: readonly ToolSet[]): string {
   const prompts = toolSets.map((set) => set.prompt().trim()).filter((text) => text !== "");
   return [systemPrompt, ...prompts].join("\n\n");
@@ -26,14 +26,14 @@ const NO_TOOL_NAMES: ReadonlySet<string> = new Set();
 const IGNORE = (): void => {};
 const randomId = (): string => crypto.randomUUID();
 
-/** A best-effort callback: its exceptions never reach the chat (SPEC §8). */
+/** A best-effort callback: its exceptions never reach the chat (a logging hook must not fail a conversation). */
 function swallow<A extends unknown[]>(callback: ((...args: A) => void) | undefined): (...args: A) => void {
   if (!callback) return IGNORE;
   return (...args) => {
     try {
       callback(...args);
     } catch {
-      // Callbacks are best-effort by contract (SPEC §8).
+      // Callbacks are best-effort: a failing observer must not fail the chat.
     }
   };
 }
@@ -52,7 +52,7 @@ function baseLlmOptions(model: string, options: AgentOptions): LlmOptions {
   };
 }
 
-/** The agent's options with the spec's defaults filled in (SPEC §8). */
+/** The agent's options with the defaults filled in (see AgentOptions). */
 function resolveChatSettings(params: CreateAgentParams, toolSets: readonly ToolSet[]): ChatSettings {
   const options = params.options ?? {};
   return {
@@ -97,9 +97,35 @@ async function createSessionEvents(
 }
 
 /**
- * Builds an agent session: the composition root. It resolves the options, builds the session's
- * event emitter (with tracing when a tracer is registered), loads a parked approval, and hands all
- * of it to an {@link AgentSession}, which restores the context and runs the bound machines.
+ * Creates one agent session in this process: a conversation with a model that may call your tools,
+ * run by the chat, iteration and compaction statecharts. Call {@link Agent.chat} for each user
+ * message; chats run one at a time, each until the model answers or `maxIterations` is reached. With
+ * a `history` the conversation is restored from it and kept in it; without one it lives in memory.
+ * To serve agents to other processes, use `startHost` instead.
+ *
+ * @param params The model client and model name, the session's tools, history and options.
+ * @returns The agent, its context restored from `params.history` when given.
+ * @throws Whatever `params.history` throws while it is read (e.g. a `CorruptHistoryError`).
+ *
+ * @example
+ * ```ts
+ * import { createAgent, createBackend, createToolSet, defineTool, RetryingLlmClient, z } from "agentloop";
+ *
+ * const add = defineTool({
+ *   name: "add",
+ *   description: "Adds two numbers.",
+ *   parameters: z.object({ a: z.number(), b: z.number() }),
+ *   execute: ({ a, b }) => String(a + b),
+ * });
+ * const agent = await createAgent({
+ *   llm: new RetryingLlmClient({ backend: createBackend({ provider: "anthropic" }, process.env) }),
+ *   model: "claude-sonnet-4-5",
+ *   toolSets: [createToolSet({ name: "math", tools: [add] })],
+ *   options: { systemPrompt: "You do sums.", maxIterations: 5, onLog: (event) => console.log(event.kind) },
+ * });
+ * const { result, usage } = await agent.chat("What is 40 + 2?");
+ * console.log(result, usage.total);
+ * ```
  */
 export async function createAgent(params: CreateAgentParams): Promise<Agent> {
   const options: AgentOptions = params.options ?? {};
@@ -139,7 +165,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     isReportingStates,
     inspect: params.inspect,
     parked: await params.history?.loadPendingApproval?.(),
-    // Issue 11: the session's unfinished work, journaled step by step.
+    // The session's unfinished work, journaled step by step so another start can resume it.
     journal: params.journal ? await SessionJournal.open(params.journal, name, session) : undefined,
     createId: params.createId ?? randomId,
   });

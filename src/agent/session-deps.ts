@@ -36,7 +36,7 @@ export interface SessionDeps {
   /** Hides the configured secrets in tool results (events are redacted by `events` itself). */
   redactor: SecretRedactor;
   now(): number;
-  /** Journals a call's start before it runs (issue 11: a call in doubt is never re-run silently). */
+  /** Journals a call's start before it runs (after a crash, a call in doubt is never run again silently). */
   noteToolStart?(call: ToolCall): Promise<void>;
 }
 

@@ -49,7 +49,7 @@ export interface ToolApprovalsParams {
 }
 
 /**
- * The tool approvals of one session (issue 12): which chat waits for which calls, the record of it
+ * The tool approvals of one session: which chat waits for which calls, the record of it
  * in the history (so it survives passivation and a host restart), and the decisions people send.
  * A decision binds to the exact arguments announced and is used once: the record is taken when the
  * last held call is decided, or when the chat ends any other way (`stop` cancels it).

@@ -3,7 +3,7 @@ import { type ErrorCode, ReplyError } from "../contract/reply-error.js";
 import { NAME_PATTERN } from "./subjects.js";
 
 /**
- * The v1 NATS contract (SPEC §11) as zod schemas: what arrives on `<prefix>.agents.<agent>.chat`
+ * The v1 NATS contract as zod schemas: what arrives on `<prefix>.agents.<agent>.chat`
  * and `.control`, and what goes back. Everything that comes off the wire is parsed here, so a
  * malformed request becomes a `bad_request` reply that says which field is wrong, never a crash.
  * Unknown extra fields are ignored (stripped), so newer clients can talk to older hosts.

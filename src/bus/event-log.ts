@@ -19,7 +19,7 @@ import { allEventsPattern, DEFAULT_PREFIX, jetStreamName } from "./subjects.js";
 
 /**
  * The event log: a JetStream stream over `<prefix>.events.>`. Events are published with plain
- * core-NATS publishes (SPEC §11: hundreds of thousands per second, where acknowledged JetStream
+ * core-NATS publishes (hundreds of thousands per second, where acknowledged JetStream
  * publishes manage a few thousand); the stream captures them server-side, so logging costs the
  * publisher nothing. Built for nats-server 2.9: one filter subject per consumer and a
  * stream-level `max_age` (no per-message TTL).

@@ -27,7 +27,7 @@ export interface BusEventPublisher {
 }
 
 /**
- * Publishes each event as JSON on `<prefix>.events.<agent>.<session>.<Kind>` (SPEC §9, §11).
+ * Publishes each event as JSON on `<prefix>.events.<agent>.<session>.<Kind>`.
  * On the hot path (one call per text delta), so it does nothing but build the subject and the
  * JSON (with the chat's stamp encoded once): UTF-8 bytes written straight from the emitter's stamp
  * and the body for a bus that takes bytes (NATS, see {@link createEventBytesWriter}), a string for

@@ -34,29 +34,30 @@ export interface NatsBusOptions {
   /** A NATS credentials file (JWT + nkey seed), for hosts running under NATS accounts. */
   credsFile?: string;
   /**
-   * The subject prefix of this connection's reply inboxes (default `_INBOX`): requests, JetStream
-   * and KV calls all take their replies on `<inboxPrefix>.…`, so a NATS user may be allowed to
-   * subscribe to `<inboxPrefix>.>` only. One or more literal tokens, no wildcards.
+   * The subject prefix of this connection's reply inboxes: requests, JetStream and KV calls all
+   * take their replies on `<inboxPrefix>.…`, so a NATS user may be allowed to subscribe to
+   * `<inboxPrefix>.>` only. One or more literal tokens, no wildcards.
+   * @defaultValue `"_INBOX"`
    */
   inboxPrefix?: string;
-  /** Connection name shown by the server's monitoring (`agentloop serve`, `agentloop tail`…). */
+  /** Connection name shown by the server's monitoring (`agentloop serve`, `agentloop tail`…). @defaultValue none */
   name?: string;
-  /** How long the first connection attempt may take (default 5 s). */
+  /** How long the first connection attempt may take. @defaultValue 5_000 */
   connectTimeoutMs?: number;
-  /** Called when a handler throws; delivery goes on. Default: one stderr line. */
+  /** Called when a handler throws; delivery goes on. @defaultValue one line on stderr */
   onHandlerError?: HandlerErrorReporter;
-  /** Request timeout when the caller gives none (default 30 s). */
+  /** Request timeout when the caller gives none. @defaultValue 30_000 */
   defaultRequestTimeoutMs?: number;
   /**
    * Called when the server ends a subscription (e.g. a permission violation under NATS accounts).
-   * Default: one stderr line.
+   * @defaultValue one line on stderr
    */
   onSubscriptionError?: (error: unknown, subject: string) => void;
-  /** Most messages held while disconnected (default 100,000). */
+  /** Most messages held while disconnected (sent in order once the server is back). @defaultValue 100_000 */
   maxHeldMessages?: number;
-  /** Most bytes held while disconnected (default 64 MiB). */
+  /** Most bytes held while disconnected. @defaultValue 67_108_864 (64 MiB) */
   maxHeldBytes?: number;
-  /** One-line notices: connection lost and back (with what was held), dropped publishes. Default: none. */
+  /** One-line notices: connection lost and back (with what was held), dropped publishes. @defaultValue none */
   log?: (line: string) => void;
 }
 
@@ -153,8 +154,30 @@ export class NatsBus implements Bus {
   }
 
   /**
-   * Connects, failing if the server cannot be reached within the connect timeout.
+   * Connects to a nats-server, failing if it cannot be reached within `connectTimeoutMs`. Once
+   * connected the bus reconnects forever; while the server is away, publishes and replies are held
+   * (up to `maxHeldMessages` / `maxHeldBytes`) and sent in order when it is back.
+   *
+   * @param options The server's URL and, optionally, credentials, inbox prefix and limits.
+   * @returns The connected bus; `close()` it when done.
    * @throws BusConfigError for a bad URL, an unreadable credentials file or refused credentials.
+   * @throws the NATS client's own error when no server answers within the connect timeout.
+   *
+   * @example
+   * ```ts
+   * import { NatsBus } from "agentloop";
+   *
+   * const bus = await NatsBus.connect({
+   *   url: "nats://127.0.0.1:4222",
+   *   credsFile: "client.creds", // a NATS user of the client role
+   *   inboxPrefix: "_INBOX_client", // replies on _INBOX_client.> only
+   *   name: "my-service",
+   * });
+   * const subscription = bus.subscribe("agentloop.events.*.*.ChatCompleted", (message) => console.log(message.data));
+   * // later:
+   * subscription.unsubscribe();
+   * await bus.close();
+   * ```
    */
   static async connect(options: NatsBusOptions): Promise<NatsBus> {
     const connectionOptions = toConnectionOptions(options);

@@ -1,7 +1,7 @@
 import type { EventKind } from "../events/types.js";
 
 /**
- * Subject building and matching for the v1 NATS contract (SPEC §11). Pure functions: the host, the
+ * Subject building and matching for the v1 NATS contract. Pure functions: the host, the
  * logger, the UI and both bus implementations share them, so `LocalBus` and a real nats-server
  * agree on what a subject means.
  *

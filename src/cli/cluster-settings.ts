@@ -3,7 +3,7 @@ import { UsageError } from "./cli-context.js";
 
 type Flags = Record<string, string | boolean | undefined>;
 
-/** Issue 11's settings of `serve` / `up`: `--lease-ttl`, `--dedupe-window`, `--js-replicas`. */
+/** The settings of `serve` / `up` for several hosts on one NATS system: `--lease-ttl`, `--dedupe-window`, `--js-replicas`. */
 export interface ClusterSettings {
   leaseTtlMs?: number;
   dedupeWindowMs?: number;

@@ -47,7 +47,7 @@ const PROTOCOL_FLAGS: Record<string, FlagKind> = {
   "keep-alive": "string",
 };
 
-/** Several hosts on one NATS system (issue 11; serve, up). */
+/** Several hosts on one NATS system (serve, up). */
 const CLUSTER_FLAGS: Record<string, FlagKind> = {
   "lease-ttl": "string",
   "dedupe-window": "string",

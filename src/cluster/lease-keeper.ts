@@ -67,7 +67,7 @@ class HeldLease implements LeaseFence {
 }
 
 /**
- * The leases this host holds (issue 11): acquires one when a session starts here, renews all of
+ * The leases this host holds: acquires one when a session starts here, renews all of
  * them every TTL/3 with a compare-and-set, and gives each up when its session stops. A lease not
  * renewed in time is dropped locally at `expiry − skew` by this host's monotonic clock — before
  * any other host may take it (at `expiry + skew` by its wall clock) — and `onLost` stops the

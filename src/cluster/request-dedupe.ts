@@ -9,7 +9,7 @@ import { sleep } from "../timers/sleep.js";
 import { isConflict } from "./session-lease.js";
 
 /**
- * Client retries are safe (issue 11): a chat request with an `id` is answered at most once per
+ * Client retries are safe: a chat request with an `id` is answered at most once per
  * id and session. A retry while the chat runs on this host joins it (same reply); one after it
  * finished gets the stored reply from the KV bucket `AGENTLOOP_REPLIES` for the dedupe window
  * (the bucket's max age, plus a `storedAt` check by the reader). A chat is marked `running` in the

@@ -50,7 +50,7 @@ export interface SessionClusterOptions {
 export const FORWARDED = { ok: true } as const;
 
 /**
- * What makes several hosts on one NATS system act as one (issue 11), bundled for the agent host:
+ * What makes several hosts on one NATS system act as one, bundled for the agent host:
  * the {@link LeaseKeeper} (single activation, fencing), the {@link RequestDedupe} (a request id is
  * answered once), and forwarding. Hosts share the queue group on `<prefix>.agents.<agent>.<verb>`;
  * a request for a session another host owns is re-published on the owner's

@@ -7,7 +7,7 @@ import { AgentloopError } from "../errors/agentloop-error.js";
 import { listKvKeys } from "./kv-keys.js";
 
 /**
- * Session leases in a JetStream KV bucket (issue 11: single activation). Key `<agent>.<session>`,
+ * Session leases in a JetStream KV bucket (single activation: one host runs a session at a time). Key `<agent>.<session>`,
  * value a {@link LeaseRecord}: which host owns the session, under which epoch, until when. Every
  * write is a compare-and-set on the key's revision, so two hosts can never both believe a write of
  * theirs made them the owner. nats-server 2.9 has no per-key TTL: the expiry is in the value and

@@ -71,12 +71,38 @@ export const AgentloopConfig = z
 export type AgentloopConfig = z.input<typeof AgentloopConfig>;
 
 /**
- * Types a configuration for `agentloop serve --config` / `up --config` (it returns its argument):
+ * Types a configuration for `agentloop serve --config` / `up --config`, or for `startHost`'s
+ * `agents`: it returns its argument, so an editor checks each agent's fields as you write them.
+ * The agents take every field of an agents file, and `tools` may list tools and ToolSets built in
+ * code besides built-in names. The CLI validates the file when it loads it.
  *
- * ```js
- * // agentloop.config.js
+ * @param config `{ agents: [ … ] }`: at least one agent, names unique.
+ * @returns `config`, unchanged.
+ *
+ * @example
+ * ```ts
+ * // agentloop.config.js (or .ts, compiled)
  * import { defineConfig, defineTool, z } from "agentloop";
- * export default defineConfig({ agents: [{ name: "helper", tools: [myTool] }] });
+ *
+ * const orderStatus = defineTool({
+ *   name: "order_status",
+ *   description: "Looks up an order's status.",
+ *   parameters: z.object({ orderId: z.string() }),
+ *   execute: async ({ orderId }) => ({ orderId, status: "shipped" }),
+ * });
+ *
+ * export default defineConfig({
+ *   agents: [
+ *     {
+ *       name: "support",
+ *       systemPrompt: "You answer questions about orders.",
+ *       provider: "anthropic",
+ *       model: "claude-sonnet-4-5",
+ *       tools: [orderStatus, "current_time"],
+ *       maxIterations: 10,
+ *     },
+ *   ],
+ * });
  * ```
  */
 export function defineConfig(config: AgentloopConfig): AgentloopConfig {

@@ -14,10 +14,10 @@ import { checkUniqueAgentNames } from "./unique-agent-names.js";
 /** The agent a host serves when no agents file is given. */
 export const DEFAULT_AGENT_NAME = "assistant";
 
-/** The built-in ToolSets the default agent gets (SPEC §12); `shell` is opt-in, never a default. */
+/** The built-in ToolSets the default agent gets; `shell` is opt-in, never a default. */
 export const DEFAULT_AGENT_TOOLS: readonly string[] = ["todo_list", "current_time", "ask_agent"];
 
-/** One agent in an agents file (SPEC §12). Unknown fields are refused: they are usually typos. */
+/** One agent in an agents file. Unknown fields are refused: they are usually typos. */
 export const AgentDefinition = z
   .object({
     name: z.string().regex(NAME_PATTERN, { error: `must match ${NAME_PATTERN.source}` }),

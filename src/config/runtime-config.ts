@@ -8,10 +8,11 @@ import { UsageError } from "./usage-error.js";
 
 /**
  * The runtime configuration the CLI and the host share: provider settings and the shared flags,
- * resolved from flags, then the environment (given, never read here), then defaults (SPEC §12).
+ * resolved from flags, then the environment (given, never read here), then defaults:
+ * the setting given for this run beats the one the shell carries.
  */
 
-/** Provider settings and shared flags, resolved from flags, then env, then defaults (SPEC §12). */
+/** Provider settings and shared flags, resolved from flags, then env, then defaults. */
 export interface RuntimeConfig {
   provider: ProviderName;
   /** Model name; the provider's default when unset. */
@@ -74,7 +75,7 @@ export function parseReasoningEffort(value: string | undefined, option: string):
   throw new UsageError(`${option} must be low, medium or high, got "${value}"`);
 }
 
-/** Flags first, then environment variables, then defaults (SPEC §12). */
+/** Flags first, then environment variables, then defaults: the most explicit setting wins. */
 export function resolveRuntimeConfig(flags: Flags, env: NodeJS.ProcessEnv): RuntimeConfig {
   const provider = resolveProvider(env, { provider: pick(flags, "provider", env) });
   const model = pick(flags, "model", env, "AGENTLOOP_MODEL") ?? DEFAULT_MODELS[provider];

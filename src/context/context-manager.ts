@@ -10,7 +10,7 @@ export type Compactor = (
 ) => Promise<{ messages: Message[]; tokenUsed: number } | undefined>;
 
 /**
- * Owns a session's {@link Context} against its token limit (SPEC §7.1). Created by restoring the
+ * Owns a session's {@link Context} against its token limit. Created by restoring the
  * history; compaction itself is the compaction machine, injected as a {@link Compactor}.
  */
 export class ContextManager {

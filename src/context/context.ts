@@ -1,7 +1,7 @@
 import type { Message } from "../llm/types.js";
 
 /**
- * A session's working conversation (SPEC §7.1): the messages sent with each request (without the
+ * A session's working conversation: the messages sent with each request (without the
  * system prompt) and the tokens the last request used.
  */
 export class Context {

@@ -25,7 +25,7 @@ const NextPosition = z.number().int();
 const StoredSeq = z.number().int().nonnegative();
 
 /**
- * A session's history in SQLite (SPEC §7.1), keyed by agent + session: one row per message, the
+ * A session's history in SQLite, keyed by agent + session: one row per message, the
  * message as JSON. Every write is one transaction; every `restore()` reads the file, so another
  * connection's or process's appends are seen. Rows are validated on the way back: a corrupt row
  * is a {@link CorruptHistoryError}, never silently skipped. System messages are never stored.

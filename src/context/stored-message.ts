@@ -12,7 +12,7 @@ export interface StoredMessagePlace {
 
 /**
  * What a history stores of `messages`: system messages left out (the system prompt is rebuilt
- * from options and ToolSets, SPEC §7.2) and lone surrogates replaced (see {@link wellFormedMessage}).
+ * from options and ToolSets at each start) and lone surrogates replaced (see {@link wellFormedMessage}).
  */
 export function storableMessages(messages: readonly Message[]): Message[] {
   return messages.filter((message) => message.role !== "system").map(wellFormedMessage);

@@ -4,7 +4,13 @@
  *
  * @example
  * ```ts
- * try { await work(); } catch (error) { log(`work failed: ${describeError(error)}`); }
+ * import { describeError } from "agentloop/errors";
+ *
+ * try {
+ *   JSON.parse("{");
+ * } catch (error) {
+ *   console.error(`bad input: ${describeError(error)}`);
+ * }
  * ```
  */
 export function describeError(error: unknown): string {

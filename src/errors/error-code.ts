@@ -2,9 +2,9 @@ import type { ErrorCode as ReplyErrorCode } from "../contract/reply-error.js";
 
 /** What one {@link AgentloopErrorCode} becomes at each boundary. */
 export interface ErrorCodeMapping {
-  /** The `error.code` of a failed NATS reply (SPEC §11: a fixed list). */
+  /** The `error.code` of a failed NATS reply: a fixed list, so clients can rely on it. */
   reply: ReplyErrorCode;
-  /** The CLI's exit code when a command ends with this error (SPEC §12). */
+  /** The CLI's exit code when a command ends with this error. */
   exitCode: number;
 }
 

@@ -132,7 +132,7 @@ export function createEventEmitter({
           try {
             takeStamped(stamp, eventBody);
           } catch {
-            // Best-effort by contract (SPEC §9).
+            // Best-effort: a failing listener must not stop the chat or the other listeners.
           }
           return;
         }
@@ -142,7 +142,7 @@ export function createEventEmitter({
         try {
           listener(event);
         } catch {
-          // Best-effort by contract (SPEC §9).
+          // Best-effort: a failing listener must not stop the chat or the other listeners.
         }
       }
     },

@@ -18,10 +18,30 @@ export type ParsedEvent =
   | { status: "invalid"; reason: string };
 
 /**
- * The one event parser: every reader of events (the UI server, `tail`, the remote `chat`, the
- * JetStream event log) checks what it got here. The value is validated against its kind's schema
- * and returned as it came, so fields added by a later version pass through (SPEC §9: events may
- * gain fields).
+ * Checks a value (an event as parsed from JSON) and says what it is: an event of a kind this
+ * version knows, one of a newer kind, or not an event, with the reason. The one event parser:
+ * every reader of events (the UI server, `tail`, the remote `chat`, the JetStream event log)
+ * checks what it got here. The value is validated against its kind's schema
+ * and returned as it came, so fields added by a later version pass through: events may gain fields,
+ * and a reader of this version must not refuse a newer host's.
+ *
+ * @param value Anything; a bus payload or a JSONL line goes through {@link parseEventJson}.
+ * @returns `known` with the event typed by its `kind`, `unknown-kind`, or `invalid` with a reason.
+ *
+ * @example
+ * ```ts
+ * import { allEventsPattern, DEFAULT_PREFIX, NatsBus } from "agentloop/bus";
+ * import { parseEvent } from "agentloop/events";
+ *
+ * const bus = await NatsBus.connect({ url: "nats://127.0.0.1:4222" });
+ * bus.subscribe(allEventsPattern(DEFAULT_PREFIX), (message) => {
+ *   const parsed = parseEvent(JSON.parse(message.data));
+ *   if (parsed.status !== "known") return; // a newer host's kind, or not an event
+ *   const { event } = parsed;
+ *   if (event.kind === "ChatCompleted") console.log(`${event.agent}/${event.session}: ${event.result}`);
+ *   if (event.kind === "ToolCallFailed") console.error(`${event.toolName}: ${event.error.message}`);
+ * });
+ * ```
  */
 export function parseEvent(value: unknown): ParsedEvent {
   const envelope = EventEnvelope.safeParse(value);

@@ -19,7 +19,7 @@ interface Listening {
 }
 
 /**
- * Our own contract (`<prefix>.agents.*.chat|control`, SPEC §11) registered as a NATS micro service
+ * Our own contract (`<prefix>.agents.*.chat|control`) registered as a NATS micro service
  * named `agentloop`, so `$SRV.INFO` / `$SRV.STATS` / `$SRV.PING` show its endpoints, request counts,
  * errors (replies with `ok: false`) and processing time. The replies are unchanged: the same JSON,
  * no headers, in the same queue group, so existing clients see no difference.

@@ -55,7 +55,7 @@ export interface SessionAgentFactoryOptions {
   /** `ask_agent` settings. */
   askAgent?: { timeoutMs?: number; maxDepth?: number };
   /**
-   * Where sessions journal their unfinished work (issue 11). Default: the history database's
+   * Where sessions journal their unfinished work, so a chat cut off by a crash is resumed. Default: the history database's
    * `chat_journal` table when `db` is set, else none (in-memory histories die with the process).
    */
   journal?: ChatJournal;
@@ -112,7 +112,7 @@ export function createHostToolSetRegistry(
 }
 
 /**
- * Builds each session's agent from its definition (SPEC §10): per agent, once, the LLM client and
+ * Builds each session's agent from its definition: per agent, once, the LLM client and
  * the ToolSet templates (so a bad provider or tool name fails at start); per session, the history
  * (restored by the agent) and copies of the templates. Events go to the bus. Without a database the
  * histories stay in memory for the life of the process, so a passivated session still comes back
@@ -200,7 +200,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
       name: agent,
       session,
       ...(options.hostId === undefined ? {} : { host: options.hostId }),
-      // Issue 11: with a lease, history writes and model requests stop the moment it is lost.
+      // With a lease, history writes and model requests stop the moment it is lost.
       llm: fenceLlm(llm, hooks.fence),
       model: definition.model,
       toolSets,

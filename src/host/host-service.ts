@@ -54,7 +54,7 @@ export interface HostServiceOptions {
   hostId?: string;
   /** Where the sessions' histories live: `sqlite` (default: `config.db`, else memory) or `nats` (JetStream; needs a NATS bus). */
   history?: HistoryBackendName;
-  /** Issue 11: session lease TTL (`--lease-ttl`, default 10 s) and dedupe window (`--dedupe-window`). */
+  /** Several hosts: session lease TTL (`--lease-ttl`, default 10 s) and dedupe window (`--dedupe-window`). */
   leaseTtlMs?: number;
   dedupeWindowMs?: number;
   /**
@@ -207,7 +207,7 @@ async function startOnBus(
       mcpServers,
     });
     let host: AgentHost | undefined;
-    // Issue 11: on NATS with JetStream, sessions are leased so several hosts can share the agents.
+    // On NATS with JetStream, sessions are leased so several hosts can share the agents.
     let cluster: SessionCluster | undefined;
     if (bus instanceof NatsBus) {
       const started = await SessionCluster.startOrExplain({
@@ -252,7 +252,7 @@ async function startOnBus(
       throw error;
     }
     const startedHost = host;
-    // Issue 11: what this host's last life (or, with leases, a dead host) left unfinished goes on now,
+    // Resume after a crash: what this host's last life (or, with leases, a dead host) left unfinished goes on now,
     // without a new message: sessions with a journal entry and no live owner are activated here.
     const journal: ChatJournal | undefined = factory.journal;
     const sweeper =

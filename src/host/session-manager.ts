@@ -4,7 +4,7 @@ import { AgentloopError } from "../errors/agentloop-error.js";
 import { createRefusalLog, type RefusalLog } from "./refusal-log.js";
 import type { SessionActor } from "./session-actor.js";
 
-/** Idle sessions are passivated after this long by default (SPEC §10). */
+/** Idle sessions are passivated after this long by default, freeing their memory; the next message restores them from history. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 12 * 60 * 60 * 1000;
 
 /** How many sessions may be live at once by default (`--max-sessions`). */
@@ -72,7 +72,7 @@ export interface SessionManagerOptions {
   timers?: ManagerTimers;
   /** One-line notices (a failed passivation compaction, a failed creation). Default: none. */
   log?: (line: string) => void;
-  /** Issue 11 (leases): a live session has stopped (passivated, dropped, closed) and let go of its history. */
+  /** Leases: a live session has stopped (passivated, dropped, closed) and let go of its history. */
   onSessionStopped?: (agent: string, session: string) => void;
 }
 
@@ -119,7 +119,7 @@ export class SessionManagerClosedError extends AgentloopError {
 }
 
 /**
- * Owns the live sessions (SPEC §10). A session is created on first use; concurrent first uses
+ * Owns the live sessions. A session is created on first use; concurrent first uses
  * share one creation and a failed creation is forgotten, so the next use tries again. Idle
  * sessions are passivated: compacted (a failure is logged and eviction goes on, the history is
  * already persisted), checked for idleness again (a message may have arrived meanwhile), then
@@ -319,7 +319,7 @@ export class SessionManager {
   }
 
   /**
-   * Issue 11 (leases): stops a live session at once, whatever it is doing (its lease is gone):
+   * Leases: stops a live session at once, whatever it is doing (its lease is gone):
    * what runs is cancelled and every waiter answered `cancelled`. The next use builds it again.
    */
   drop(agent: string, session: string, reason: string): Promise<void> {

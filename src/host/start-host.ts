@@ -17,42 +17,47 @@ export interface StartHostOptions {
   bus: Bus;
   /** The agents to serve, as in a config file (`defineConfig`): names unique, at least one. */
   agents: readonly AgentConfig[];
-  /** Subject prefix. Default `agentloop`. */
+  /** Subject prefix. @defaultValue `"agentloop"` */
   prefix?: string;
-  /** SQLite file of the conversation histories. Default: in this process's memory. */
+  /** SQLite file of the conversation histories. @defaultValue none: histories live in this process's memory */
   db?: string;
-  /** `"nats"`: the histories live in JetStream (stream `AGENTLOOP_HISTORY`), shared by every host on the bus; needs a NatsBus. Default `"sqlite"` (`db`). */
+  /**
+   * `"nats"`: the histories live in JetStream (stream `AGENTLOOP_HISTORY`), shared by every host on
+   * the bus; needs a NatsBus. `"sqlite"`: in `db`.
+   * @defaultValue `"sqlite"`
+   */
   history?: "sqlite" | "nats";
-  /** This host's id, carried by every event as `host`. Default: host name, pid and a random suffix. */
+  /** This host's id, carried by every event as `host`. @defaultValue host name, pid and a random suffix */
   hostId?: string;
-  /** Several hosts on one NATS system: the session lease TTL (default 10 s), as `--lease-ttl`. */
+  /** Several hosts on one NATS system: the session lease TTL, as `--lease-ttl` (300 ms – 1 h). @defaultValue 10_000 */
   leaseTtlMs?: number;
-  /** How long the reply to a chat `id` is kept for retries (default 10 min), as `--dedupe-window`. */
+  /** How long the reply to a chat `id` is kept for retries, as `--dedupe-window`. @defaultValue 600_000 */
   dedupeWindowMs?: number;
-  /** Replicas of the JetStream streams and buckets this host creates (default 1), as `--js-replicas`. */
+  /** Replicas of the JetStream streams and buckets this host creates (1–5), as `--js-replicas`. @defaultValue 1 */
   jsReplicas?: number;
   /**
    * Where provider keys, base URLs and defaults are read, as the CLI reads them
-   * (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `AGENTLOOP_PROVIDER`, `AGENTLOOP_MODEL`…). Default
-   * `process.env`.
+   * (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `AGENTLOOP_PROVIDER`, `AGENTLOOP_MODEL`…).
+   * @defaultValue `process.env`
    */
   env?: NodeJS.ProcessEnv;
-  /** One-line notices (a session that failed to start, no JetStream event log). Default: none. */
+  /** One-line notices (a session that failed to start, no JetStream event log). @defaultValue none */
   log?: (line: string) => void;
-  /** Called with every event, besides publishing it on the bus. */
+  /** Called with every event, besides publishing it on the bus. @defaultValue none */
   onEvent?: (event: AgentEvent) => void;
-  /** Idle sessions are passivated after this long. Default 12 h. */
+  /** Idle sessions are passivated (their memory freed; the next message restores them) after this long. @defaultValue 43_200_000 (12 h) */
   idleTimeoutMs?: number;
-  /** Live sessions at most; past it a new session is refused with `overloaded`. Default 10,000. */
+  /** Live sessions at most; past it a new session is refused with `overloaded`. @defaultValue 10_000 */
   maxSessions?: number;
   /**
-   * Bytes the live sessions' messages may hold in memory in all (default 512 MiB, or half the heap
-   * limit); over it idle sessions are passivated, and with none idle a chat gets `overloaded`.
+   * Bytes the live sessions' messages may hold in memory in all; over it idle sessions are
+   * passivated, and with none idle a chat gets `overloaded`.
+   * @defaultValue 512 MiB, or half of Node's heap limit when that is less
    */
   maxMemoryBytes?: number;
-  /** Bytes one session's messages may hold: over it the session is compacted before its next chat. */
+  /** Bytes one session's messages may hold: over it the session is compacted before its next chat. @defaultValue no limit */
   maxSessionBytes?: number;
-  /** How long `close()` lets running chats finish before cancelling them. Default 30 s. */
+  /** How long `close()` lets running chats finish before cancelling them. @defaultValue 30_000 */
   graceMs?: number;
 }
 
@@ -68,14 +73,36 @@ export interface RunningHost {
 }
 
 /**
- * Starts an agent host on `bus` (what `agentloop serve` runs, SPEC §10–§11): each agent answers
- * chat and control requests on its subjects, one actor per session, and publishes its events.
- * Works on a {@link NatsBus} (other processes reach the agents) or a {@link LocalBus} (this process
- * only).
+ * Starts an agent host on `bus` (what `agentloop serve` runs): each agent answers
+ * chat and control requests on its subjects (`<prefix>.agents.<agent>.chat` / `.control`), one
+ * actor per session, and publishes its events. Works on a `NatsBus` (other processes reach the
+ * agents) or a `LocalBus` (this process only). The agents are configured as in a config file; a
+ * provider's key is read from `options.env`.
  *
+ * @param options The bus, the agents, and the host's limits and storage.
+ * @returns The running host; `close()` it before closing the bus, which stays the caller's.
+ *
+ * @example
  * ```ts
+ * import { defineTool, NatsBus, startHost, z } from "agentloop";
+ *
+ * const lookup = defineTool({
+ *   name: "lookup",
+ *   description: "Looks a word up.",
+ *   parameters: z.object({ word: z.string() }),
+ *   execute: ({ word }) => `${word}: a word`,
+ * });
  * const bus = await NatsBus.connect({ url: "nats://127.0.0.1:4222" });
- * const host = await startHost({ bus, agents: [{ name: "helper", tools: [myTool] }] });
+ * const host = await startHost({
+ *   bus,
+ *   agents: [{ name: "helper", provider: "anthropic", model: "claude-sonnet-4-5", tools: [lookup, "current_time"] }],
+ *   db: "chats.db",
+ *   log: (line) => console.error(line),
+ * });
+ * process.once("SIGTERM", async () => {
+ *   await host.close(); // lets running chats finish (graceMs), then stops
+ *   await bus.close();
+ * });
  * ```
  *
  * On a NatsBus it first checks the NATS user's permissions (an empty probe message per publish

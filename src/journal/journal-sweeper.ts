@@ -21,7 +21,7 @@ export interface JournalSweeperOptions {
   /** The agents this host serves: other agents' entries are left for their hosts. */
   agents: readonly string[];
   /**
-   * Several hosts (issue 11): a session whose lease another host holds is left to it; one whose
+   * Several hosts on one NATS system: a session whose lease another host holds is left to it; one whose
    * owner died is taken once its lease expired. Without it this host owns every session: one sweep.
    */
   ownership?: SessionOwnership;
@@ -31,7 +31,7 @@ export interface JournalSweeperOptions {
 }
 
 /**
- * Issue 11: finds the sessions whose host stopped with work unfinished — a journal entry and no
+ * Resume after a crash: finds the sessions whose host stopped with work unfinished — a journal entry and no
  * live owner — and activates them here. Activating a session resumes its journal (see
  * `SessionActor.resumeUnfinished`, called by the host for every session it creates), so the
  * unfinished chat and the queued ones run without waiting for a new message.

@@ -31,7 +31,7 @@ export interface SettleUnfinishedChatParams {
 }
 
 /**
- * Issue 11: brings the session's unfinished chat back to a state the chat machine can go on from.
+ * Resume after a crash: brings the session's unfinished chat back to a state the chat machine can go on from.
  * Publishes `ChatResumed`; settles the tool calls that were in flight — an idempotent tool's call,
  * or one that never started, runs (again); a call that was running, of any other tool, gets the
  * `interrupted` result and a `ToolCallInDoubt` event, and the model decides. A model stream in

@@ -16,10 +16,14 @@ export type { ProviderEnvironment } from "./provider-environment.js";
 
 /** Which provider to build, and how to reach it. */
 export interface BackendConfig {
+  /** `anthropic`, `openai-chat` (any OpenAI-compatible server), `openai-responses`, or the offline `demo`. */
   provider: ProviderName;
-  /** Falls back to `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`. */
+  /** The provider's API key. @defaultValue `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` from `env` */
   apiKey?: string;
-  /** Falls back to `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`. A keyless local server needs only this. */
+  /**
+   * The provider's base URL; a keyless local server (vLLM, llama.cpp, Ollama) needs only this.
+   * @defaultValue `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL` from `env`, else the provider's own
+   */
   baseUrl?: string;
 }
 
@@ -27,16 +31,27 @@ const KEY_VARIABLE = { anthropic: "ANTHROPIC_API_KEY", openai: "OPENAI_API_KEY" 
 const BASE_URL_VARIABLE = { anthropic: "ANTHROPIC_BASE_URL", openai: "OPENAI_BASE_URL" } as const;
 
 /**
- * Builds the backend for a provider. The key and base URL come from `config`, else from the
- * provider's usual environment variables in `env` (the library reads no environment it is not
- * handed: pass `process.env` to use the process's).
+ * Builds the backend for a provider: one request, one attempt, in the provider's wire format. Put
+ * it behind a `RetryingLlmClient` for an agent (`createAgent({ llm })`). The key and base URL come
+ * from `config`, else from the provider's usual environment variables in `env` (the library reads
+ * no environment it is not handed: pass `process.env` to use the process's).
  *
+ * @param config The provider, and optionally its key and base URL.
  * @param env Where `ANTHROPIC_API_KEY`, `OPENAI_BASE_URL`… are read. @defaultValue `{}`
+ * @returns The backend; its `provider` names it.
+ * @throws ConfigurationError when a hosted provider has neither an API key nor a base URL.
+ *
  * @example
  * ```ts
- * const backend = createBackend({ provider: "anthropic" }, process.env);
+ * import { createBackend, RetryingLlmClient } from "agentloop";
+ *
+ * // Keys from the environment, as the CLI reads them.
+ * const claude = createBackend({ provider: "anthropic" }, process.env);
+ * // A local OpenAI-compatible server (Ollama) needs no key.
+ * const local = createBackend({ provider: "openai-chat", baseUrl: "http://127.0.0.1:11434/v1" });
+ * const llm = new RetryingLlmClient({ backend: claude, maxAttempts: 5 });
+ * llm.setBackend(local); // later requests go to the local server
  * ```
- * @throws ConfigurationError when a hosted provider has neither an API key nor a base URL.
  */
 export function createBackend(config: BackendConfig, env: ProviderEnvironment = {}): LlmBackend {
   const provider = parseProvider(config.provider, "provider");
@@ -55,7 +70,7 @@ export function createBackend(config: BackendConfig, env: ProviderEnvironment = 
 }
 
 /**
- * Which provider to use (SPEC §12): the `--provider` flag, else `AGENTLOOP_PROVIDER`; without
+ * Which provider to use: the `--provider` flag, else `AGENTLOOP_PROVIDER`; without
  * either, anthropic when `ANTHROPIC_API_KEY` is set, else openai-chat when `OPENAI_API_KEY` is set,
  * else the offline demo model.
  *

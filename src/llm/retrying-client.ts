@@ -29,22 +29,23 @@ export interface RetryInfo {
 
 /** The backend to call and how to retry it. */
 export interface RetryingLlmClientOptions {
+  /** The backend requests go to (`createBackend`, or your own `LlmBackend`). */
   backend: LlmBackend;
-  /** Attempts per request, the first included. Default 3. */
+  /** Attempts per request, the first included. @defaultValue 3 */
   maxAttempts?: number;
-  /** Backoff before the second attempt; it doubles each time. Default 1 s. */
+  /** Backoff before the second attempt; it doubles each time. @defaultValue 1_000 */
   initialDelayMs?: number;
-  /** Cap on any backoff, the server's retry-after included. Default 30 s. */
+  /** Cap on any backoff, the server's retry-after included. @defaultValue 30_000 */
   maxDelayMs?: number;
-  /** Injected for tests. Must reject when `signal` aborts (the client also races it). */
+  /** Injected for tests. Must reject when `signal` aborts (the client also races it). @defaultValue a real timer */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
-  /** Observability hook called before each retry; its exceptions are swallowed. */
+  /** Observability hook called before each retry; its exceptions are swallowed. @defaultValue none */
   onRetry?: (info: RetryInfo) => void;
 }
 
 /**
  * The {@link LlmClient} the loop uses: retries, stream resets and stray tool-markup checks in front
- * of one swappable {@link LlmBackend} (SPEC §5).
+ * of one swappable {@link LlmBackend}.
  *
  * Errors a backend throws that are not {@link LlmError}s are wrapped as {@link NetworkError}
  * (retryable), keeping the original as `cause`: backends map every provider and HTTP failure

@@ -1,6 +1,6 @@
 import { truncateText } from "../text/truncate-text.js";
 /**
- * Detection of tool calls a model wrote as text instead of calling the tool (SPEC §5). Open-weight
+ * Detection of tool calls a model wrote as text instead of calling the tool. Open-weight
  * models served behind OpenAI-compatible APIs do this when the server's tool parser misses their
  * format: the raw chat-template markup ends up in `content`. Only the start and the end of the text
  * are scanned: stray markup is the whole answer or trails a short preamble, and a long answer that

@@ -54,7 +54,7 @@ class McpToolSet implements ToolSet {
       );
     }
     if (output.images.length > 0) {
-      // Tool results are text only (SPEC §6.2): the images follow them, as the model's input.
+      // Tool results are text only (every provider takes text results): the images follow them, as the model's input.
       const images: ContentPart[] = output.images.map((image) => ({
         type: "image",
         mediaType: image.mediaType,

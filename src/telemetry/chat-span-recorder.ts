@@ -160,7 +160,7 @@ export class ChatSpanRecorder {
   modelResponded(scope: ModelRequestScope, toolCalls: number): void {
     const iteration = scope.iteration;
     if (iteration === undefined || iteration !== this.#iteration) return;
-    // The final turn's tool calls are dropped, never run (SPEC §2.2).
+    // The final turn's tool calls are dropped, never run: the last iteration is sent without tools and must answer in text.
     iteration.toolsExpected = iteration.isFinal ? 0 : toolCalls;
     if (iteration.toolsSettled >= iteration.toolsExpected) this.#endIteration();
   }

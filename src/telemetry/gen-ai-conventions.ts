@@ -42,7 +42,7 @@ export const GEN_AI_OPERATION = {
 /** agentloop's own attributes and span events (no convention covers iterations or compaction). */
 export const ATTR_AGENTLOOP_CHAT_ID = "agentloop.chat.id";
 export const ATTR_AGENTLOOP_ITERATION = "agentloop.iteration";
-/** True on the last iteration, sent without tools (SPEC §2.2). */
+/** True on the last iteration, sent without tools so that the chat ends with an answer. */
 export const ATTR_AGENTLOOP_ITERATION_FINAL = "agentloop.iteration.final";
 /** How many times the model request's stream was reset and re-opened (0 when it never was). */
 export const ATTR_AGENTLOOP_MODEL_RETRIES = "agentloop.model.retries";

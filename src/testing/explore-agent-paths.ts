@@ -63,6 +63,22 @@ export interface ExploreAgentPathsOptions {
  * final turn, a tool error, a cancel, compaction...) on agents built by `createAgent`, records the
  * microsteps the real machines take (XState inspection), and reports which states and
  * transitions of the machines' definitions were taken and which were not.
+ *
+ * @param options How to build the agent under test, which paths to run, which machines to measure.
+ * @returns The covered and total states and transitions, what was missed, and each path's outcome.
+ *
+ * @example
+ * ```ts
+ * import { createAgent, InMemoryContextHistory } from "agentloop";
+ * import { exploreAgentPaths } from "agentloop/testing";
+ *
+ * // Your own agent setup (here: with a history) along every built-in path.
+ * const report = await exploreAgentPaths({
+ *   createAgent: (setup) => createAgent({ ...setup, model: "m", history: new InMemoryContextHistory() }),
+ * });
+ * for (const path of report.paths) if (!path.ok) console.error(`${path.name}: ${path.error}`);
+ * console.log(`transitions ${report.transitions.covered}/${report.transitions.total}`, report.missing);
+ * ```
  */
 export async function exploreAgentPaths(options: ExploreAgentPathsOptions = {}): Promise<AgentPathsReport> {
   const known = builtinAgentPaths();

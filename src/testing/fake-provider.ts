@@ -37,6 +37,7 @@ export type FakeProviderScript =
 
 /** Options of {@link startFakeProvider}. */
 export interface FakeProviderOptions {
+  /** The replies, in order, or a function answering each recorded request. */
   script: FakeProviderScript;
 }
 
@@ -63,6 +64,26 @@ export interface FakeProvider extends FakeHttpServer {
  * Faults: `rate_limit` is a 429 with a `retry-after-ms` header (`retryAfterMs`, default 0),
  * `server_error` a 500, `disconnect_after` the stream of the step's first `afterDeltas` deltas
  * (all by default) cut before it completes.
+ *
+ * @param kind The wire format: `anthropic`, `openai-chat` or `openai-responses`.
+ * @param options The script.
+ * @returns The running server: `baseUrl` and `env` point a real SDK (or `createBackend`) at it;
+ *   `close()` it when done.
+ *
+ * @example
+ * ```ts
+ * import { createAgent, createBackend, RetryingLlmClient } from "agentloop";
+ * import { startFakeProvider } from "agentloop/testing";
+ *
+ * const fake = await startFakeProvider("openai-chat", { script: [{ text: "hi" }] });
+ * const agent = await createAgent({
+ *   llm: new RetryingLlmClient({ backend: createBackend({ provider: "openai-chat" }, fake.env) }),
+ *   model: "gpt-test",
+ * });
+ * console.log((await agent.chat("hello")).result); // "hi", through the real OpenAI SDK
+ * console.log(fake.bodies()[0]?.model); // "gpt-test": the request body as the provider got it
+ * await fake.close();
+ * ```
  */
 export async function startFakeProvider(
   kind: FakeProviderKind,

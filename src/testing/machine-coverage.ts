@@ -8,7 +8,7 @@ import {
 import { getAdjacencyMap, getPathsFromEvents, getShortestPaths, getSimplePaths } from "xstate/graph";
 
 /**
- * Model-based testing helpers for the statecharts (SPEC §14): plan paths over a machine with
+ * Model-based testing helpers for the statecharts: plan paths over a machine with
  * `xstate/graph`, and measure which state nodes and transitions of the definition a replay on the
  * real machine actually took.
  *

@@ -4,9 +4,9 @@ import { type Script, ScriptedBackend, type ScriptedRequest } from "./scripted-b
 
 /** Options of {@link scriptedModel}. */
 export interface ScriptedModelOptions {
-  /** Attempts per request, the first included, as the real client counts them. Default 3. */
+  /** Attempts per request, the first included, as the real client counts them. @defaultValue 3 */
   maxAttempts?: number;
-  /** Called before each retry (a scripted fault is retried like the provider's). */
+  /** Called before each retry (a scripted fault is retried like the provider's). @defaultValue none */
   onRetry?: (info: RetryInfo) => void;
 }
 
@@ -37,17 +37,39 @@ export class ScriptedModel extends RetryingLlmClient {
 }
 
 /**
- * A model whose turns are data, for `createAgent({ llm: scriptedModel([...]) })`:
+ * A model whose turns are data, for tests: `createAgent({ llm: scriptedModel([...]) })`. Each
+ * request takes the next turn: text (whole or as `deltas`), reasoning, tool calls, usage, or a
+ * `fault` (`rate_limit`, `server_error`, `disconnect_after`) that the real retrying client retries
+ * as it would a provider's. {@link ScriptedModel.requests} records what the model was asked.
  *
+ * @param script The turns, in order; a request past the last one fails the chat.
+ * @param options Attempts per request and a retry hook.
+ * @returns The model client, with `requests` to assert on.
+ *
+ * @example
  * ```ts
+ * import { createAgent, createToolSet, defineTool, z } from "agentloop";
+ * import { scriptedModel } from "agentloop/testing";
+ *
+ * const readFile = defineTool({
+ *   name: "read_file",
+ *   description: "Reads a file.",
+ *   parameters: z.object({ path: z.string() }),
+ *   execute: () => "hi",
+ * });
  * const model = scriptedModel([
  *   { toolCalls: [{ name: "read_file", arguments: { path: "a.txt" } }] },
- *   { fault: "rate_limit" },
+ *   { fault: "rate_limit" }, // retried at once: the scripted model does not wait
  *   { reasoning: "The file says hi.", text: "It says hi." },
  * ]);
+ * const agent = await createAgent({
+ *   llm: model,
+ *   model: "any",
+ *   toolSets: [createToolSet({ name: "files", tools: [readFile] })],
+ * });
+ * const { result } = await agent.chat("What does a.txt say?");
+ * // result === "It says hi."; model.requests holds the three requests, the retry included.
  * ```
- *
- * Each request takes the next turn; {@link ScriptedModel.requests} records what was asked.
  */
 export function scriptedModel(script: Script, options: ScriptedModelOptions = {}): ScriptedModel {
   return new ScriptedModel(script, options);

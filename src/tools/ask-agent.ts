@@ -11,7 +11,7 @@ import { createToolSet, type StatefulToolSet } from "./create-tool-set.js";
 import { defineTool } from "./define-tool.js";
 import { ToolCancelledError, ToolError } from "./tool-errors.js";
 
-/** Nested agent-to-agent calls allowed below a user's message (SPEC §6.3). */
+/** Nested agent-to-agent calls allowed below a user's message, so agents asking each other cannot loop forever. */
 export const DEFAULT_ASK_AGENT_MAX_DEPTH = 3;
 
 /** How long `ask_agent` waits for the other agent's reply by default. */
@@ -49,7 +49,7 @@ export interface AskAgentToolSetOptions {
 }
 
 /**
- * The `ask_agent` ToolSet (SPEC §6.3): `{ agent, message }` asks another agent over the bus
+ * The `ask_agent` ToolSet: `{ agent, message }` asks another agent over the bus
  * (request/reply on its chat subject) and returns its answer. The other agent's session is derived
  * from the caller's (`<callerAgent>-<callerSession>`), so a conversation between two agents keeps
  * its context from one question to the next. The request carries `depth` (the caller's + 1), and a

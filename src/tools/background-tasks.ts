@@ -4,10 +4,10 @@ import { sliceCodePoints } from "../text/truncate-text.js";
 import { ToolError } from "./tool-errors.js";
 import type { ToolContext } from "./tool-set.js";
 
-/** The mailbox message type of task results: stackable, so a burst of them coalesces (SPEC §6.3). */
+/** The mailbox message type of task results: stackable, so a burst of them coalesces into one chat. */
 export const TASK_RESULT_TYPE = "task_result";
 
-/** Longest `task_result` message, wrapper included (SPEC §6.3). */
+/** Longest `task_result` message, wrapper included, so one task cannot flood the context. */
 export const TASK_RESULT_MAX_CHARS = 2_000;
 
 export type TaskStatus = "completed" | "failed" | "cancelled";
@@ -37,7 +37,7 @@ interface RunningTask {
 }
 
 /**
- * Background work for a ToolSet (SPEC §6.3): a tool starts long work, returns a task id at once,
+ * Background work for a ToolSet: a tool starts long work, returns a task id at once,
  * and when the work ends a `task_result` message is posted to the session's mailbox through
  * `ToolContext.post`, as a stackable message, so the model learns of it on its next turn.
  *

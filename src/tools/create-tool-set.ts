@@ -10,14 +10,15 @@ import type { ToolContext, ToolSet } from "./tool-set.js";
  * state and no tool has to know about copying.
  */
 export interface CreateToolSetParams<State = undefined> {
+  /** The set's name (logs and errors name it). */
   name: string;
   /** The tools, or a builder binding them to one instance's state. */
   tools: readonly Tool[] | ((state: State) => readonly Tool[]);
-  /** Static text appended to the system prompt once, when the agent is built. */
+  /** Static text appended to the system prompt once, when the agent is built. @defaultValue none */
   prompt?: string;
-  /** Dynamic text prepended to each user message; "" adds nothing. */
+  /** Dynamic text prepended to each user message; "" adds nothing. @defaultValue none */
   iterationPromptInjection?: (state: State) => string;
-  /** Creates a fresh session state; present for stateful sets. */
+  /** Creates a fresh session state; present for stateful sets. @defaultValue none: the set is stateless */
   initialState?: () => State;
 }
 
@@ -28,7 +29,39 @@ export interface StatefulToolSet<State> extends ToolSet {
   copy(): StatefulToolSet<State>;
 }
 
-/** Builds a {@link ToolSet} from {@link Tool}s (SPEC §6.1). Duplicate tool names throw a `TypeError`. */
+/**
+ * Groups tools into a ToolSet, the unit an agent takes (`createAgent({ toolSets })`). A set may
+ * carry a prompt for the system prompt and per-session state: give `initialState` and build the
+ * tools from the state, and every session (each `copy()`, each `/new`) gets a fresh state of its own.
+ *
+ * @param params The set's name and tools, and optionally its prompt and session state.
+ * @returns The set; `state` is this instance's session state.
+ * @throws TypeError when two tools share a name.
+ *
+ * @example
+ * ```ts
+ * import { createToolSet, defineTool, z } from "agentloop";
+ *
+ * // A notepad per session: each session's tools write to its own list.
+ * const notes = createToolSet({
+ *   name: "notes",
+ *   prompt: "Write down what the user asks you to remember.",
+ *   initialState: () => ({ lines: [] as string[] }),
+ *   tools: (state) => [
+ *     defineTool({
+ *       name: "note",
+ *       description: "Remembers one line.",
+ *       parameters: z.object({ line: z.string() }),
+ *       execute: ({ line }) => {
+ *         state.lines.push(line);
+ *         return `noted (${state.lines.length} lines)`;
+ *       },
+ *     }),
+ *   ],
+ *   iterationPromptInjection: (state) => (state.lines.length === 0 ? "" : `Notes so far:\n${state.lines.join("\n")}`),
+ * });
+ * ```
+ */
 export function createToolSet<State = undefined>(params: CreateToolSetParams<State>): StatefulToolSet<State> {
   return new ComposedToolSet(params);
 }

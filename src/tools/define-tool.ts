@@ -28,6 +28,7 @@ export interface Tool {
 
 /** What {@link defineTool} takes. */
 export interface DefineToolParams<Schema extends z.ZodType> {
+  /** What the model calls it: 1–64 letters, digits, `_` or `-`, unique within the agent. */
   name: string;
   /** Tells the model when and how to use the tool. */
   description: string;
@@ -37,21 +38,57 @@ export interface DefineToolParams<Schema extends z.ZodType> {
   execute(args: z.output<Schema>, context: ToolContext): unknown;
   /**
    * A person must approve each call before it runs (`true`), or the calls whose parsed arguments
-   * the function picks. Default: never. The approval is asked on the session's control subject.
+   * the function picks. The approval is asked on the session's control subject.
+   * @defaultValue false
    */
   needsApproval?: boolean | ((args: z.output<Schema>) => boolean);
   /**
    * Running a call twice has the effect of running it once (a read, a lookup, setting a value).
-   * Default false. When the host stops while a call runs, an idempotent tool's call is run again on
-   * resume; any other's gets `{"error":"interrupted",…}` and the model decides.
+   * When the host stops while a call runs, an idempotent tool's call is run again on resume; any
+   * other's gets `{"error":"interrupted",…}` and the model decides.
+   * @defaultValue false
    */
   idempotent?: boolean;
 }
 
 /**
- * Builds a {@link Tool} from a zod schema (SPEC §6.1). Invalid definitions (bad name, a schema that
- * is not an object or not expressible as JSON Schema) throw a `TypeError` at once: those are the
- * developer's mistakes, not the model's.
+ * Defines a tool the model may call: its name and description, its parameters as a zod object
+ * schema (the model sees its JSON Schema), and `execute`, which gets the validated arguments.
+ * Arguments that do not validate never reach `execute`: the model gets an `{"error": …}` result
+ * saying why, and may try again; so does a tool that throws. Put tools in an agent with
+ * {@link createToolSet}, or list them in a config file's `tools`.
+ *
+ * @param params The tool's name, description, parameters schema and `execute`, and whether its calls
+ *   need approval or may be repeated.
+ * @returns A tool: its definition for the model and a runner from raw JSON arguments to result text.
+ * @throws TypeError at once for a bad name or a schema that is not an object or has no JSON Schema:
+ *   those are the developer's mistakes, not the model's.
+ *
+ * @example
+ * ```ts
+ * import { defineTool, z } from "agentloop";
+ *
+ * export const orderStatus = defineTool({
+ *   name: "order_status",
+ *   description: "Looks up an order's status by its id.",
+ *   parameters: z.object({ orderId: z.string().describe("The order's id, e.g. A-1042") }),
+ *   // A string is returned as is; anything else reaches the model as JSON.
+ *   execute: async ({ orderId }, { signal }) => {
+ *     const response = await fetch(`https://orders.example.com/${orderId}`, { signal });
+ *     return response.ok ? await response.json() : { error: `no order ${orderId}` };
+ *   },
+ *   idempotent: true,
+ * });
+ *
+ * export const refund = defineTool({
+ *   name: "refund",
+ *   description: "Refunds an order.",
+ *   parameters: z.object({ orderId: z.string(), amount: z.number().positive() }),
+ *   execute: ({ orderId, amount }) => `refunded ${amount} on ${orderId}`,
+ *   // A person approves refunds over 100 before they run.
+ *   needsApproval: ({ amount }) => amount > 100,
+ * });
+ * ```
  */
 export function defineTool<Schema extends z.ZodType>(params: DefineToolParams<Schema>): Tool {
   const { name, description, parameters, execute, needsApproval = false, idempotent = false } = params;

@@ -2,7 +2,7 @@ import { AgentloopError } from "../errors/agentloop-error.js";
 
 /**
  * Errors of the tool layer. A tool error never fails the chat: the runner turns it into an
- * `{"error": …}` result the model sees (SPEC §6.2), so messages are written for the model to read.
+ * `{"error": …}` result the model sees, so messages are written for the model to read.
  */
 
 export interface ToolErrorOptions {

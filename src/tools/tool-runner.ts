@@ -6,11 +6,11 @@ import { sliceCodePoints, truncateText } from "../text/truncate-text.js";
 import { ToolCancelledError, ToolNotFoundError } from "./tool-errors.js";
 import type { ToolContext, ToolSet } from "./tool-set.js";
 
-/** Results longer than this reach the model truncated, with a marker (SPEC §6.2). */
+/** Results longer than this reach the model truncated, with a marker, so one tool cannot fill the context. */
 export const TOOL_RESULT_LIMIT = 8_000;
 /** Error messages the model sees are capped at about this many characters. */
 export const TOOL_ERROR_MESSAGE_LIMIT = 500;
-/** The result text of a call that was cancelled or never finished (SPEC §6.4). */
+/** The result text of a call that was cancelled or never finished: every call in the history has a result, or the provider refuses the next request. */
 export const CANCELLED_TOOL_RESULT = JSON.stringify({ error: "cancelled" });
 
 /** What became of one tool call: the text the model sees, and the error for events when it failed. */
@@ -35,7 +35,7 @@ export interface RunToolCallOptions {
 /**
  * Runs one tool call against the first ToolSet that offers its name and never throws: an unknown
  * tool, invalid arguments or a throwing tool become an `{"error": "…"}` result the model can react
- * to (SPEC §6.2). An aborted `context.signal` resolves at once with a cancelled outcome, even when
+ * to. An aborted `context.signal` resolves at once with a cancelled outcome, even when
  * the tool ignores the signal (its late result is discarded).
  *
  * What a tool returns becomes the model's input, the session's history and an event: so secrets
@@ -92,7 +92,7 @@ export function cancelledOutcome(callId: string, toolName: string): ToolCallOutc
 
 /**
  * The tool-result message that back-fills a call left unfinished by a cancelled chat, so history
- * never holds a tool call without its result (SPEC §6.4).
+ * never holds a tool call without its result (providers refuse a history with one).
  */
 export function cancelledToolResult(callId: string, toolName: string): Message {
   return toolResultMessage(cancelledOutcome(callId, toolName));

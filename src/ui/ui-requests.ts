@@ -2,7 +2,7 @@ import { z } from "zod";
 import { CONTROL_COMMANDS } from "../bus/contract.js";
 import { NAME_PATTERN } from "../bus/subjects.js";
 
-/** The bodies the page posts; the server forwards them on the bus contract (SPEC §11). */
+/** The bodies the page posts; the server forwards them as chat and control requests of the NATS contract. */
 
 const Name = z.string().regex(NAME_PATTERN, { error: `must match ${NAME_PATTERN.source}` });
 

@@ -37,7 +37,7 @@ export interface UiContext {
   guardStats: () => HttpGuardStats;
 }
 
-/** The UI service's routes (SPEC §13). Paths nobody routes are the page's static files. */
+/** The UI service's routes. Paths nobody routes are the page's static files. */
 export function uiRoutes(ui: UiContext): Route[] {
   return [
     { method: "POST", path: "/api/chat", handle: (request) => postChat(ui, request) },

@@ -86,7 +86,7 @@ const DEFAULT_CONTROL_TIMEOUT_MS = 30_000;
 const DEFAULT_REPLAY_TIMEOUT_MS = 10_000;
 
 /**
- * The UI service (SPEC §13): the page, the statecharts, live events as Server-Sent Events, the
+ * The UI service: the page, the statecharts, live events as Server-Sent Events, the
  * sessions seen on the bus with their recent events, and chat / control forwarded to the agents
  * over the bus contract. node:http only; the routes are a table (./ui-routes.ts).
  */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { describeError } from "../../src/errors/index.js";
+import { describeError } from "../../src/public/errors.js";
 
 describe("describeError", () => {
   it("gives an Error's message, and anything else as String() makes it", () => {

@@ -26,17 +26,6 @@ import {
   HistorySchemaVersionError,
 } from "../../src/context/history-errors.js";
 import { NotARecordError } from "../../src/context/jetstream-record-log.js";
-import {
-  AGENTLOOP_ERROR_CODES,
-  AgentloopError,
-  BudgetExceededError,
-  ConfigurationError,
-  ERROR_CODE_TABLE,
-  errorInfo,
-  exitCodeOfReply,
-  ForbiddenError,
-  mappingOf,
-} from "../../src/errors/index.js";
 import { describeFailure } from "../../src/host/describe-failure.js";
 import { SessionManagerClosedError, SessionManagerOverloadedError } from "../../src/host/session-manager.js";
 import { ConfigurationError as ConfigurationErrorFromOldPath } from "../../src/llm/configuration-error.js";
@@ -56,6 +45,17 @@ import {
 import { emptyUsage } from "../../src/llm/types.js";
 import { McpServerNotRunningError, McpToolCallError } from "../../src/mcp/mcp-errors.js";
 import { AgentServiceError, AgentStreamTimeoutError } from "../../src/protocol/agent-client.js";
+import {
+  AGENTLOOP_ERROR_CODES,
+  AgentloopError,
+  BudgetExceededError,
+  ConfigurationError,
+  ERROR_CODE_TABLE,
+  errorInfo,
+  exitCodeOfReply,
+  ForbiddenError,
+  mappingOf,
+} from "../../src/public/errors.js";
 import { UnknownToolSetError } from "../../src/tools/builtin/index.js";
 import {
   ToolArgumentsError,

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { assign, createActor, fromPromise, setup, waitFor } from "xstate";
 import { ChatFailedError } from "../../src/agent/chat-errors.js";
-import { type ErrorInfo, errorInfo, isErrorInfo, toErrorInfo } from "../../src/errors/index.js";
 import { ContextLengthExceededError, RateLimitError } from "../../src/llm/errors.js";
 import { emptyUsage } from "../../src/llm/types.js";
+import { type ErrorInfo, errorInfo, isErrorInfo, toErrorInfo } from "../../src/public/errors.js";
 import { ToolNotFoundError } from "../../src/tools/tool-errors.js";
 
 describe("toErrorInfo", () => {

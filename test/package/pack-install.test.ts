@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { copyFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -70,8 +70,14 @@ describe("the packed package", () => {
         "README.md",
         "dist/src/index.js",
         "dist/src/index.d.ts",
-        "dist/src/errors/index.js",
-        "dist/src/errors/index.d.ts",
+        "dist/src/public/errors.js",
+        "dist/src/public/errors.d.ts",
+        "dist/src/public/bus.js",
+        "dist/src/public/bus.d.ts",
+        "dist/src/public/events.js",
+        "dist/src/public/events.d.ts",
+        "dist/src/public/models.js",
+        "dist/src/public/models.d.ts",
         "dist/src/testing/index.js",
         "dist/src/testing/index.d.ts",
         "dist/src/cli/bin.js",
@@ -117,15 +123,78 @@ describe("the packed package", () => {
       version: manifest.version,
       direct: "5",
       reply: expect.objectContaining({ ok: true, session: "s1", result: "40 + 2 = 42" }),
+      control: { ok: true },
       calls: [
         { a: 2, b: 3 },
         { a: 40, b: 2 },
       ],
       toolResults: ["42"],
+      eventCount: expect.any(Number),
+      unparsed: 0,
+      errorEntries: {
+        mainHasChatFailedError: true,
+        mainHasRateLimitError: false,
+        errorsHasRateLimitError: true,
+      },
       refused: expect.stringMatching(/^startHost: agents\[0\]\.tools\[0\]: unknown tool set "no_such_tool"/),
       refusedReply: "internal",
     });
+    expect(output.eventCount).toBeGreaterThan(0);
   });
+
+  it("type-checks every @example written against the package, as a program of its own", async () => {
+    const examples = await collectPackageExamples(join(ROOT, "src"));
+    // The public factories each show one: a missing one (or a broken extraction) fails here.
+    expect(new Set(examples.map((example) => example.file))).toEqual(
+      new Set([
+        "agent/create-agent.ts",
+        "bus/nats-bus.ts",
+        "config/agent-config.ts",
+        "errors/describe-error.ts",
+        "events/parse-event.ts",
+        "host/start-host.ts",
+        "index.ts",
+        "llm/create-backend.ts",
+        "public/bus.ts",
+        "public/errors.ts",
+        "public/events.ts",
+        "public/models.ts",
+        "testing/explore-agent-paths.ts",
+        "testing/fake-provider.ts",
+        "testing/scripted-model.ts",
+        "tools/create-tool-set.ts",
+        "tools/define-tool.ts",
+      ]),
+    );
+    const folder = join(project, "examples");
+    await mkdir(folder, { recursive: true });
+    const names = await Promise.all(
+      examples.map(async (example, index) => {
+        const name = `example-${index}.ts`;
+        await writeFile(join(folder, name), `// ${example.file}\n${example.code}\n`);
+        return name;
+      }),
+    );
+    await writeFile(
+      join(folder, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          target: "ES2022",
+          module: "NodeNext",
+          moduleResolution: "NodeNext",
+          strict: true,
+          noEmit: true,
+          typeRoots: [join(ROOT, "node_modules/@types")],
+          types: ["node"],
+          skipLibCheck: true,
+        },
+        files: names,
+      }),
+    );
+    await run(process.execPath, [TSC, "-p", "tsconfig.json"], { cwd: folder }).catch((error) => {
+      throw new Error(`an @example does not compile:\n${error.stdout}${error.stderr}`);
+    });
+  }, 60_000);
 
   it("installs the agentloop command, which prints the package's version", async () => {
     const manifest = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8"));
@@ -133,3 +202,26 @@ describe("the packed package", () => {
     expect(stdout).toBe(`agentloop ${manifest.version}\n`);
   });
 });
+
+/** A TSDoc `@example` code block that imports the package, and the file under src/ it is in. */
+interface PackageExample {
+  file: string;
+  code: string;
+}
+
+/** Every `@example` block under `directory` whose code imports `agentloop` or one of its entries. */
+async function collectPackageExamples(directory: string): Promise<PackageExample[]> {
+  const entries = await readdir(directory, { recursive: true });
+  const examples: PackageExample[] = [];
+  for (const entry of entries.filter((path) => path.endsWith(".ts")).sort()) {
+    const text = await readFile(join(directory, entry), "utf8");
+    for (const match of text.matchAll(/@example\s*\n\s*\* ```(?:ts|js)\n([\s\S]*?)\n\s*\* ```/g)) {
+      const code = (match[1] ?? "")
+        .split("\n")
+        .map((line) => line.replace(/^\s*\*( |$)/, ""))
+        .join("\n");
+      if (/from "agentloop(\/[a-z]+)?"/.test(code)) examples.push({ file: entry, code });
+    }
+  }
+  return examples;
+}

@@ -17,7 +17,7 @@ export interface ApprovalPromptParams {
 }
 
 /**
- * Remote `chat`'s side of tool approval (issue 12): each ToolApprovalRequested of its chat is asked
+ * Remote `chat`'s side of tool approval: each ToolApprovalRequested of its chat is asked
  * as `approve current_time({})? [y/N]`, one line of input answering it (`y` or `yes` approves,
  * anything else denies), and the answer goes to the host as `approve` / `deny` on the control
  * subject, bound to the arguments shown. Without input (none, or at its end) it says how to answer

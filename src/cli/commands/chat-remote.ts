@@ -28,7 +28,7 @@ export interface RemoteChatArguments {
 }
 
 /**
- * `agentloop chat` without `--local`: one message to a running host over NATS (SPEC §12). Subscribes
+ * `agentloop chat` without `--local`: one message to a running host over NATS. Subscribes
  * to the session's events first, sends the chat request, prints the chat's events as the local mode
  * does (`jsonl`: one event per line, then `{"kind":"Result","result":…,"usage":…}`), and resolves
  * with the exit code: 0, or non-zero after one line on stderr.

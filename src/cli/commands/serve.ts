@@ -40,7 +40,7 @@ export function loadAgentsFromFlags(context: CliContext): Promise<ResolvedAgentD
 }
 
 /**
- * `agentloop serve [--agents FILE | --config FILE]`: the agent host alone, on NATS (SPEC §12). Prints one line
+ * `agentloop serve [--agents FILE | --config FILE]`: the agent host alone, on NATS. Prints one line
  * naming the bus and the agents; on SIGINT / SIGTERM stops taking requests, lets running chats
  * finish (up to the grace period) and exits 0. A second signal cancels what still runs: every
  * waiting caller is answered `cancelled`, the cancelled chats write their history, the replies

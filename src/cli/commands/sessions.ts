@@ -19,7 +19,7 @@ export interface SessionListing {
 }
 
 /**
- * `agentloop sessions [--json]` (issue 11): the live sessions of every host on the NATS system,
+ * `agentloop sessions [--json]`: the live sessions of every host on the NATS system,
  * read from the lease bucket — owner host, state, epoch, how long held, when the lease expires.
  * Released and expired leases are not live and are left out.
  */

@@ -29,7 +29,7 @@ export interface EventLogger {
 }
 
 /**
- * The logging service's output (SPEC §13): one readable line per event on `stdout`, coloured only
+ * The logging service's output: one readable line per event on `stdout`, coloured only
  * on a TTY, and optionally every event as one JSON object per line appended to `jsonlPath`.
  *
  * The file is opened here, synchronously, so a path that cannot be written is a one-line
@@ -166,7 +166,7 @@ export async function followEvents(options: {
 }
 
 /**
- * `agentloop tail [FILTER] [--jsonl FILE] [--since DURATION|SEQ]`: the logging service (SPEC §12):
+ * `agentloop tail [FILTER] [--jsonl FILE] [--since DURATION|SEQ]`: the logging service:
  * prints every event on the subject filter (default `<prefix>.events.>`) until SIGINT / SIGTERM.
  */
 export const tailCommand: Command = async (context) => {

@@ -27,7 +27,7 @@ const NATS_PROBE_TIMEOUT_MS = 2_000;
 
 /**
  * `agentloop up [--port N] [--agents FILE | --config FILE]`: the host, the logger and the UI in one process
- * (SPEC §12). The bus is NATS when a server answers at the configured URL, else the in-process bus
+ * (`npm start`). The bus is NATS when a server answers at the configured URL, else the in-process bus
  * (said on stderr). The logger prints one line per event, leaving out per-token deltas and state
  * changes (`agentloop tail` shows everything). Prints the UI's URL; SIGINT / SIGTERM stops it all
  * (running chats may finish; a second signal cancels them, answering their callers `cancelled`).

@@ -12,7 +12,7 @@ export interface DemoBackendOptions {
 }
 
 /**
- * The offline, deterministic model (provider "demo", SPEC §12) used when no provider is
+ * The offline, deterministic model (provider "demo") used when no provider is
  * configured: it streams its reasoning and then its answer word by word, calls the built-in
  * `current_time` and `todo_list` tools when the prompt asks for them, and labels every text answer
  * with "[demo] ". Same conversation in, same response out. Usage is estimated as characters / 4.

@@ -25,8 +25,8 @@ const CONVERSATION_WORDS = /\b(?:conversation|chat|discussion|dialogue|history)\
 const INJECTED_BLOCK = /<([A-Z][A-Z0-9_]*)>[\s\S]*?<\/\1>/g;
 
 /**
- * The demo model's answer to a conversation, a pure function of its messages and options (SPEC
- * §12): a summary for a compaction request; tool calls when the last user message mentions the
+ * The demo model's answer to a conversation, a pure function of its messages and options,
+ * so a run is repeatable offline: a summary for a compaction request; tool calls when the last user message mentions the
  * time or a plan and the matching built-in tool is offered; a report of the tool results once they
  * are back; otherwise a reply built from the prompt.
  */
@@ -108,7 +108,7 @@ function describeResult(name: string, result: string, call: ToolCall | undefined
   return `The tool ${name} returned: ${shorten(result, 200)}`;
 }
 
-/** The message of a `{"error": "…"}` tool result (SPEC §6.2), if that is what it is. */
+/** The message of a `{"error": "…"}` tool result (how a failed tool call reaches the model), if that is what it is. */
 function errorMessageOf(result: string): string | undefined {
   if (!result.startsWith("{")) return undefined;
   try {

@@ -1,5 +1,5 @@
 import { truncateText } from "../../text/truncate-text.js";
-/** One step of a `todo_list` plan (SPEC §6.3). */
+/** One step of a `todo_list` plan. */
 export interface DemoPlanStep {
   step: string;
   status: "pending" | "in_progress" | "completed";

@@ -17,7 +17,7 @@ export interface CurrentTimeToolSetOptions {
 const WEEKDAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"] as const;
 
 /**
- * The built-in `current_time` ToolSet (SPEC §6.3): no arguments; returns the host's local time as
+ * The built-in `current_time` ToolSet: no arguments; returns the host's local time as
  * ISO 8601 with its UTC offset, then the weekday and IANA zone, e.g.
  * `2026-12-02T17:04:05.123+01:00 (Wednesday, Europe/Berlin)`. The ISO string comes first so it
  * stays parseable. Stateless.

@@ -27,7 +27,7 @@ export class UnknownToolSetError extends ConfigurationError {
   }
 }
 
-/** Named ToolSet factories: the names agent files use in `"tools": [...]` (SPEC §12). */
+/** Named ToolSet factories: the names agent files use in `"tools": [...]`. */
 export class ToolSetRegistry {
   readonly #factories = new Map<string, ToolSetFactory>();
 

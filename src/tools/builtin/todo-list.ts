@@ -34,7 +34,7 @@ export const TODO_LIST_PROMPT = [
 ].join("\n");
 
 /**
- * The built-in `todo_list` ToolSet (SPEC §6.3). Each `copy()` is an independent session plan;
+ * The built-in `todo_list` ToolSet. Each `copy()` is an independent session plan;
  * `reset()` clears it. Its iteration injection reminds the model of the current plan.
  */
 export function createTodoListToolSet(): TodoListToolSet {

@@ -2,7 +2,7 @@
 // (timeline-view.js) and the unit tests (test/ui/timeline-model.test.ts) share it. The shapes are
 // described in timeline-model.d.ts.
 //
-// What marks what (SPEC §9):
+// What marks what (the event kinds and the fields each carries):
 // - an iteration band: the first to the last event carrying that iteration;
 // - a model request: ModelRequest → its end, the request's ModelResponse (purpose "chat", with the
 //   request's usage) or, from hosts that do not publish it, the first event that can only come
@@ -14,7 +14,7 @@
 //   ToolApprovalRequested → the ToolApprovalResolved with the same toolCallId, or the chat's end
 //   when it was never resolved (kind "approval").
 
-/** Where the context is compacted when the events do not say (SPEC §2: contextCompactRatio). */
+/** Where the context is compacted when the events do not say (the agent's contextCompactRatio, 0.7 by default). */
 export const DEFAULT_COMPACT_RATIO = 0.7;
 
 /** The iteration machine's states that end an iteration. */

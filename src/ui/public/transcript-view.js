@@ -1,4 +1,4 @@
-// The transcript of one session, built event by event (SPEC §4: a reset segment's text is discarded).
+// The transcript of one session, built event by event (a reset segment's text is discarded: the model is asked again and its retry replaces it).
 import { element, formatUsage, prettyJson } from "./dom.js";
 
 /** Tool calls by chat: a provider may reuse a call id in another chat. */
@@ -217,7 +217,7 @@ export class TranscriptView {
   reset(event) {
     const turn = this.turn(event);
     const segment = turn.segment || this.newSegment(turn, event.attempt);
-    // The consumer discards everything rendered for a reset segment (SPEC §4).
+    // The consumer discards everything rendered for a reset segment: the retry's text replaces it, as the history has it.
     segment.node.replaceChildren(
       element(
         "span",
