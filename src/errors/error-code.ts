@@ -52,6 +52,8 @@ export const ERROR_CODE_TABLE = {
   configuration: userMistake,
   usage: userMistake,
   bus_config: userMistake,
+  /** The web UI refused a request (bad body, unknown route, wrong method); it never reaches NATS. */
+  http_request: { reply: "bad_request", exitCode: EXIT_FAILURE },
   // The bus (src/bus).
   bus: failure,
   bus_timeout: failure,

@@ -62,6 +62,7 @@ import {
   ToolError,
   ToolNotFoundError,
 } from "../../src/tools/tool-errors.js";
+import { HttpError } from "../../src/ui/http-io.js";
 
 /** Every error class the project throws, with the code it fixes and what that becomes at each boundary. */
 const CASES: Array<{ error: AgentloopError; code: string; reply: string; exit: number; retryable: boolean }> =
@@ -315,6 +316,13 @@ const CASES: Array<{ error: AgentloopError; code: string; reply: string; exit: n
       error: new AgentStreamTimeoutError(1000),
       code: "agent_protocol",
       reply: "internal",
+      exit: 1,
+      retryable: false,
+    },
+    {
+      error: new HttpError(404, "not_found", "no route /api/nothing"),
+      code: "http_request",
+      reply: "bad_request",
       exit: 1,
       retryable: false,
     },
