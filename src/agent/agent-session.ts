@@ -325,7 +325,7 @@ export class AgentSession implements Agent {
     const { events, createId } = this.#params;
     const chatId = createId();
     events.emit(0, { kind: "ChatStarted", text }, chatId);
-    const error = errorInfo("cancelled", reason, { name: "ChatCancelledError" });
+    const error = errorInfo("cancelled", reason, { name: ChatCancelledError.name });
     events.emit(0, { kind: "ChatFailed", error, cancelled: true }, chatId);
   }
 
