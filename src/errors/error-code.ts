@@ -46,6 +46,8 @@ export const ERROR_CODE_TABLE = {
   overloaded: { reply: "overloaded", exitCode: EXIT_FAILURE },
   /** The tenant's token budget for the period is spent: no model request was made. */
   budget_exceeded: { reply: "budget_exceeded", exitCode: EXIT_FAILURE },
+  /** A request named an agent the host does not serve. */
+  unknown_agent: { reply: "unknown_agent", exitCode: EXIT_FAILURE },
   /** A session holds more than `--max-session-bytes` even after compaction. */
   session_too_large: { reply: "bad_request", exitCode: EXIT_FAILURE },
   // The user's configuration or command line.

@@ -36,6 +36,8 @@ import {
   exitCodeOfReply,
   mappingOf,
 } from "../../src/errors/index.js";
+import { InternalError } from "../../src/errors/internal-error.js";
+import { UnknownAgentError } from "../../src/errors/unknown-agent-error.js";
 import { describeFailure } from "../../src/host/describe-failure.js";
 import { SessionManagerClosedError, SessionManagerOverloadedError } from "../../src/host/session-manager.js";
 import { ConfigurationError as ConfigurationErrorFromOldPath } from "../../src/llm/configuration-error.js";
@@ -323,6 +325,20 @@ const CASES: Array<{ error: AgentloopError; code: string; reply: string; exit: n
       error: new HttpError(404, "not_found", "no route /api/nothing"),
       code: "http_request",
       reply: "bad_request",
+      exit: 1,
+      retryable: false,
+    },
+    {
+      error: new UnknownAgentError("ghost", ["bot"]),
+      code: "unknown_agent",
+      reply: "unknown_agent",
+      exit: 1,
+      retryable: false,
+    },
+    {
+      error: new InternalError("no package.json"),
+      code: "internal",
+      reply: "internal",
       exit: 1,
       retryable: false,
     },
