@@ -23,11 +23,11 @@ import {
 import {
   errorStatusOf,
   formatPayloadSize,
-  type Heartbeat,
   type ProtocolErrorStatus,
   responseChunk,
 } from "./stream-chunks.js";
 import { StreamCoalescer } from "./stream-coalescer.js";
+import type { Heartbeat } from "./wire.js";
 
 /** Heartbeats every 5 s by default ("every few seconds", §8). */
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
