@@ -376,13 +376,12 @@ async function statsOf(
   const stats = reply.json<{
     endpoints: Array<{
       name: string;
-      num_requests: number;
-      num_errors: number;
-      processing_time: number;
-      last_error?: string;
+      data: {
+        replies: { num_requests: number; num_errors: number; processing_time: number; last_error?: string };
+      };
     }>;
   }>();
   const chat = stats.endpoints.find((endpoint) => endpoint.name === "chat");
   if (chat === undefined) throw new Error("no chat endpoint in $SRV.STATS");
-  return chat;
+  return chat.data.replies;
 }
