@@ -4,6 +4,7 @@ import { requireDeps, type SessionDeps } from "../src/agent/session-deps.js";
 import { errorInfo } from "../src/errors/error-info.js";
 import type { Message, ToolCall } from "../src/llm/types.js";
 import { wellFormedMessage } from "../src/llm/well-formed-message.js";
+import { ToolError } from "../src/tools/tool-errors.js";
 import { runToolCall, toolResultMessage } from "../src/tools/tool-runner.js";
 
 export interface ToolCallInput {
@@ -67,7 +68,7 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
           kind: "ToolCallFailed",
           toolName: call.name,
           toolCallId: call.id,
-          error: outcome.error ?? errorInfo("tool", outcome.result, { name: "ToolError" }),
+          error: outcome.error ?? errorInfo("tool", outcome.result, { name: ToolError.name }),
           result: outcome.result,
           durationMs,
         });

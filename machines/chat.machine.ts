@@ -1,4 +1,5 @@
 import { assign, type PromiseActorLogic, setup } from "xstate";
+import { ChatCancelledError } from "../src/agent/chat-errors.js";
 import type { SessionDeps } from "../src/agent/session-deps.js";
 import { BudgetExceededError } from "../src/errors/budget-exceeded-error.js";
 import { type ErrorInfo, errorInfo, toErrorInfo } from "../src/errors/error-info.js";
@@ -562,7 +563,7 @@ export const chatMachine = setup({
         },
         assign({
           messages: ({ context }) => backfillInFlight(context),
-          error: errorInfo("cancelled", "the chat was cancelled", { name: "ChatCancelledError" }),
+          error: errorInfo("cancelled", "the chat was cancelled", { name: ChatCancelledError.name }),
         }),
       ],
       invoke: {

@@ -137,9 +137,7 @@ export const compactionMachine = setup({
             target: "failed",
             actions: assign({
               usage: ({ event }) => event.output.usage,
-              error: errorInfo("empty_summary", "the model returned an empty summary", {
-                name: "EmptySummaryError",
-              }),
+              error: errorInfo("empty_summary", "the model returned an empty summary"),
             }),
           },
           {

@@ -1,5 +1,6 @@
 import { assign, emit, fromCallback, sendTo, setup } from "xstate";
 import type { ChatResult } from "../src/agent/agent-types.js";
+import { InternalError } from "../src/errors/internal-error.js";
 
 /**
  * A session's mailbox as a statechart: the session's one queue. Messages are processed one at a
@@ -144,7 +145,7 @@ export const sessionMachine = setup({
   },
   actors: {
     runMessage: fromCallback<OperationEvent, Dispatched>(() => {
-      throw new Error('session machine: the "runMessage" actor must be provided with .provide()');
+      throw new InternalError('session machine: the "runMessage" actor must be provided with .provide()');
     }),
   },
   guards: {

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { InternalError } from "./errors/internal-error.js";
 
 /**
  * This package's version, read from its `package.json` at run time so the CLI's `--version`, the
@@ -25,7 +26,7 @@ function readPackageVersion(): string {
       // No (readable) package.json here: look one level up.
     }
     const parent = dirname(directory);
-    if (parent === directory) throw new Error("agentloop: cannot find its own package.json");
+    if (parent === directory) throw new InternalError("agentloop: cannot find its own package.json");
     directory = parent;
   }
 }

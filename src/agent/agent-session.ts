@@ -13,6 +13,7 @@ import type { BudgetCheck } from "../../machines/chat.machine.js";
 import { type ChatOutput, upgradeChatSnapshot } from "../../machines/chat.machine.js";
 import type { ContextHistory } from "../context/context-history.js";
 import { type Compactor, ContextManager } from "../context/context-manager.js";
+import { HistoryError } from "../context/history-errors.js";
 import { estimateMessageBytes, estimateMessagesBytes } from "../context/message-bytes.js";
 import type { PendingApproval } from "../context/pending-approval.js";
 import { describeError } from "../errors/describe-error.js";
@@ -325,7 +326,7 @@ export class AgentSession implements Agent {
     const { events, createId } = this.#params;
     const chatId = createId();
     events.emit(0, { kind: "ChatStarted", text }, chatId);
-    const error = errorInfo("cancelled", reason, { name: "ChatCancelledError" });
+    const error = errorInfo("cancelled", reason, { name: ChatCancelledError.name });
     events.emit(0, { kind: "ChatFailed", error, cancelled: true }, chatId);
   }
 
@@ -559,7 +560,11 @@ export class AgentSession implements Agent {
           } catch (error) {
             // A snapshot this code cannot restore: the approval is spent.
             await this.#params.history?.takePendingApproval?.().catch(() => false);
-            fail(new Error(`the pending approval cannot be restored: ${describeError(error)}`));
+            fail(
+              new HistoryError(`the pending approval cannot be restored: ${describeError(error)}`, {
+                cause: error,
+              }),
+            );
             return;
           }
           attached();

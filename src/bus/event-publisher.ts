@@ -1,6 +1,5 @@
 import { createEventBytesWriter } from "../events/event-bytes.js";
 import { type EventStamp, type StampedEventListener, TAKES_STAMPED_EVENTS } from "../events/event-emitter.js";
-import { createEventJsonWriter } from "../events/event-json.js";
 import { fitEventToPayload } from "../events/fit-event.js";
 import type { AgentEvent, EventBody, EventKind } from "../events/types.js";
 import type { Bus } from "./bus.js";
@@ -30,8 +29,8 @@ export interface BusEventPublisher {
  * Publishes each event as JSON on `<prefix>.events.<agent>.<session>.<Kind>`.
  * On the hot path (one call per text delta), so it does nothing but build the subject and the
  * JSON (with the chat's stamp encoded once): UTF-8 bytes written straight from the emitter's stamp
- * and the body for a bus that takes bytes (NATS, see {@link createEventBytesWriter}), a string for
- * the others ({@link createEventJsonWriter}); no validation, no copies. Best-effort: a failing bus
+ * and the body (see {@link createEventBytesWriter}), handed as they are to a bus that takes bytes
+ * (NATS) and decoded for the others; no validation, no copies. Best-effort: a failing bus
  * or an unserialisable event is counted and swallowed, never thrown into the chat.
  *
  * An event over the bus's max payload (a long result or tool output) is not lost: its long strings
@@ -82,12 +81,16 @@ function takesBytes(bus: Bus): bus is BytesBus {
 
 const dropped = (): BusError => new BusError("the bus dropped the event");
 
-/** For a bus that takes strings: the JSON from {@link createEventJsonWriter}. */
+/**
+ * For a bus that takes strings (the in-process one): the same writer's bytes, decoded, so that
+ * every bus carries the JSON of one writer.
+ */
 function publishStrings(bus: Bus, subjectOf: SubjectOf, fail: Fail): (event: AgentEvent) => void {
-  const toJson = createEventJsonWriter();
+  const writer = createEventBytesWriter();
+  const decoder = new TextDecoder();
   return (event) => {
     try {
-      let data = toJson(event);
+      let data = decoder.decode(writer.event(event));
       if (isOverMaxPayload(data, bus.maxPayload)) data = fitEventToPayload(event, bus.maxPayload) ?? data;
       const droppedBefore = bus.droppedPublishes;
       bus.publish(subjectOf(event.agent, event.session, event.kind), data);

@@ -3,14 +3,14 @@ import type { AgentloopErrorCode } from "./error-code.js";
 /** What every {@link AgentloopError} may be given besides its message. */
 export interface AgentloopErrorOptions {
   cause?: unknown;
-  /** The HTTP status a provider answered with. */
+  /** An HTTP status: the one a provider answered with, or the one a web request is refused with. */
   status?: number;
 }
 
 /**
  * Base of every error agentloop throws. `code` is stable (callers and the contract tables switch
  * on it, never on class names), `retryable` says whether trying the same thing again may work,
- * `status` is a provider's HTTP status when there was one, and `cause` keeps the underlying error.
+ * `status` is an HTTP status when there was one (a provider's answer, a refused web request's), and `cause` keeps the underlying error.
  * `name` is the concrete class name. Each subclass fixes its `code`; the table in error-code.ts
  * says what that code becomes in a NATS reply, a CLI exit code and an event.
  */

@@ -48,12 +48,16 @@ export const ERROR_CODE_TABLE = {
   budget_exceeded: { reply: "budget_exceeded", exitCode: EXIT_FAILURE },
   /** The caller may not do this: an approver, not the prompt's sender, decides its tool calls. */
   forbidden: { reply: "forbidden", exitCode: EXIT_FAILURE },
+  /** A request named an agent the host does not serve. */
+  unknown_agent: { reply: "unknown_agent", exitCode: EXIT_FAILURE },
   /** A session holds more than `--max-session-bytes` even after compaction. */
   session_too_large: { reply: "bad_request", exitCode: EXIT_FAILURE },
   // The user's configuration or command line.
   configuration: userMistake,
   usage: userMistake,
   bus_config: userMistake,
+  /** The web UI refused a request (bad body, unknown route, wrong method); it never reaches NATS. */
+  http_request: { reply: "bad_request", exitCode: EXIT_FAILURE },
   // The bus (src/bus).
   bus: failure,
   bus_timeout: failure,

@@ -1,7 +1,7 @@
 import type { Service } from "@nats-io/services";
 import type { BusMessage, Subscription } from "../bus/bus.js";
 import { MAX_PAYLOAD_BYTES } from "../bus/contract.js";
-import { addCountedEndpoint, servicesOn } from "../bus/counted-endpoint.js";
+import { addCountedEndpoint, EndpointCounts, servicesOn } from "../bus/counted-endpoint.js";
 import { toBusMessage } from "../bus/inbound-message.js";
 import type { NatsBus } from "../bus/nats-bus.js";
 import { VERSION } from "../version.js";
@@ -31,11 +31,13 @@ export class ContractService {
   readonly service: Service;
   readonly #bus: NatsBus;
   readonly #log: (line: string) => void;
+  readonly #counts: EndpointCounts;
   readonly #listening: Listening[] = [];
   #isStopping = false;
 
-  private constructor(service: Service, bus: NatsBus, log: (line: string) => void) {
+  private constructor(service: Service, counts: EndpointCounts, bus: NatsBus, log: (line: string) => void) {
     this.service = service;
+    this.#counts = counts;
     this.#bus = bus;
     this.#log = log;
     void service.stopped.then((error) => {
@@ -44,8 +46,8 @@ export class ContractService {
   }
 
   /**
-   * @param options.statsData host-wide counters shown as each endpoint's `data` in `$SRV.STATS`
-   *   (e.g. `{ eventPublishFailures, permissionErrors }`).
+   * @param options.statsData host-wide counters shown in each endpoint's `data` in `$SRV.STATS`
+   *   (e.g. `{ eventPublishFailures, permissionErrors }`), next to `replies` (see {@link EndpointCounts}).
    */
   static async start(
     bus: NatsBus,
@@ -57,21 +59,22 @@ export class ContractService {
     },
   ): Promise<ContractService> {
     const { statsData } = options;
+    const counts = new EndpointCounts();
     const service = await servicesOn(bus.connection).add({
       name: CONTRACT_SERVICE_NAME,
       version: VERSION,
       description: "agentloop agent host: chat and control for every agent it serves",
       metadata: { prefix: options.prefix, ...(options.hostId === undefined ? {} : { host: options.hostId }) },
-      ...(statsData === undefined ? {} : { statsHandler: async () => statsData() }),
+      statsHandler: counts.statsHandler(statsData),
     });
-    return new ContractService(service, bus, options.log ?? (() => {}));
+    return new ContractService(service, counts, bus, options.log ?? (() => {}));
   }
 
   /** The host's {@link RequestListener}: one endpoint per verb; unsubscribing stops the service. */
   readonly listen: RequestListener = (verb, subject, queue, handle) => {
     const listening: Listening = { subject, queue, handle };
     this.#listening.push(listening);
-    addCountedEndpoint(this.service, verb, {
+    addCountedEndpoint(this.service, this.#counts, verb, {
       subject,
       queue,
       handle: async (message) => {

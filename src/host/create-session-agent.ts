@@ -12,6 +12,7 @@ import { InMemoryContextHistory } from "../context/in-memory-history.js";
 import { SqliteContextHistory } from "../context/sqlite-context-history.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
 import { describeError } from "../errors/describe-error.js";
+import { UnknownAgentError } from "../errors/unknown-agent-error.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
 import { SqliteChatJournal } from "../journal/sqlite-chat-journal.js";
@@ -194,7 +195,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
 
   const createSessionAgent: SessionAgentFactory = async (agent, session, hooks): Promise<Agent> => {
     const entry = agents.get(agent);
-    if (entry === undefined) throw new Error(`no agent named "${agent}"`);
+    if (entry === undefined) throw new UnknownAgentError(agent, [...agents.keys()]);
     const { definition, llm, toolSets } = entry;
     return createAgent({
       name: agent,

@@ -2,6 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import { isIP } from "node:net";
 import { networkInterfaces } from "node:os";
+import { ConfigurationError } from "../errors/configuration-error.js";
 
 /**
  * The one gate every HTTP server of ours puts in front of its handler (the web UI of `ui` and
@@ -308,7 +309,7 @@ function parseHostPort(value: string): HostPort | undefined {
 /** An `--ui-allowed-hosts` entry: `name` (any port) or `name:port`. */
 function parseAllowedHost(entry: string): { name: string; port?: number } {
   const parsed = parseHostPort(entry);
-  if (parsed === undefined) throw new Error(`not a host name: "${entry}"`);
+  if (parsed === undefined) throw new ConfigurationError(`not a host name: "${entry}"`);
   return /:\d+$/.test(entry.trim()) && !entry.trim().endsWith("]") ? parsed : { name: parsed.name };
 }
 

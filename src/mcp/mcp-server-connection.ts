@@ -4,6 +4,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError, type Tool as SdkTool } from "@modelcontextprotocol/sdk/types.js";
+import { ConfigurationError } from "../errors/configuration-error.js";
 import { SHELL_BASE_ENV } from "../tools/shell.js";
 import { McpServerNotRunningError, McpToolCallError } from "./mcp-errors.js";
 import { isStdioServerConfig, type McpServerConfig } from "./mcp-server-config.js";
@@ -202,7 +203,8 @@ export class McpServerConnection {
       await checkWorkingDirectory(this.#options.config);
       await client.connect(transport, { timeout });
       const tools = await listAllTools(client, timeout);
-      if (isClosed) throw new Error(exitReason(this.#options.config, stderr.tail));
+      if (isClosed)
+        throw new McpServerNotRunningError(this.name, exitReason(this.#options.config, stderr.tail));
       if (this.#state === "closed") {
         await closeClient(client);
         return;
@@ -319,7 +321,7 @@ async function checkWorkingDirectory(config: McpServerConfig): Promise<void> {
     (stats) => stats.isDirectory(),
     () => false,
   );
-  if (!isDirectory) throw new Error(`working directory not found: ${config.cwd}`);
+  if (!isDirectory) throw new ConfigurationError(`working directory not found: ${config.cwd}`);
 }
 
 async function listAllTools(client: Client, timeout: number): Promise<McpTool[]> {

@@ -12,14 +12,8 @@ import {
   matchesTarget,
 } from "./discovery.js";
 import { type HeartbeatWatch, watchHeartbeats } from "./heartbeat-watch.js";
-import {
-  agentSubject,
-  DEFAULT_INACTIVITY_MS,
-  isNoResponders,
-  parseAgentSubject,
-  parseReplyChunk,
-  type ReplyChunk,
-} from "./wire.js";
+import { parseProtocolSubject, protocolSubjectOf } from "./protocol-subjects.js";
+import { DEFAULT_INACTIVITY_MS, isNoResponders, parseReplyChunk, type ReplyChunk } from "./wire.js";
 
 /**
  * The caller side of the Synadia Agent Protocol (v0.3): prompt one agent and read its streamed
@@ -255,8 +249,8 @@ export async function askProtocolAgent(
   const agent = pickAgent(found, target);
   const collector = createTextCollector(options.maxChars ?? Number.POSITIVE_INFINITY);
   let queries = 0;
-  const address = parseAgentSubject(agent.promptSubject);
-  const heartbeatSubject = address === undefined ? undefined : agentSubject("hb", address);
+  const address = parseProtocolSubject(agent.promptSubject);
+  const heartbeatSubject = address === undefined ? undefined : protocolSubjectOf("hb", address);
   const streamOptions = heartbeatSubject === undefined ? options : { ...options, heartbeatSubject };
   for await (const chunk of promptAgent(connection, agent.promptSubject, options.message, streamOptions)) {
     if (chunk.type === "response") collector.append(chunk.text);

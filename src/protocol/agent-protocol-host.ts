@@ -1,7 +1,12 @@
 import type { Service, ServiceMsg } from "@nats-io/services";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { MAX_PAYLOAD_BYTES } from "../bus/contract.js";
-import { addCountedEndpoint, type EndpointOutcome, servicesOn } from "../bus/counted-endpoint.js";
+import {
+  addCountedEndpoint,
+  EndpointCounts,
+  type EndpointOutcome,
+  servicesOn,
+} from "../bus/counted-endpoint.js";
 import { toBusMessage } from "../bus/inbound-message.js";
 import { isValidName, NAME_PATTERN } from "../bus/subjects.js";
 import { type AgentHost, sessionStartError } from "../host/agent-host.js";
@@ -23,11 +28,11 @@ import {
 import {
   errorStatusOf,
   formatPayloadSize,
-  type Heartbeat,
   type ProtocolErrorStatus,
   responseChunk,
 } from "./stream-chunks.js";
 import { StreamCoalescer } from "./stream-coalescer.js";
+import type { Heartbeat } from "./wire.js";
 
 /** Heartbeats every 5 s by default ("every few seconds", §8). */
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000;
@@ -137,12 +142,14 @@ export class AgentProtocolHost {
   }
 
   async #register(agent: string): Promise<void> {
+    const counts = new EndpointCounts();
     const service = await servicesOn(this.#connection).add({
       name: PROTOCOL_SERVICE_NAME,
       version: VERSION,
       description: `agentloop agent ${agent}`,
       metadata: { agent, owner: this.owner, protocol_version: PROTOCOL_VERSION, session: DEFAULT_INSTANCE },
       queue: PROMPT_QUEUE_GROUP,
+      statsHandler: counts.statsHandler(),
     });
     this.#services.set(agent, service);
     const maxPayload = this.#connection.info?.max_payload ?? MAX_PAYLOAD_BYTES;
@@ -152,24 +159,24 @@ export class AgentProtocolHost {
     const subject = (verb: "prompt" | "status", name: string) =>
       protocolSubject(verb, agent, this.owner, name);
     const queue = PROMPT_QUEUE_GROUP;
-    addCountedEndpoint(service, "prompt", {
+    addCountedEndpoint(service, counts, "prompt", {
       subject: subject("prompt", DEFAULT_INSTANCE),
       queue,
       metadata: promptMetadata,
       handle: prompt,
     });
-    addCountedEndpoint(service, "status", {
+    addCountedEndpoint(service, counts, "status", {
       subject: subject("status", DEFAULT_INSTANCE),
       queue,
       handle: status,
     });
-    addCountedEndpoint(service, "prompt-session", {
+    addCountedEndpoint(service, counts, "prompt-session", {
       subject: subject("prompt", "*"),
       queue,
       metadata: { ...promptMetadata, session: "*" },
       handle: prompt,
     });
-    addCountedEndpoint(service, "status-session", {
+    addCountedEndpoint(service, counts, "status-session", {
       subject: subject("status", "*"),
       queue,
       metadata: { session: "*" },

@@ -1,13 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { createConnectionInbox } from "../bus/connection-inbox.js";
-import {
-  AGENTS_SERVICE_NAME,
-  DISCOVERY_SUBJECT,
-  isNoResponders,
-  parseAgentSubject,
-  parseJson,
-  ServiceInfo,
-} from "./wire.js";
+import { DISCOVERY_SUBJECT, PROTOCOL_SERVICE_NAME, parseProtocolSubject } from "./protocol-subjects.js";
+import { isNoResponders, parseJson, ServiceInfo } from "./wire.js";
 
 /** How long discovery collects replies at most, by default. */
 export const DEFAULT_DISCOVERY_WINDOW_MS = 2_000;
@@ -96,11 +90,11 @@ export async function discoverAgents(
 
 /** The discovery record of a service info, or undefined when the service is not an `agents` one. */
 export function toDiscoveredAgent(info: ServiceInfo): DiscoveredAgent | undefined {
-  if (info.name !== AGENTS_SERVICE_NAME) return undefined;
+  if (info.name !== PROTOCOL_SERVICE_NAME) return undefined;
   const metadata = { ...(info.metadata ?? {}) };
   const endpoints = (info.endpoints ?? []).map(({ name, subject }) => ({ name, subject }));
   const promptSubject = endpoints.find((endpoint) => endpoint.name === "prompt")?.subject;
-  const address = promptSubject === undefined ? undefined : parseAgentSubject(promptSubject);
+  const address = promptSubject === undefined ? undefined : parseProtocolSubject(promptSubject);
   return {
     id: info.id,
     agent: metadata.agent ?? address?.agent,
@@ -122,7 +116,7 @@ export function matchesTarget(found: DiscoveredAgent, target: AgentTarget): bool
   if (target.owner !== undefined && target.owner !== found.owner) return false;
   if (target.name !== undefined) {
     const token =
-      found.promptSubject === undefined ? undefined : parseAgentSubject(found.promptSubject)?.name;
+      found.promptSubject === undefined ? undefined : parseProtocolSubject(found.promptSubject)?.name;
     if (target.name !== found.name && target.name !== token) return false;
   }
   return true;

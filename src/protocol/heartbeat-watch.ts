@@ -1,5 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { type AgentAddress, HEARTBEATS_PATTERN, Heartbeat, parseAgentSubject, parseJson } from "./wire.js";
+import { type AgentAddress, HEARTBEATS_PATTERN, parseProtocolSubject } from "./protocol-subjects.js";
+import { Heartbeat, parseJson } from "./wire.js";
 
 /** The last heartbeat of one agent instance, as a watcher saw it. */
 export interface HeartbeatSighting {
@@ -38,7 +39,7 @@ export function watchHeartbeats(
   const subscription = connection.subscribe(options.subject ?? HEARTBEATS_PATTERN, {
     callback: (error, message) => {
       if (error !== null) return;
-      const address = parseAgentSubject(message.subject);
+      const address = parseProtocolSubject(message.subject);
       const heartbeat = parseJson(Heartbeat, message.string());
       if (address === undefined || address.verb !== "hb" || heartbeat === undefined) return;
       const { verb: _verb, ...tokens } = address;

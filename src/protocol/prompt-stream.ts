@@ -1,10 +1,6 @@
 import { headers as createHeaders, errors, type NatsConnection } from "@nats-io/transport-node";
-import {
-  ACK_CHUNK,
-  ERROR_CODE_HEADER,
-  ERROR_DESCRIPTION_HEADER,
-  type ProtocolErrorStatus,
-} from "./stream-chunks.js";
+import { ACK_CHUNK, type ProtocolErrorStatus } from "./stream-chunks.js";
+import { ERROR_CODE_HEADER, ERROR_HEADER } from "./wire.js";
 
 /** How long a liveness probe waits: a gone caller is told by the server's no-responders status at once. */
 const PROBE_TIMEOUT_MS = 1_000;
@@ -78,7 +74,7 @@ export class PromptStream {
     const headers = createHeaders();
     headers.set(ERROR_CODE_HEADER, String(status));
     // A header value is one line.
-    headers.set(ERROR_DESCRIPTION_HEADER, description.replace(/[\r\n]+/g, " "));
+    headers.set(ERROR_HEADER, description.replace(/[\r\n]+/g, " "));
     this.#publish(JSON.stringify({ code, message: description }), headers);
     this.#publish("");
   }

@@ -1,8 +1,8 @@
 import { z } from "zod";
 
 /**
- * The chunks of a streamed prompt reply (§6), the heartbeat / status payload (§8) and the error
- * headers (§9) of the Agent Protocol. One JSON chunk per NATS message; the stream ends with an
+ * The chunks of a streamed prompt reply (§6) and the error statuses (§9) of the Agent Protocol,
+ * as a host writes them. One JSON chunk per NATS message; the stream ends with an
  * empty message without headers (the terminator).
  */
 
@@ -26,23 +26,6 @@ export const ACK_CHUNK = JSON.stringify({ type: "status", data: "ack" });
 export function responseChunk(text: string): string {
   return JSON.stringify({ type: "response", data: text });
 }
-
-/** Heartbeat on `agents.hb.<agent>.<owner>.<name>`, and the `status` endpoint's answer. */
-export const Heartbeat = z.looseObject({
-  agent: z.string(),
-  owner: z.string(),
-  session: z.string().optional(),
-  /** The micro service id of the instance. */
-  instance_id: z.string(),
-  /** ISO 8601. */
-  ts: z.string(),
-  /** Seconds between heartbeats: the instance counts as online for 3 × this. */
-  interval_s: z.number().positive(),
-});
-export type Heartbeat = z.infer<typeof Heartbeat>;
-
-export const ERROR_CODE_HEADER = "Nats-Service-Error-Code";
-export const ERROR_DESCRIPTION_HEADER = "Nats-Service-Error";
 
 /** The §9 status codes this host sends. */
 export type ProtocolErrorStatus = 400 | 403 | 404 | 409 | 429 | 500;

@@ -1,64 +1,18 @@
 import { z } from "zod";
 
 /**
- * The wire of the Synadia Agent Protocol for NATS, v0.3 (see
- * /work/shared/interop/nats-agent-protocol.md): subject tokens, the discovery record, heartbeats
- * and the chunks of a streamed reply. Pure: no connection here, so callers and hosts share it and
+ * The wire of the Synadia Agent Protocol for NATS, v0.3: the discovery record, heartbeats, the
+ * error headers and the chunks of a streamed reply, as a caller reads them (subjects are in
+ * protocol-subjects.ts). Pure: no connection here, so callers and hosts share it and
  * it is tested without a server.
  */
 
-/** The micro service name every protocol agent registers under (§3). */
-export const AGENTS_SERVICE_NAME = "agents";
-/** The protocol version this implementation speaks. */
-export const PROTOCOL_VERSION = "0.3";
-/** The queue group of every prompt endpoint (§4). */
-export const PROMPT_QUEUE = "agents";
-/** Discovery: every `agents` service answers with its info (§4). */
-export const DISCOVERY_SUBJECT = `$SRV.INFO.${AGENTS_SERVICE_NAME}`;
-/** Every heartbeat on the system (§8). */
-export const HEARTBEATS_PATTERN = "agents.hb.*.*.*";
 /** The per-stream inactivity limit callers use by default (§6). */
 export const DEFAULT_INACTIVITY_MS = 60_000;
 /** The header that marks an error reply, with its status code (§9). */
 export const ERROR_CODE_HEADER = "Nats-Service-Error-Code";
 /** The header with the error's description (§9). */
 export const ERROR_HEADER = "Nats-Service-Error";
-
-/** The verbs of v0.3 subjects (`agents.<verb>.<agent>.<owner>.<name>`). */
-export type AgentVerb = "prompt" | "status" | "hb";
-
-/**
- * True when `token` may be one token of a protocol subject (§2): non-empty, no `.`, `*`, `>`,
- * whitespace or NUL, not starting with `$`.
- */
-export function isValidToken(token: unknown): token is string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is one of the forbidden characters.
-  return typeof token === "string" && token !== "" && !token.startsWith("$") && !/[.*>\s\u0000]/.test(token);
-}
-
-/** Who an agent instance is: the three tokens after the verb. */
-export interface AgentAddress {
-  agent: string;
-  owner: string;
-  name: string;
-}
-
-/** `agents.<verb>.<agent>.<owner>.<name>`, or undefined when a token is not valid. */
-export function agentSubject(verb: AgentVerb, address: AgentAddress): string | undefined {
-  const { agent, owner, name } = address;
-  if (!isValidToken(agent) || !isValidToken(owner) || !isValidToken(name)) return undefined;
-  return `agents.${verb}.${agent}.${owner}.${name}`;
-}
-
-/** Reads `agents.<verb>.<agent>.<owner>.<name>`; undefined for anything else. */
-export function parseAgentSubject(subject: string): ({ verb: AgentVerb } & AgentAddress) | undefined {
-  const tokens = subject.split(".");
-  if (tokens.length !== 5 || tokens[0] !== "agents") return undefined;
-  const [, verb, agent, owner, name] = tokens as [string, string, string, string, string];
-  if (verb !== "prompt" && verb !== "status" && verb !== "hb") return undefined;
-  if (!isValidToken(agent) || !isValidToken(owner) || !isValidToken(name)) return undefined;
-  return { verb, agent, owner, name };
-}
 
 /** One endpoint of a discovery record. */
 export const ServiceEndpoint = z.looseObject({
@@ -80,7 +34,11 @@ export const ServiceInfo = z.looseObject({
 });
 export type ServiceInfo = z.infer<typeof ServiceInfo>;
 
-/** A heartbeat (§8), also the `status` endpoint's answer. */
+/**
+ * A heartbeat on `agents.hb.<agent>.<owner>.<name>` (§8), also the `status` endpoint's answer. The
+ * one schema for both sides: this host always sends agent, owner and ts (an ISO 8601 string);
+ * a reader tolerates a sender that leaves them out, since nothing it does needs them.
+ */
 export const Heartbeat = z.looseObject({
   // agent, owner and ts are in every heartbeat the notes show; the subject names the first two
   // anyway, and nothing here needs the sender's clock, so a sender leaving them out is tolerated.

@@ -66,6 +66,8 @@ export {
 } from "../errors/error-code.js";
 export { type ErrorInfo, errorInfo, isErrorInfo, toErrorInfo } from "../errors/error-info.js";
 export { ForbiddenError } from "../errors/forbidden-error.js";
+export { InternalError } from "../errors/internal-error.js";
+export { UnknownAgentError } from "../errors/unknown-agent-error.js";
 // Model requests
 export {
   AuthenticationError,

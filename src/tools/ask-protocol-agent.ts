@@ -11,13 +11,15 @@ import {
   askProtocolAgent,
 } from "../protocol/agent-client.js";
 import { describeAgent } from "../protocol/discovery.js";
-import { isValidToken } from "../protocol/wire.js";
+import { isProtocolToken } from "../protocol/protocol-subjects.js";
 import { ToolCancelledError, ToolError } from "./tool-errors.js";
 import { TOOL_RESULT_LIMIT } from "./tool-runner.js";
 
 const TOOL_NAME = "ask_agent";
 
-const Token = z.string().refine(isValidToken, { error: "one subject token: no dots, wildcards or spaces" });
+const Token = z
+  .string()
+  .refine(isProtocolToken, { error: "one subject token: no dots, wildcards or spaces" });
 
 /** `ask_agent`'s `target`: an agent on the NATS agent protocol, found by discovery. */
 export const ProtocolTarget = z

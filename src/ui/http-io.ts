@@ -1,17 +1,32 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { AgentloopError } from "../errors/agentloop-error.js";
 
 /** Small request/response helpers for the UI server (node:http, no framework). */
 
-/** A request the client got wrong: answered with `status` and `{ ok: false, error }`. */
-export class HttpError extends Error {
-  readonly status: number;
-  readonly code: string;
+/** The `error.code` of a refused web request's JSON body; web clients switch on these strings. */
+export type HttpErrorCode = "bad_request" | "not_found" | "method_not_allowed";
 
-  constructor(status: number, code: string, message: string) {
-    super(message);
-    this.name = new.target.name;
-    this.status = status;
-    this.code = code;
+/**
+ * A request the client got wrong: answered with `status` and
+ * `{ ok: false, error: { code: responseCode, message } }`. Its own `code` is the hierarchy's
+ * `http_request` for every such refusal; the response's code is kept apart because the web
+ * answers' `not_found` is not the model's `not_found` of the same name.
+ *
+ * @example
+ * ```ts
+ * throw new HttpError(405, "method_not_allowed", "/api/chat takes POST");
+ * ```
+ */
+export class HttpError extends AgentloopError {
+  readonly code = "http_request";
+  readonly retryable = false;
+  declare readonly status: number;
+  /** The `error.code` the JSON response carries. */
+  readonly responseCode: HttpErrorCode;
+
+  constructor(status: number, responseCode: HttpErrorCode, message: string) {
+    super(message, { status });
+    this.responseCode = responseCode;
   }
 }
 

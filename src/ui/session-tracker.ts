@@ -1,6 +1,6 @@
 import type { AgentEvent } from "../events/types.js";
 import type { TokenUsage } from "../llm/types.js";
-import { summarizeStates } from "./format-state-value.js";
+import { summarizeStates } from "./public/state-values.js";
 
 /** Where a session stands, as far as its events tell. */
 export type SessionStatus = "idle" | "running" | "completed" | "failed" | "cancelled";

@@ -178,7 +178,7 @@ function answerFailure(response: ServerResponse, error: unknown): void {
     response.destroy();
     return;
   }
-  if (error instanceof HttpError) sendError(response, error.status, error.code, error.message);
+  if (error instanceof HttpError) sendError(response, error.status, error.responseCode, error.message);
   else sendError(response, 500, "internal", describeError(error));
 }
 

@@ -124,7 +124,7 @@ describe("compaction after a chat", () => {
     expect(agent.tokenUsed).toBe(1000);
     const phases = eventsOf("ContextCompaction");
     expect(phases.map((event) => event.phase)).toEqual(["started", "failed"]);
-    expect(phases[1]?.error?.name).toBe("EmptySummaryError");
+    expect(phases[1]?.error?.code).toBe("empty_summary");
     expect(eventsOf("ChatCompleted")).toHaveLength(1);
   });
 });

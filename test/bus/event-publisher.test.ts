@@ -32,7 +32,7 @@ function throwingBus(): Bus {
 }
 
 describe("createBusEventPublisher", () => {
-  it("publishes each event as JSON on <prefix>.events.<agent>.<session>.<Kind>", async () => {
+  it("publishes each event as its JSON.stringify on <prefix>.events.<agent>.<session>.<Kind>", async () => {
     const bus = new LocalBus();
     const received: BusMessage[] = [];
     bus.subscribe("agentloop.events.>", (message) => received.push(message));
@@ -45,14 +45,14 @@ describe("createBusEventPublisher", () => {
       seq: 9,
       ts: "2025-01-01T00:00:00.000Z",
       iteration: 0,
-      result: "done",
+      result: 'done: "ok" ✓ 🎉\n',
       usage: { prompt: 1, completion: 2, total: 3, cached: 0 },
       tokenUsed: 3,
     };
     publish(event);
     await bus.flush();
     expect(received.map((message) => message.subject)).toEqual(["agentloop.events.bot.s42.ChatCompleted"]);
-    expect(JSON.parse(received[0]?.data ?? "")).toEqual(event);
+    expect(received[0]?.data).toBe(JSON.stringify(event));
     expect(publish.failures).toBe(0);
     await bus.close();
   });

@@ -26,6 +26,8 @@ import {
   HistorySchemaVersionError,
 } from "../../src/context/history-errors.js";
 import { NotARecordError } from "../../src/context/jetstream-record-log.js";
+import { InternalError } from "../../src/errors/internal-error.js";
+import { UnknownAgentError } from "../../src/errors/unknown-agent-error.js";
 import { describeFailure } from "../../src/host/describe-failure.js";
 import { SessionManagerClosedError, SessionManagerOverloadedError } from "../../src/host/session-manager.js";
 import { ConfigurationError as ConfigurationErrorFromOldPath } from "../../src/llm/configuration-error.js";
@@ -63,6 +65,7 @@ import {
   ToolError,
   ToolNotFoundError,
 } from "../../src/tools/tool-errors.js";
+import { HttpError } from "../../src/ui/http-io.js";
 
 /** Every error class the project throws, with the code it fixes and what that becomes at each boundary. */
 const CASES: Array<{ error: AgentloopError; code: string; reply: string; exit: number; retryable: boolean }> =
@@ -322,6 +325,27 @@ const CASES: Array<{ error: AgentloopError; code: string; reply: string; exit: n
     {
       error: new AgentStreamTimeoutError(1000),
       code: "agent_protocol",
+      reply: "internal",
+      exit: 1,
+      retryable: false,
+    },
+    {
+      error: new HttpError(404, "not_found", "no route /api/nothing"),
+      code: "http_request",
+      reply: "bad_request",
+      exit: 1,
+      retryable: false,
+    },
+    {
+      error: new UnknownAgentError("ghost", ["bot"]),
+      code: "unknown_agent",
+      reply: "unknown_agent",
+      exit: 1,
+      retryable: false,
+    },
+    {
+      error: new InternalError("no package.json"),
+      code: "internal",
       reply: "internal",
       exit: 1,
       retryable: false,

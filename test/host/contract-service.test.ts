@@ -62,12 +62,18 @@ describe("ContractService", () => {
       error: { code: "bad_request", message: "chat request is not valid JSON" },
     });
     const stats = await contract.service.stats();
-    expect(stats.endpoints?.find((endpoint) => endpoint.name === "chat")).toMatchObject({
-      num_requests: 2,
-      num_errors: 1,
-      last_error: "bad_request: chat request is not valid JSON",
-      queue_group: `${prefix}_host`,
+    const chat = stats.endpoints?.find((endpoint) => endpoint.name === "chat");
+    expect(chat).toMatchObject({ num_requests: 2, queue_group: `${prefix}_host` });
+    expect(chat?.data).toMatchObject({
+      replies: {
+        num_requests: 2,
+        num_errors: 1,
+        last_error: "bad_request: chat request is not valid JSON",
+      },
     });
+    expect(
+      (chat?.data as { replies: { processing_time: number } }).replies.processing_time,
+    ).toBeGreaterThanOrEqual(0);
     await host.close();
     expect(contract.service.isStopped).toBe(true);
   });
@@ -85,7 +91,12 @@ describe("ContractService", () => {
     const endpoints = (JSON.parse(reply.data) as { endpoints: Array<{ name: string; data?: unknown }> })
       .endpoints;
     expect(endpoints.map((endpoint) => endpoint.name).sort()).toEqual(["chat", "control"]);
-    for (const endpoint of endpoints) expect(endpoint.data).toEqual({ eventPublishFailures: 3 });
+    for (const endpoint of endpoints) {
+      expect(endpoint.data).toEqual({
+        eventPublishFailures: 3,
+        replies: { num_requests: 0, num_errors: 0, processing_time: 0, average_processing_time: 0 },
+      });
+    }
     await host.close();
   });
 

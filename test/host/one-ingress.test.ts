@@ -44,11 +44,11 @@ describe("every request door converts bytes the same way", () => {
       const stats = await bus.connection.request(`$SRV.STATS.agentloop`, "", { timeout: 5_000 });
       const endpoints = (
         JSON.parse(stats.string()) as {
-          endpoints: Array<{ name: string; last_error?: string; subject: string }>;
+          endpoints: Array<{ name: string; data: { replies: { last_error?: string } }; subject: string }>;
         }
       ).endpoints;
       const chat = endpoints.find((endpoint) => endpoint.subject === `${prefix}.agents.*.chat`);
-      expect(chat?.last_error).toContain("not valid UTF-8");
+      expect(chat?.data.replies.last_error).toContain("not valid UTF-8");
       // The same text, well formed, still runs.
       const fine = await bus.request(
         chatSubject(prefix, "assistant"),

@@ -180,7 +180,7 @@ async function replay(path: PlannedPath<Snapshot, ModelEvent>, coverage: Machine
       { kind: "ContextCompaction", phase: "failed", error: snapshot.context.error },
     ]);
     // An empty summary never reaches the history.
-    if (output.ok === false && output.error.name === "EmptySummaryError") expect(writes).toEqual([]);
+    if (output.ok === false && output.error.code === "empty_summary") expect(writes).toEqual([]);
   }
 }
 

@@ -6,7 +6,8 @@ import { createInbox } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
-import { Heartbeat, StreamChunk } from "../../src/protocol/stream-chunks.js";
+import { StreamChunk } from "../../src/protocol/stream-chunks.js";
+import { Heartbeat } from "../../src/protocol/wire.js";
 import {
   chatTurnSse,
   cutAfterFrames,
@@ -284,9 +285,10 @@ describe("Agent Protocol v0.3 conformance (agentloop serve)", () => {
         owner,
         session: "default",
         instance_id: instance.id,
+        ts: expect.any(String),
         interval_s: 0.2,
       });
-      expect(Number.isNaN(Date.parse(heartbeat.ts))).toBe(false);
+      expect(Number.isNaN(Date.parse(String(heartbeat.ts)))).toBe(false);
     }
   });
 
@@ -374,13 +376,12 @@ async function statsOf(
   const stats = reply.json<{
     endpoints: Array<{
       name: string;
-      num_requests: number;
-      num_errors: number;
-      processing_time: number;
-      last_error?: string;
+      data: {
+        replies: { num_requests: number; num_errors: number; processing_time: number; last_error?: string };
+      };
     }>;
   }>();
   const chat = stats.endpoints.find((endpoint) => endpoint.name === "chat");
   if (chat === undefined) throw new Error("no chat endpoint in $SRV.STATS");
-  return chat;
+  return chat.data.replies;
 }

@@ -1,7 +1,8 @@
 import { createInbox, type Msg } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
-import { Heartbeat, StreamChunk } from "../../src/protocol/stream-chunks.js";
+import { StreamChunk } from "../../src/protocol/stream-chunks.js";
+import { Heartbeat } from "../../src/protocol/wire.js";
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { type RunningUp, startUp } from "../ui/support/running-up.js";

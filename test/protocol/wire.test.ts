@@ -4,32 +4,30 @@ import { toAgentListings } from "../../src/protocol/agent-directory.js";
 import { type DiscoveredAgent, matchesTarget, toDiscoveredAgent } from "../../src/protocol/discovery.js";
 import { isOnline } from "../../src/protocol/heartbeat-watch.js";
 import {
-  agentSubject,
-  isNoResponders,
-  isValidToken,
-  parseAgentSubject,
-  parseReplyChunk,
-  ServiceInfo,
-} from "../../src/protocol/wire.js";
+  isProtocolToken,
+  parseProtocolSubject,
+  protocolSubjectOf,
+} from "../../src/protocol/protocol-subjects.js";
+import { isNoResponders, parseReplyChunk, ServiceInfo } from "../../src/protocol/wire.js";
 
 describe("subject tokens (§2)", () => {
   it("accepts plain tokens and refuses dots, wildcards, whitespace, NUL and a leading $", () => {
     for (const token of ["claude-code", "acme", "s_1", "MixedCase"]) {
-      expect(isValidToken(token)).toBe(true);
+      expect(isProtocolToken(token)).toBe(true);
     }
     for (const token of ["", "a.b", "*", "a>", "a b", "tab\t", "nul\u0000", "$SYS", 42, undefined]) {
-      expect(isValidToken(token)).toBe(false);
+      expect(isProtocolToken(token)).toBe(false);
     }
   });
 
   it("builds and reads agents.<verb>.<agent>.<owner>.<name>", () => {
     const address = { agent: "bot", owner: "acme", name: "s1" };
-    expect(agentSubject("prompt", address)).toBe("agents.prompt.bot.acme.s1");
-    expect(agentSubject("hb", { ...address, owner: "a.b" })).toBeUndefined();
-    expect(parseAgentSubject("agents.hb.bot.acme.s1")).toEqual({ verb: "hb", ...address });
-    expect(parseAgentSubject("agents.chat.bot.acme.s1")).toBeUndefined();
-    expect(parseAgentSubject("agents.prompt.bot.acme")).toBeUndefined();
-    expect(parseAgentSubject("agentloop.agents.bot.chat")).toBeUndefined();
+    expect(protocolSubjectOf("prompt", address)).toBe("agents.prompt.bot.acme.s1");
+    expect(protocolSubjectOf("hb", { ...address, owner: "a.b" })).toBeUndefined();
+    expect(parseProtocolSubject("agents.hb.bot.acme.s1")).toEqual({ verb: "hb", ...address });
+    expect(parseProtocolSubject("agents.chat.bot.acme.s1")).toBeUndefined();
+    expect(parseProtocolSubject("agents.prompt.bot.acme")).toBeUndefined();
+    expect(parseProtocolSubject("agentloop.agents.bot.chat")).toBeUndefined();
   });
 });
 

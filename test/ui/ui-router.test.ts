@@ -38,7 +38,8 @@ describe("createRouter", () => {
     expect(failure).toBeInstanceOf(HttpError);
     expect(failure).toMatchObject({
       status: 405,
-      code: "method_not_allowed",
+      code: "http_request",
+      responseCode: "method_not_allowed",
       message: "/api/chat takes POST",
     });
     expect(calls).toEqual([]);

@@ -1,5 +1,10 @@
-// XState state values on the page; the server has the same rules (src/ui/format-state-value.ts).
+// XState state values, for the page and the server alike (src/ui/session-tracker.ts imports this
+// file; its types are in state-values.d.ts): one set of rules, so a session reads the same in both.
 
+/**
+ * An XState state value as a short path: `"idle"` → `idle`, `{ iterating: "toolTurn" }` →
+ * `iterating.toolTurn`, parallel regions joined with `, `.
+ */
 export function formatStateValue(value) {
   if (typeof value === "string") return value;
   if (!value || typeof value !== "object") return "";
@@ -12,7 +17,10 @@ export function formatStateValue(value) {
     .join(", ");
 }
 
-/** Same as the server's summarizeStates (src/ui/format-state-value.ts). */
+/**
+ * One line for "where is this session": the chat machine's state, with the iteration's while the
+ * chat is iterating; the session machine's when no chat has run yet.
+ */
 export function summarizeStates(states) {
   if (states.chat !== undefined) {
     const chat = formatStateValue(states.chat);
