@@ -65,6 +65,7 @@ async function startHost(prefix: string, hostId: string): Promise<TestHost> {
     await host.close({ graceMs: 0 });
     await bus.close();
   });
+  await bus.connection.flush();
   return { host, bus, agents };
 }
 
@@ -236,6 +237,8 @@ describe("a chat request with an id, on the host that owns its session", () => {
       await host.close({ graceMs: 0 });
       await bus.close();
     });
+    // The host's subscriptions reach the server before the first request does (another connection).
+    await bus.connection.flush();
     const subject = chatSubject(prefix, "bot");
     expect(await ask(subject, { session: "s1", text: "hello", id: "r1" })).toMatchObject({
       ok: false,
