@@ -11,9 +11,9 @@ import {
 } from "../support/cli.js";
 
 /**
- * `agentloop viz` (the built binary) names the states SPEC §2–§3 and §7.3 ask for in all
- * three formats, and every state a real chat reports in `StateChanged` events is a state the
- * exported diagram of that machine has, so a live diagram can always highlight it.
+ * `agentloop viz` names the states of each machine's loop in all three formats (and the built
+ * binary prints what main() prints), and every state a real chat reports in `StateChanged` events
+ * is a state the exported diagram of that machine has, so a live diagram can always highlight it.
  */
 
 interface GraphNode {
@@ -43,13 +43,13 @@ const NAMED_STATES = {
   session: ["idle", "processing", "compacting", "resetting"],
 } as const;
 
-describe("viz exports through the binary", () => {
+describe("viz exports", () => {
   it.each(
     Object.entries(NAMED_STATES),
   )("--machine %s names its states in mermaid, json and svg", async (machine, states) => {
     const [mermaid, json, svg] = await Promise.all(
       (["mermaid", "json", "svg"] as const).map((format) =>
-        runBinary(["viz", "--machine", machine, "--format", format]),
+        runCli(["viz", "--machine", machine, "--format", format]),
       ),
     );
     for (const run of [mermaid, json, svg]) {
@@ -63,6 +63,15 @@ describe("viz exports through the binary", () => {
       expect(mermaid!.stdout, state).toMatch(new RegExp(`state "${state}" as `));
       expect(keys, state).toContain(state);
       expect(svg!.stdout, state).toMatch(new RegExp(`data-state-id="${machine}\\.([A-Za-z]+\\.)*${state}"`));
+    }
+  });
+
+  it("the built binary prints each format exactly as main() does", async () => {
+    // One machine is enough here: the binary runs the same main() the in-process runs above use.
+    for (const format of ["mermaid", "json", "svg"] as const) {
+      const argv = ["viz", "--machine", "chat", "--format", format];
+      const [built, inProcess] = await Promise.all([runBinary(argv), runCli(argv)]);
+      expect(built, format).toEqual({ code: 0, stdout: inProcess.stdout, stderr: "" });
     }
   });
 });
