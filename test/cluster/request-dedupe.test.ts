@@ -227,6 +227,11 @@ describe("RequestDedupe's steps: begin, then finish", () => {
   it("answer() still answers a joined retry when its chat throws: `internal`, and a later retry may run", async () => {
     const { a } = await hosts();
     let release = () => {};
+    // The chat is running once its callback is called (after the running mark is stored).
+    let markRunning = () => {};
+    const running = new Promise<void>((resolve) => {
+      markRunning = resolve;
+    });
     const failing = a.answer(
       "assistant",
       "s1",
@@ -234,8 +239,10 @@ describe("RequestDedupe's steps: begin, then finish", () => {
       () =>
         new Promise<never>((_resolve, reject) => {
           release = () => reject(new Error("the session broke"));
+          markRunning();
         }),
     );
+    await running;
     const joined = a.answer("assistant", "s1", "r1", async () => ({ reply: answer("never") }));
     await new Promise((resolve) => setTimeout(resolve, 50));
     release();
