@@ -23,11 +23,11 @@ export function untilAborted(signal: AbortSignal): Promise<void> {
 }
 
 /** `--port N`: 0 (the default) picks a free port. */
-export function parsePort(value: string | boolean | undefined): number {
+export function parsePort(value: string | boolean | undefined, flag = "--port"): number {
   if (value === undefined) return 0;
   const port = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : Number.NaN;
   if (!Number.isInteger(port) || port < 0 || port > 65_535) {
-    throw new UsageError(`--port must be a number from 0 to 65535, got "${String(value)}"`);
+    throw new UsageError(`${flag} must be a number from 0 to 65535, got "${String(value)}"`);
   }
   return port;
 }

@@ -97,12 +97,14 @@ const COMMANDS: Record<
       "max-memory-bytes": "string",
       "max-session-bytes": "string",
       "nats-hold-mb": "string",
+      http: "string",
+      ...UI_FLAGS,
       ...HOST_FLAGS,
       ...PROTOCOL_FLAGS,
       ...CLUSTER_FLAGS,
     },
     usage:
-      "serve [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
+      "serve [--http PORT [--host ADDR] [--ui-token T]] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
     arguments: false,
   },
   chat: {
@@ -163,7 +165,7 @@ Provider and shared options (flags win over the environment):
   --db PATH               (AGENTLOOP_DB) SQLite history file
   --prefix NAME           (AGENTLOOP_PREFIX) subject prefix, default agentloop
 
-Web UI options (ui, up):
+Web UI options (ui, up, and serve with --http PORT: the UI and the protocol doors on that port):
   --host ADDR             address to listen on (default 127.0.0.1); any other needs a token
   --ui-token T            (AGENTLOOP_UI_TOKEN) token every API call must carry, even on loopback;
                           default: none on loopback, a random one (printed in the URL) elsewhere

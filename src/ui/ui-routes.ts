@@ -9,13 +9,13 @@ import { chatSubject, controlSubject, isValidName, sessionEventsPattern } from "
 import { describeError } from "../errors/describe-error.js";
 import type { AgentEvent } from "../events/types.js";
 import type { HttpGuardStats } from "../http/http-guard.js";
+import { HttpError, readJsonBody, sendError, sendJson } from "../http/http-io.js";
+import type { Route, RouteRequest } from "../http/http-router.js";
 import { renderMachine } from "../viz/render-machine.js";
-import { HttpError, readJsonBody, sendError, sendJson } from "./http-io.js";
 import { SessionTracker } from "./session-tracker.js";
 import type { SseHub } from "./sse-hub.js";
 import { serveStaticFile } from "./static-files.js";
 import { describeIssues, UiChatRequest, UiControlRequest } from "./ui-requests.js";
-import type { Route, RouteRequest } from "./ui-router.js";
 
 /** What the UI's routes work with: the bus, what was seen on it, and the settings. */
 export interface UiContext {

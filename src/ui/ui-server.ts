@@ -7,17 +7,18 @@ import type { Bus } from "../bus/bus.js";
 import { allEventsPattern, DEFAULT_PREFIX } from "../bus/subjects.js";
 import { describeError } from "../errors/describe-error.js";
 import { parseEventJson } from "../events/parse-event.js";
+import type { HttpDoor } from "../http/http-door.js";
 import {
   createHttpGuard,
   type HttpGuardStats,
   isLoopbackListenHost,
   listLocalAddresses,
 } from "../http/http-guard.js";
+import { HttpError, sendError } from "../http/http-io.js";
+import { createRouter } from "../http/http-router.js";
 import { getMachine as getProjectMachine, MACHINE_NAMES } from "../viz/machines.js";
-import { HttpError, sendError } from "./http-io.js";
 import { SessionTracker } from "./session-tracker.js";
 import { SseHub } from "./sse-hub.js";
-import { createRouter } from "./ui-router.js";
 import { createDrawingCache, serveStatic, type UiContext, uiRoutes } from "./ui-routes.js";
 
 export interface UiServerOptions {
@@ -62,6 +63,8 @@ export interface UiServerOptions {
   localAddresses?: () => string[];
   /** Clock of the refusal log's rate limit (default `Date.now`). */
   now?: () => number;
+  /** Protocols served next to the UI (AG-UI, A2A, MCP…), behind the same guard as its API. */
+  doors?: readonly HttpDoor[];
 }
 
 export interface UiServer {
@@ -92,6 +95,8 @@ const DEFAULT_REPLAY_TIMEOUT_MS = 10_000;
  */
 export async function startUiServer(options: UiServerOptions): Promise<UiServer> {
   const host = options.host ?? "127.0.0.1";
+  const doors = options.doors ?? [];
+  const doorOf = (path: string) => doors.find((door) => path.startsWith(door.pathPrefix));
   const localAddresses = options.localAddresses ?? listLocalAddresses;
   const guard = createHttpGuard({
     listenHost: host,
@@ -104,9 +109,9 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
     ...(options.log === undefined ? {} : { log: options.log }),
     localAddresses,
     ...(options.now === undefined ? {} : { now: options.now }),
-    // The page's own files hold no data; everything under /api/ does.
-    isPublicPath: (path) => !path.startsWith("/api/"),
-    isStreamPath: (path) => path === "/api/events",
+    // The page's own files hold no data; everything under /api/ and every door does.
+    isPublicPath: (path) => !path.startsWith("/api/") && doorOf(path) === undefined,
+    isStreamPath: (path) => path === "/api/events" || doorOf(path)?.isStreamPath?.(path) === true,
   });
   const ui = createUiContext(options, () => guard.stats());
   const subscription = ui.bus.subscribe(allEventsPattern(ui.prefix), (message) => {
@@ -119,7 +124,13 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
     const json = /[\r\n]/.test(message.data) ? JSON.stringify(event) : message.data;
     ui.hub.broadcast(event.agent, event.session, json);
   });
-  const route = createRouter(uiRoutes(ui), (request) => serveStatic(ui, request));
+  const doorContext = {
+    bus: ui.bus,
+    prefix: ui.prefix,
+    ...(ui.natsConnection === undefined ? {} : { natsConnection: ui.natsConnection }),
+  };
+  const routes = [...uiRoutes(ui), ...doors.flatMap((door) => door.routes(doorContext))];
+  const route = createRouter(routes, (request) => serveStatic(ui, request));
   // The guard answers a request without Host itself (403 with the security headers), not Node.
   const server = createServer(
     { requireHostHeader: false },
@@ -142,6 +153,7 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
       closing ??= (async () => {
         subscription.unsubscribe();
         ui.hub.close();
+        await Promise.all(doors.map((door) => door.close?.()));
         await new Promise<void>((resolve) => {
           server.close(() => resolve());
           server.closeAllConnections();

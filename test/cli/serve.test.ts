@@ -163,4 +163,39 @@ describe("agentloop up", () => {
     expect(lines.some((line) => /ChatCompleted done \[demo\]/.test(line))).toBe(true);
     expect(lines.some((line) => / ModelTextDelta /.test(line))).toBe(false);
   });
+
+  it("serve --http PORT serves the UI's API on NATS behind the token, and --host without --http is refused", async () => {
+    const prefix = uniqueRoot();
+    const port = await freePort();
+    const token = "serve-http-token-0123456789";
+    const serve = startServe([
+      "--nats",
+      server.url,
+      "--prefix",
+      prefix,
+      "--http",
+      String(port),
+      "--ui-token",
+      token,
+    ]);
+    await waitUntilServing(bus, prefix, serve);
+    const base = `http://127.0.0.1:${port}`;
+    expect((await fetch(`${base}/api/info`)).status).toBe(401);
+    const answer = await fetch(`${base}/api/chat`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+      body: JSON.stringify({ agent: "assistant", session: "web1", text: "hello over http" }),
+    });
+    expect(answer.status).toBe(200);
+    expect(await answer.json()).toMatchObject({ ok: true, session: "web1" });
+    const run = await serve.stop();
+    expect(run.code).toBe(0);
+    expect(linesOf(run.stdout)[1]).toBe(`agentloop serve: HTTP ${base}/?token=${token}`);
+
+    const refused = await runCli(["serve", "--nats", server.url, "--host", "0.0.0.0"]);
+    expect(refused.code).toBe(2);
+    expect(linesOf(refused.stderr)).toEqual([
+      "agentloop: --host and the --ui-* flags of serve need --http PORT",
+    ]);
+  });
 });

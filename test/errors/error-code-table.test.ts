@@ -30,6 +30,7 @@ import { InternalError } from "../../src/errors/internal-error.js";
 import { UnknownAgentError } from "../../src/errors/unknown-agent-error.js";
 import { describeFailure } from "../../src/host/describe-failure.js";
 import { SessionManagerClosedError, SessionManagerOverloadedError } from "../../src/host/session-manager.js";
+import { HttpError } from "../../src/http/http-io.js";
 import { ConfigurationError as ConfigurationErrorFromOldPath } from "../../src/llm/configuration-error.js";
 import {
   AuthenticationError,
@@ -65,7 +66,6 @@ import {
   ToolError,
   ToolNotFoundError,
 } from "../../src/tools/tool-errors.js";
-import { HttpError } from "../../src/ui/http-io.js";
 
 /** Every error class the project throws, with the code it fixes and what that becomes at each boundary. */
 const CASES: Array<{ error: AgentloopError; code: string; reply: string; exit: number; retryable: boolean }> =

@@ -14,14 +14,18 @@ import {
   protocolSettingsFrom,
 } from "../../config/runtime-config.js";
 import { readTenantLimits } from "../../config/tenant-limits.js";
+import { createHttpDoors } from "../../doors/http-doors.js";
 import { describeError } from "../../errors/describe-error.js";
 import { EXIT_USER_MISTAKE } from "../../errors/error-code.js";
 import { createHostToolSetRegistry } from "../../host/create-session-agent.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
 import type { ProviderName } from "../../llm/create-backend.js";
+import { startUiServer, type UiServer } from "../../ui/ui-server.js";
 import { type CliContext, type Command, UsageError } from "../cli-context.js";
 import { clusterSettingsFrom } from "../cluster-settings.js";
-import { natsIdentityOptions, untilAborted } from "../command-helpers.js";
+import { natsIdentityOptions, parsePort, untilAborted } from "../command-helpers.js";
+import { uiSettingsFrom } from "../ui-settings.js";
+import { announceOtherAddresses } from "./ui.js";
 
 /** `--agents FILE` (JSON) or `--config FILE` (code) read, validated and completed from the CLI configuration. */
 export function loadAgentsFromFlags(context: CliContext): Promise<ResolvedAgentDefinition[]> {
@@ -61,6 +65,12 @@ export const serveCommand: Command = async (context) => {
   const hostId = hostIdFrom(context.flags, context.env);
   const history = historyBackendFrom(context.flags, context.env);
   const cluster = clusterSettingsFrom(context.flags, context.env);
+  const httpPort = context.flags.http === undefined ? undefined : parsePort(context.flags.http, "--http");
+  const host = typeof context.flags.host === "string" ? context.flags.host : undefined;
+  const uiSettings = uiSettingsFrom(context.flags, context.env);
+  if (httpPort === undefined && (host !== undefined || Object.keys(uiSettings).length > 0)) {
+    throw new UsageError("--host and the --ui-* flags of serve need --http PORT");
+  }
   const url = redactNatsUrl(config.natsUrl);
   const log = (line: string) => context.stderr.write(`agentloop serve: ${line}\n`);
   let bus: NatsBus;
@@ -102,7 +112,23 @@ export const serveCommand: Command = async (context) => {
     context.stdout.write(
       `agentloop serve: bus ${url} (nats, prefix ${config.prefix}, host ${service.hostId}${history === "nats" ? ", history nats" : ""}); agents: ${describeAgents(definitions)}\n`,
     );
+    let http: UiServer | undefined;
+    if (httpPort !== undefined) {
+      http = await startUiServer({
+        bus,
+        prefix: config.prefix,
+        port: httpPort,
+        ...(host === undefined ? {} : { host }),
+        natsConnection: bus.connection,
+        ...uiSettings,
+        doors: createHttpDoors(),
+        log: (line) => log(`HTTP ${line}`),
+      });
+      context.stdout.write(`agentloop serve: HTTP ${http.url}\n`);
+      announceOtherAddresses(http, "agentloop serve: HTTP", context.stdout, context.stderr);
+    }
     await untilAborted(context.signal);
+    await http?.close();
     context.stderr.write(
       "agentloop serve: stopping: finishing running chats (signal again to cancel them)\n",
     );

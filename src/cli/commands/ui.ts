@@ -2,6 +2,7 @@ import type { Bus } from "../../bus/bus.js";
 import { LocalBus } from "../../bus/local-bus.js";
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
+import { createHttpDoors } from "../../doors/http-doors.js";
 import { startUiServer, type UiServer } from "../../ui/ui-server.js";
 import type { CliContext, Command } from "../cli-context.js";
 import { natsIdentityOptions, parsePort, untilAborted } from "../command-helpers.js";
@@ -40,6 +41,7 @@ export const uiCommand: Command = async (context) => {
       ...(host === undefined ? {} : { host }),
       ...(nats ? { natsConnection: nats.connection } : {}),
       ...settings,
+      doors: createHttpDoors(),
       log: (line) => context.stderr.write(`agentloop ui: ${line}\n`),
     });
     context.stdout.write(`agentloop ui: ${server.url} (bus: ${bus.kind})\n`);

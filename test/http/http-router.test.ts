@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { describe, expect, it } from "vitest";
-import { HttpError } from "../../src/ui/http-io.js";
-import { createRouter, type Route } from "../../src/ui/ui-router.js";
+import { HttpError } from "../../src/http/http-io.js";
+import { createRouter, type Route } from "../../src/http/http-router.js";
 
 /** The UI server's routing table (issue 10: routes as a table instead of an if-chain). */
 

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { parseRequestUrl } from "../http/http-guard.js";
+import { parseRequestUrl } from "./http-guard.js";
 import { HttpError } from "./http-io.js";
 
 /** One request as a route handler sees it: the path's captured parts are in `params`. */
