@@ -24,6 +24,18 @@ export function isTool(value: unknown): value is Tool {
   return typeof tool.definition?.name === "string" && typeof tool.invoke === "function";
 }
 
+/** What `scriptedModel()` returns, seen by shape: a client in front of the backend that plays the script. */
+interface ScriptedModelLike {
+  readonly scripted: LlmBackend;
+}
+
+/** The backend itself, or the one a scripted model holds (it is a client, not a backend). */
+function backendOf(value: unknown): unknown {
+  if (typeof value !== "object" || value === null) return value;
+  const scripted = (value as { scripted?: unknown }).scripted;
+  return isLlmBackend(scripted) ? scripted : value;
+}
+
 function isLlmBackend(value: unknown): value is LlmBackend {
   if (typeof value !== "object" || value === null) return false;
   const backend = value as Record<string, unknown>;
@@ -47,9 +59,16 @@ export const AgentConfig = AgentDefinition.extend({
    * agents file gets.
    */
   tools: z.array(ToolEntry).optional(),
-  /** A model backend in code (e.g. a scripted one in tests); `provider`, `baseUrl` are then unused. */
+  /**
+   * A model backend in code, e.g. `scriptedModel([...])` or `new ScriptedBackend([...])` from
+   * `agentloop/testing`; `provider` and `baseUrl` are then unused. The host puts its own retrying
+   * client in front, so a scripted model gives its backend (its faults are retried as a provider's).
+   */
   backend: z
-    .custom<LlmBackend>(isLlmBackend, { error: "must be an LlmBackend (generate and generateStream)" })
+    .custom<LlmBackend | ScriptedModelLike>((value) => isLlmBackend(backendOf(value)), {
+      error: "must be an LlmBackend (generate and generateStream) or a scriptedModel(...)",
+    })
+    .transform((value) => backendOf(value) as LlmBackend)
     .optional(),
   /** A model stream silent this long (ms) once started fails. Default: the CLI's, else 120 s. */
   streamIdleTimeoutMs: z

@@ -5,7 +5,7 @@ import { chatSubject } from "../../src/bus/subjects.js";
 import type { AgentEvent } from "../../src/events/types.js";
 import { startHost } from "../../src/host/start-host.js";
 import { ConfigurationError } from "../../src/llm/configuration-error.js";
-import { ScriptedBackend } from "../../src/testing/index.js";
+import { ScriptedBackend, scriptedModel } from "../../src/testing/index.js";
 import { createToolSet } from "../../src/tools/create-tool-set.js";
 import { defineTool } from "../../src/tools/define-tool.js";
 
@@ -32,6 +32,16 @@ async function chat(bus: LocalBus, agent: string, session: string, text: string)
 }
 
 describe("startHost", () => {
+  it("takes a scriptedModel(...) as an agent's backend (it used to fail: sink.onCompleted is not a function)", async () => {
+    const bus = new LocalBus();
+    const model = scriptedModel([{ fault: "rate_limit" }, { deltas: ["Hel", "lo"] }]);
+    const host = await startHost({ bus, agents: [{ name: "scripted", backend: model }] });
+    expect(await chat(bus, "scripted", "s1", "hi")).toMatchObject({ ok: true, result: "Hello" });
+    // The host's own retrying client retried the scripted fault, and the model recorded both requests.
+    expect(model.requests).toHaveLength(2);
+    await host.close();
+  });
+
   it("serves agents with ToolSets and tools from code, one ToolSet state per session", async () => {
     const bus = new LocalBus();
     const events: AgentEvent[] = [];
