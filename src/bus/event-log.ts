@@ -85,8 +85,12 @@ export async function ensureEventStream(
   return name;
 }
 
-/** Where a replay starts: events from the last `durationMs`, from a stream sequence, or from a time. */
-export type ReplayStart = { durationMs: number } | { seq: number } | { time: Date };
+/**
+ * Where a replay starts: events from the last `durationMs`, from a stream sequence, from a time, or
+ * only the last event stored on each subject the filter matches (`lastPerSubject`: with a
+ * session's filter, its latest event of each kind).
+ */
+export type ReplayStart = { durationMs: number } | { seq: number } | { time: Date } | { lastPerSubject: true };
 
 export interface ReplayEventsOptions {
   /** Subject filter (one subject, NATS wildcards), default `<prefix>.events.>`. */
@@ -196,6 +200,7 @@ export async function* replayEvents(
 }
 
 function startOptions(since: ReplayStart, now: () => number): Partial<OrderedConsumerOptions> {
+  if ("lastPerSubject" in since) return { deliver_policy: DeliverPolicy.LastPerSubject };
   if ("seq" in since) {
     if (!Number.isInteger(since.seq) || since.seq < 1) {
       throw new RangeError(`since.seq must be a positive integer, got ${since.seq}`);

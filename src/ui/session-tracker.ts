@@ -24,6 +24,13 @@ export interface SessionSummary {
   usage?: TokenUsage;
   /** The host of the latest event that named one: the session's owner as far as events tell. */
   host?: string;
+  /** Tool calls of its open chat that wait for a person's decision (approve / deny). */
+  waitingApprovals: number;
+  /**
+   * False for a session known only from the event log (the UI did not see it live): its status,
+   * state and activity are then unknown until it is opened or moves.
+   */
+  seenLive: boolean;
 }
 
 export interface SessionTrackerOptions {
@@ -36,6 +43,8 @@ export interface SessionTrackerOptions {
 interface Entry {
   summary: SessionSummary;
   events: AgentEvent[];
+  /** Calls asked about and not yet decided, in the open chat. */
+  awaiting: Set<string>;
 }
 
 /**
@@ -69,8 +78,11 @@ export class SessionTracker {
           lastKind: event.kind,
           lastSeq: event.seq,
           chats: 0,
+          waitingApprovals: 0,
+          seenLive: true,
         },
         events: [],
+        awaiting: new Set(),
       };
       this.entries.set(key, entry);
       this.evict();
@@ -80,6 +92,7 @@ export class SessionTracker {
       this.entries.set(key, entry);
     }
     update(entry.summary, event);
+    trackApprovals(entry, event);
     store(entry.events, event, this.historyLimit);
     return entry.summary;
   }
@@ -135,6 +148,15 @@ function update(summary: SessionSummary, event: AgentEvent): void {
     default:
       break;
   }
+}
+
+function trackApprovals(entry: Entry, event: AgentEvent): void {
+  if (event.kind === "ToolApprovalRequested") entry.awaiting.add(event.toolCallId);
+  else if (event.kind === "ToolApprovalResolved") entry.awaiting.delete(event.toolCallId);
+  else if (event.kind === "ChatCompleted" || event.kind === "ChatFailed" || event.kind === "ChatStarted") {
+    entry.awaiting.clear();
+  } else return;
+  entry.summary.waitingApprovals = entry.awaiting.size;
 }
 
 function store(events: AgentEvent[], event: AgentEvent, limit: number): void {

@@ -12,7 +12,8 @@ import type { HttpGuardStats } from "../http/http-guard.js";
 import { HttpError, readJsonBody, sendError, sendJson } from "../http/http-io.js";
 import type { Route, RouteRequest } from "../http/http-router.js";
 import { renderMachine } from "../viz/render-machine.js";
-import { SessionTracker } from "./session-tracker.js";
+import { listLoggedSessions } from "./logged-sessions.js";
+import { type SessionSummary, SessionTracker } from "./session-tracker.js";
 import type { SseHub } from "./sse-hub.js";
 import { serveStaticFile } from "./static-files.js";
 import { describeIssues, UiChatRequest, UiControlRequest } from "./ui-requests.js";
@@ -47,7 +48,7 @@ export function uiRoutes(ui: UiContext): Route[] {
     {
       method: "GET",
       path: "/api/sessions",
-      handle: ({ response }) => sendJson(response, 200, { sessions: ui.tracker.list() }),
+      handle: (request) => listSessions(ui, request),
     },
     {
       method: "GET",
@@ -122,6 +123,51 @@ async function getSessionEvents(ui: UiContext, { response, params }: RouteReques
     throw new HttpError(400, "bad_request", "agent and session must match [A-Za-z0-9_-]{1,64}");
   }
   sendJson(response, 200, { agent, session, ...(await replaySession(ui, agent, session)) });
+}
+
+/**
+ * `GET /api/sessions[?waiting=1]`: the sessions seen live, most recent first, then those only the
+ * event log knows (a UI started later lists them too: a call waiting for approval stays reachable).
+ * `waiting=1` keeps only sessions with a call waiting for a decision.
+ */
+async function listSessions(ui: UiContext, { response, url }: RouteRequest): Promise<void> {
+  const sessions: SessionSummary[] = ui.tracker.list().map((summary) => ({ ...summary }));
+  if (ui.natsConnection !== undefined) {
+    const seen = new Map(sessions.map((summary) => [`${summary.agent}/${summary.session}`, summary]));
+    try {
+      const logged = await listLoggedSessions(ui.natsConnection, {
+        prefix: ui.prefix,
+        signal: AbortSignal.timeout(ui.replayTimeoutMs),
+      });
+      for (const entry of logged) {
+        const live = seen.get(`${entry.agent}/${entry.session}`);
+        if (live !== undefined) {
+          // Seen live from the middle of a chat, the UI may have missed the request: the log has it.
+          live.waitingApprovals = Math.max(live.waitingApprovals, entry.waitingApprovals);
+          continue;
+        }
+        sessions.push({
+          agent: entry.agent,
+          session: entry.session,
+          status: "idle",
+          state: "",
+          states: {},
+          lastActivity: "",
+          lastKind: "",
+          lastSeq: -1,
+          chats: entry.chats,
+          waitingApprovals: entry.waitingApprovals,
+          seenLive: false,
+        });
+      }
+    } catch {
+      // No event log yet (no host created it) or it cannot be read: the live sessions still list.
+    }
+  }
+  const waitingOnly = url.searchParams.get("waiting") === "1";
+  sendJson(response, 200, {
+    sessions: waitingOnly ? sessions.filter((summary) => summary.waitingApprovals > 0) : sessions,
+  });
 }
 
 /** `GET /api/machines/:name.(svg|json)`: a statechart, drawn or as its graph model. */

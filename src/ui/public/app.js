@@ -12,6 +12,7 @@ const timelineRoot = document.querySelector('[data-testid="timeline"]');
 const timelineSummary = document.querySelector('[data-testid="timeline-summary"]');
 const sessionList = document.querySelector('[data-testid="session-list"]');
 const sessionsEmpty = document.querySelector('[data-testid="sessions-empty"]');
+const waitingFilter = document.querySelector('[data-testid="waiting-filter"]');
 const selectedTitle = document.querySelector('[data-testid="selected-session"]');
 const selectedState = document.querySelector('[data-testid="selected-state"]');
 const connectionStatus = document.querySelector('[data-testid="connection-status"]');
@@ -86,7 +87,14 @@ function splitKey(key) {
 function mergeSummary(summary) {
   const key = keyOf(summary.agent, summary.session);
   const known = app.sessions.get(key);
-  if (known && known.lastSeq > summary.lastSeq) return;
+  if (known && known.lastSeq > summary.lastSeq) {
+    // Newer live state here; the listing can still tell of calls waiting that this page missed.
+    if ((summary.waitingApprovals || 0) > (known.waitingApprovals || 0)) {
+      known.waitingApprovals = summary.waitingApprovals;
+      renderSession(key);
+    }
+    return;
+  }
   app.sessions.set(key, {
     ...known,
     ...summary,
@@ -119,6 +127,8 @@ function recordEvent(event) {
   summary.lastSeq = event.seq;
   // The owner: the host of the latest event (a session taken over moves to the next owner).
   if (event.host) summary.host = event.host;
+  summary.seenLive = true;
+  trackApprovals(key, summary, event);
   if (event.kind === "ChatStarted") summary.status = "running";
   else if (event.kind === "ChatCompleted") summary.status = "completed";
   else if (event.kind === "ChatFailed") summary.status = event.cancelled ? "cancelled" : "failed";
@@ -130,6 +140,23 @@ function recordEvent(event) {
   }
   renderSession(key);
   return key;
+}
+
+/** The calls of a session's open chat that wait for a decision, kept from its live events. */
+const awaiting = new Map();
+
+function trackApprovals(key, summary, event) {
+  let open = awaiting.get(key);
+  if (!open) {
+    open = new Set();
+    awaiting.set(key, open);
+  }
+  if (event.kind === "ToolApprovalRequested") open.add(event.toolCallId);
+  else if (event.kind === "ToolApprovalResolved") open.delete(event.toolCallId);
+  else if (event.kind === "ChatStarted" || event.kind === "ChatCompleted" || event.kind === "ChatFailed")
+    open.clear();
+  else return;
+  summary.waitingApprovals = open.size;
 }
 
 function renderSession(key) {
@@ -154,6 +181,11 @@ function renderSession(key) {
         summary.session,
       ),
       element("span", { className: "session-status", "data-testid": "session-status" }),
+      element("span", {
+        className: "session-waiting",
+        "data-testid": "session-waiting",
+        title: "tool calls waiting for a decision (approve / deny)",
+      }),
       element("span", { className: "session-state", "data-testid": "session-state" }),
       element("span", { className: "session-activity", "data-testid": "session-activity" }),
       element("span", {
@@ -175,8 +207,16 @@ function renderSession(key) {
     sessionsEmpty.hidden = true;
   }
   const status = item.querySelector('[data-testid="session-status"]');
-  status.textContent = summary.status;
-  status.setAttribute("data-status", summary.status);
+  // A session only the event log knows: its state shows once it is opened or moves.
+  const shownStatus = summary.seenLive === false ? "stored" : summary.status;
+  status.textContent = shownStatus;
+  status.setAttribute("data-status", shownStatus);
+  const waiting = item.querySelector('[data-testid="session-waiting"]');
+  const count = summary.waitingApprovals || 0;
+  waiting.textContent = count === 0 ? "" : count === 1 ? "awaiting approval" : `${count} awaiting approval`;
+  waiting.hidden = count === 0;
+  item.setAttribute("data-waiting", String(count > 0));
+  item.hidden = waitingFilter.checked && count === 0;
   item.querySelector('[data-testid="session-state"]').textContent = summary.state || "–";
   item.querySelector('[data-testid="session-activity"]').textContent = formatTime(summary.lastActivity);
   const host = item.querySelector('[data-testid="session-host"]');
@@ -184,6 +224,18 @@ function renderSession(key) {
   host.hidden = !summary.host;
   if (key === app.selected) updateSelectedState();
 }
+
+function applyWaitingFilter() {
+  for (const [key, item] of app.items) {
+    item.hidden = waitingFilter.checked && !(app.sessions.get(key)?.waitingApprovals > 0);
+  }
+}
+
+waitingFilter.addEventListener("change", () => {
+  applyWaitingFilter();
+  // The log may know of waiting calls this page never saw: ask again.
+  if (waitingFilter.checked) refreshSessions();
+});
 
 async function refreshSessions() {
   try {
@@ -204,6 +256,7 @@ async function select(key) {
   selectedTitle.textContent = `${agent} / ${session}`;
   composer.elements.agent.value = agent;
   composer.elements.session.value = session;
+  showStatus(key);
   if (app.view) app.view.dispose();
   if (app.timeline) app.timeline.dispose();
   transcript.replaceChildren();
@@ -287,6 +340,8 @@ async function showMachine(machine) {
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       // Our own server's drawing, inlined so CSS classes can highlight states.
       chart.svg = importDrawing(await response.text());
+      // At the top of the pane, not centred in it.
+      chart.svg.setAttribute("preserveAspectRatio", "xMidYMin meet");
       pane.append(chart.svg);
       pane.setAttribute("data-loaded", "true");
     } catch (error) {
@@ -300,8 +355,29 @@ async function showMachine(machine) {
     }
   }
   for (const other of app.charts.values()) other.pane.hidden = other !== chart;
+  fitEdgeLabels();
   highlight(machine);
 }
+
+/** Edge labels are drawn at this size; the state names are larger. */
+const EDGE_LABEL_PX = 12;
+const MIN_READABLE_PX = 10;
+
+/**
+ * Fitted to a small pane, edge labels would shrink below a readable size and collide: then they
+ * are hidden, and shown on hovering their transition at a readable size (the state names stay).
+ */
+function fitEdgeLabels() {
+  const chart = app.charts.get(app.activeMachine);
+  if (!chart || !chart.svg) return;
+  const matrix = chart.svg.getScreenCTM();
+  const scale = matrix ? Math.hypot(matrix.a, matrix.b) : 1;
+  const isSmall = scale > 0 && EDGE_LABEL_PX * scale < MIN_READABLE_PX;
+  chart.pane.classList.toggle("edge-labels-on-hover", isSmall);
+  chart.pane.style.setProperty("--edge-label-px", `${Math.ceil(MIN_READABLE_PX / Math.max(scale, 0.05))}px`);
+}
+
+new ResizeObserver(() => fitEdgeLabels()).observe(chartHost);
 
 /**
  * The drawing's `<svg>` as a node of this page. Its `<style>` elements become constructed
@@ -358,6 +434,7 @@ function highlightAll() {
 zoom.addEventListener("click", () => {
   const isFull = chartHost.classList.toggle("full-size");
   zoom.setAttribute("aria-pressed", String(isFull));
+  fitEdgeLabels();
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -400,9 +477,26 @@ function connect() {
 // ---------------------------------------------------------------------------------------------
 // Composer: chat and control requests
 
-function setStatus(text, kind) {
-  controlStatus.textContent = text;
-  controlStatus.setAttribute("data-kind", kind || "info");
+/** The last status line of each session ("agent/session" → { text, kind }): it belongs to its session. */
+const statusLines = new Map();
+
+function setStatus(text, kind, key = composerKey()) {
+  statusLines.set(key, { text, kind: kind || "info" });
+  if (key === composerKey()) showStatus(key);
+}
+
+function showStatus(key) {
+  const line = statusLines.get(key);
+  controlStatus.textContent = line ? line.text : "";
+  controlStatus.setAttribute("data-kind", line ? line.kind : "info");
+}
+
+function composerKey() {
+  return keyOf(composer.elements.agent.value.trim(), composer.elements.session.value.trim());
+}
+
+for (const input of [composer.elements.agent, composer.elements.session]) {
+  input.addEventListener("input", () => showStatus(composerKey()));
 }
 
 async function post(path, body) {
@@ -433,20 +527,25 @@ composer.addEventListener("submit", async (event) => {
   const key = ensureSession(agent, session);
   if (app.selected !== key) select(key);
   composer.elements.text.value = "";
-  setStatus(`sent to ${agent} / ${session}, waiting for the reply…`);
+  setStatus(`sent to ${agent} / ${session}, waiting for the reply…`, "info", key);
   try {
     const reply = await post("/api/chat", { agent, session, text });
     if (reply.ok)
-      setStatus(`reply from ${agent} / ${session} · ${reply.usage ? reply.usage.total : "?"} tokens`, "ok");
-    else setStatus(describeError(reply), "error");
+      setStatus(
+        `reply from ${agent} / ${session} · ${reply.usage ? reply.usage.total : "?"} tokens`,
+        "ok",
+        key,
+      );
+    else setStatus(describeError(reply), "error", key);
   } catch (error) {
-    setStatus(`request failed: ${error.message}`, "error");
+    setStatus(`request failed: ${error.message}`, "error", key);
   }
 });
 
 /** Approve / Deny on a tool call held for approval (the transcript's buttons). */
 async function decideToolCall(request, command) {
-  setStatus(`${command} ${request.toolCallId}…`);
+  const key = keyOf(request.agent, request.session);
+  setStatus(`${command} ${request.toolCallId}…`, "info", key);
   const body = { ...request, command };
   if (command === "deny") body.reason = "denied in the web UI";
   try {
@@ -454,9 +553,10 @@ async function decideToolCall(request, command) {
     setStatus(
       reply.ok ? `${command}: done` : `${command}: ${describeError(reply)}`,
       reply.ok ? "ok" : "error",
+      key,
     );
   } catch (error) {
-    setStatus(`${command} failed: ${error.message}`, "error");
+    setStatus(`${command} failed: ${error.message}`, "error", key);
   }
 }
 
@@ -477,17 +577,19 @@ for (const button of composer.querySelectorAll("button[data-command]")) {
       return;
     }
     const body = { agent, session, command };
+    const key = keyOf(agent, session);
     const topic = composer.elements.topic.value.trim();
     if (command === "compact" && topic !== "") body.topic = topic;
-    setStatus(`${command}…`);
+    setStatus(`${command}…`, "info", key);
     try {
       const reply = await post("/api/control", body);
       setStatus(
         reply.ok ? `${command}: done` : `${command}: ${describeError(reply)}`,
         reply.ok ? "ok" : "error",
+        key,
       );
     } catch (error) {
-      setStatus(`${command} failed: ${error.message}`, "error");
+      setStatus(`${command} failed: ${error.message}`, "error", key);
     }
   });
 }

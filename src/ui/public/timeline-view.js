@@ -225,6 +225,36 @@ function row(name, labelText, bars = [], trackPx = 0) {
   );
 }
 
+/** Width of one character of the ticks' 10 px monospace font, with a margin. */
+const TICK_CHAR_PX = 6.5;
+const TICK_GAP_PX = 8;
+
+/**
+ * The ticks whose labels fit on a track `trackPx` wide without touching: a label that would overlap
+ * the one before is left out (its grid line stays). The last one, drawn right-aligned, wins over
+ * the one before it, so the axis always ends with the chat's span.
+ */
+export function readableTicks(ticks, trackPx) {
+  if (!(trackPx > 0)) return ticks;
+  const boxes = ticks.map((tick) => {
+    const width = tick.label.length * TICK_CHAR_PX + 3;
+    const left = tick.x > 0.94 ? tick.x * trackPx - width : tick.x * trackPx;
+    return { tick, left, right: left + width };
+  });
+  const last = boxes.length > 1 ? boxes[boxes.length - 1] : undefined;
+  const shown = [];
+  let right = Number.NEGATIVE_INFINITY;
+  for (const box of boxes) {
+    if (box === last) break;
+    if (box.left < right + TICK_GAP_PX) continue;
+    if (last && box.right + TICK_GAP_PX > last.left) continue;
+    shown.push(box.tick);
+    right = box.right;
+  }
+  if (last) shown.push(last.tick);
+  return shown;
+}
+
 function waterfall(layout, trackPx) {
   const axis = element(
     "div",
@@ -233,8 +263,8 @@ function waterfall(layout, trackPx) {
     element(
       "div",
       { className: "tl-track" },
-      ...layout.ticks.map((tick) => {
-        const node = element("span", { className: "tl-tick" }, tick.label);
+      ...readableTicks(layout.ticks, trackPx).map((tick) => {
+        const node = element("span", { className: "tl-tick", "data-testid": "timeline-tick" }, tick.label);
         node.style.left = percent(tick.x);
         if (tick.x > 0.94) node.classList.add("tl-tick-last");
         return node;

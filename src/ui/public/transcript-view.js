@@ -19,14 +19,25 @@ export class TranscriptView {
     this.tools = new Map();
     this.stickToBottom = true;
     this.scrollScheduled = false;
+    this.lastScrollTop = root.scrollTop;
+    // Only the reader moves the view up: text arriving never lowers scrollTop. So moving up stops
+    // following and reaching the bottom again resumes it. (Judging by the distance to the bottom
+    // alone stopped following when a burst of text landed between our scroll and its event.)
     this.onScroll = () => {
-      this.stickToBottom = root.scrollHeight - root.scrollTop - root.clientHeight < 48;
+      const top = root.scrollTop;
+      if (root.scrollHeight - top - root.clientHeight < 48) this.stickToBottom = true;
+      else if (top < this.lastScrollTop - 1) this.stickToBottom = false;
+      this.lastScrollTop = top;
     };
     root.addEventListener("scroll", this.onScroll, { passive: true });
+    // The timeline above grows as a chat runs and takes height from the transcript: keep the end in view.
+    this.resizeObserver = new ResizeObserver(() => this.scroll());
+    this.resizeObserver.observe(root);
   }
 
   dispose() {
     this.root.removeEventListener("scroll", this.onScroll);
+    this.resizeObserver.disconnect();
   }
 
   apply(event) {
@@ -374,7 +385,9 @@ export class TranscriptView {
     this.scrollScheduled = true;
     requestAnimationFrame(() => {
       this.scrollScheduled = false;
-      if (this.stickToBottom) this.root.scrollTop = this.root.scrollHeight;
+      if (!this.stickToBottom) return;
+      this.root.scrollTop = this.root.scrollHeight;
+      this.lastScrollTop = this.root.scrollTop;
     });
   }
 }
