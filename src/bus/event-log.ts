@@ -90,7 +90,11 @@ export async function ensureEventStream(
  * only the last event stored on each subject the filter matches (`lastPerSubject`: with a
  * session's filter, its latest event of each kind).
  */
-export type ReplayStart = { durationMs: number } | { seq: number } | { time: Date } | { lastPerSubject: true };
+export type ReplayStart =
+  | { durationMs: number }
+  | { seq: number }
+  | { time: Date }
+  | { lastPerSubject: true };
 
 export interface ReplayEventsOptions {
   /** Subject filter (one subject, NATS wildcards), default `<prefix>.events.>`. */

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
-import { chatSubject, controlSubject } from "../../src/bus/subjects.js";
+import { chatSubject } from "../../src/bus/subjects.js";
 import { type RunningHost, startHost } from "../../src/host/start-host.js";
 import { ScriptedBackend } from "../../src/testing/index.js";
 import { listLoggedSessions } from "../../src/ui/logged-sessions.js";
