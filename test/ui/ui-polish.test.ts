@@ -167,9 +167,11 @@ describe("the page at 1440×900", () => {
         const host = element.parentElement!.getBoundingClientRect();
         // Where the drawing begins: its highest box or text.
         const top = Math.min(
-          ...[...svg.querySelectorAll(".al-box, text")].map((node) => node.getBoundingClientRect().top),
+          ...Array.from(svg.querySelectorAll(".al-box, text")).map(
+            (node) => node.getBoundingClientRect().top,
+          ),
         );
-        const labels = [...svg.querySelectorAll(".al-edge > .al-label")].map((label) => {
+        const labels = Array.from(svg.querySelectorAll(".al-edge > .al-label")).map((label) => {
           const matrix = (label as SVGTextElement).getScreenCTM()!;
           return {
             visible: getComputedStyle(label).visibility !== "hidden",
