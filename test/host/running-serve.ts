@@ -72,7 +72,8 @@ export async function waitUntilServing(
   prefix: string,
   serve: Pick<RunningServe, "run">,
   agent = "assistant",
-  timeoutMs = 15_000,
+  // A host starting on a loaded machine (two CPU hogs, other suites' processes) took over 15 s.
+  timeoutMs = 60_000,
 ): Promise<void> {
   let exited: CliRun | undefined;
   void serve.run.then((run) => {

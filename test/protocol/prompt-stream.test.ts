@@ -36,7 +36,9 @@ describe("PromptStream on a real nats-server", () => {
     const replySubject = createInbox();
     const received: string[] = [];
     const subscription = connection.subscribe(replySubject, {
-      callback: (_error, message) => received.push(message.string()),
+      callback: (_error, message) => {
+        received.push(message.string());
+      },
     });
     await connection.flush();
     const stream = new PromptStream({ connection, replySubject, keepAliveMs: 10_000, timers });
