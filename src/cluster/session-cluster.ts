@@ -4,7 +4,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 import { errorReply } from "../bus/contract.js";
 import { NatsPermissionError, permissionDenialOf } from "../bus/nats-permission-error.js";
-import { type RequestVerb, NAME_PATTERN } from "../bus/subjects.js";
+import { NAME_PATTERN, type RequestVerb } from "../bus/subjects.js";
 import { describeError } from "../errors/describe-error.js";
 import { sleep } from "../timers/sleep.js";
 import { LeaseKeeper } from "./lease-keeper.js";
