@@ -7,6 +7,7 @@ import type {
   OperationSettled,
 } from "../machines/session.machine.js";
 import type { Agent, ChatOptions, ResumedChatOutcome } from "../src/agent/agent-types.js";
+import { describeError } from "../src/errors/describe-error.js";
 import { SessionTooLargeError } from "../src/errors/session-too-large-error.js";
 import { CancelledError } from "../src/llm/errors.js";
 
@@ -56,7 +57,7 @@ async function fitSession(agent: Agent, maxSessionBytes: number, signal: AbortSi
   if ((agent.memoryBytes ?? 0) <= maxSessionBytes) return;
   let failure: string | undefined;
   const compacted = await agent.compact(undefined, { signal }).catch((error: unknown) => {
-    failure = error instanceof Error ? error.message : String(error);
+    failure = describeError(error);
     return false;
   });
   if (signal.aborted) throw new CancelledError("cancelled while the session was compacted");

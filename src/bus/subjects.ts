@@ -15,8 +15,11 @@ export const DEFAULT_PREFIX = "agentloop";
 /** Agent and session names: one NATS token, no wildcards, no dots, no whitespace. */
 export const NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 
-/** The verbs an agent answers on. */
-export type AgentVerb = "chat" | "control";
+/**
+ * The verbs of our request subjects (`<prefix>.agents.<agent>.<verb>`). The Agent Protocol's
+ * subjects have verbs of their own (`ProtocolVerb` in src/protocol/protocol-subjects.ts).
+ */
+export type RequestVerb = "chat" | "control";
 
 /** True when `name` can be an agent or session name (and so a single subject token). */
 export function isValidName(name: unknown): name is string {
@@ -60,7 +63,7 @@ export function tenantPrefix(prefix: string, tenant: string): string {
 }
 
 /** `<prefix>.tenant.*.agents.*.<verb>`: one subscription takes every tenant's requests. */
-export function tenantRequestsPattern(prefix: string, verb: AgentVerb): string {
+export function tenantRequestsPattern(prefix: string, verb: RequestVerb): string {
   return `${prefix}.tenant.*.agents.*.${verb}`;
 }
 
@@ -126,13 +129,13 @@ export function sessionHeartbeatSubject(prefix: string, agent: string, session: 
 }
 
 /**
- * Reads `<prefix>.agents.<agent>.<verb>`. Returns undefined for anything else: another prefix,
+ * Reads a request subject, `<prefix>.agents.<agent>.<verb>`. Returns undefined for anything else: another prefix,
  * an invalid agent name, an unknown verb, extra tokens.
  */
-export function parseAgentSubject(
+export function parseRequestSubject(
   prefix: string,
   subject: string,
-): { agent: string; verb: AgentVerb } | undefined {
+): { agent: string; verb: RequestVerb } | undefined {
   const head = `${prefix}.agents.`;
   if (!subject.startsWith(head)) return undefined;
   const rest = subject.slice(head.length).split(".");

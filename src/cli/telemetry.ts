@@ -1,7 +1,4 @@
 import { type DiagLogger, DiagLogLevel, diag, trace } from "@opentelemetry/api";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { resourceFromAttributes } from "@opentelemetry/resources";
-import { BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
 import { describeError } from "../errors/describe-error.js";
 import { TRACER_VERSION } from "../telemetry/agent-tracing.js";
@@ -139,9 +136,19 @@ function stderrLogger(stderr: NodeJS.WritableStream): DiagLogger {
  * Starts the SDK when the environment asks for it (undefined otherwise) and registers it as the
  * global tracer provider. A bad setting is the user's to fix: a {@link UsageError}.
  */
-export function startTelemetry(env: NodeJS.ProcessEnv, stderr: NodeJS.WritableStream): Telemetry | undefined {
+export async function startTelemetry(
+  env: NodeJS.ProcessEnv,
+  stderr: NodeJS.WritableStream,
+): Promise<Telemetry | undefined> {
   const settings = telemetrySettings(env);
   if (settings === undefined) return undefined;
+  // The SDK is loaded only when tracing is on: it is half a second of CPU at every start-up.
+  const [{ OTLPTraceExporter }, { resourceFromAttributes }, { BasicTracerProvider, BatchSpanProcessor }] =
+    await Promise.all([
+      import("@opentelemetry/exporter-trace-otlp-http"),
+      import("@opentelemetry/resources"),
+      import("@opentelemetry/sdk-trace-base"),
+    ]);
   if (settings.logLevel !== undefined) diag.setLogger(stderrLogger(stderr), settings.logLevel);
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({
@@ -174,7 +181,7 @@ export function startTelemetry(env: NodeJS.ProcessEnv, stderr: NodeJS.WritableSt
  */
 export function withTelemetry(command: Command): Command {
   return async (context: CliContext) => {
-    const telemetry = startTelemetry(context.env, context.stderr);
+    const telemetry = await startTelemetry(context.env, context.stderr);
     if (telemetry === undefined) return command(context);
     try {
       return await command(context);

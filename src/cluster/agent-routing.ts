@@ -1,13 +1,13 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
-import type { AgentVerb } from "../bus/subjects.js";
+import type { RequestVerb } from "../bus/subjects.js";
 import { answersProbe, passOnRequest } from "./pass-on.js";
 
 /** How long the probe for a host serving an agent may take before "none" is assumed. */
 const PROBE_TIMEOUT_MS = 2_000;
 
 /** `<prefix>.serving.<agent>.<verb>`: where the hosts that serve `agent` take requests passed on. */
-export function servingSubject(prefix: string, agent: string, verb: AgentVerb | "*"): string {
+export function servingSubject(prefix: string, agent: string, verb: RequestVerb | "*"): string {
   return `${prefix}.serving.${agent}.${verb}`;
 }
 
@@ -42,7 +42,7 @@ export class AgentRouting {
    * Passes the request on to a host serving `agent`, when one answers a probe (an empty request,
    * answered `bad_request` at once). False when none does: the caller answers `unknown_agent`.
    */
-  async passOn(agent: string, verb: AgentVerb, message: BusMessage): Promise<boolean> {
+  async passOn(agent: string, verb: RequestVerb, message: BusMessage): Promise<boolean> {
     const subject = servingSubject(this.#prefix, agent, verb);
     if (!(await answersProbe(this.#connection, subject, PROBE_TIMEOUT_MS))) return false;
     passOnRequest(this.#connection, subject, message, message.headers);

@@ -4,7 +4,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 import { errorReply } from "../bus/contract.js";
 import { NatsPermissionError, permissionDenialOf } from "../bus/nats-permission-error.js";
-import { type AgentVerb, NAME_PATTERN } from "../bus/subjects.js";
+import { NAME_PATTERN, type RequestVerb } from "../bus/subjects.js";
 import { describeError } from "../errors/describe-error.js";
 import { sleep } from "../timers/sleep.js";
 import { LeaseKeeper } from "./lease-keeper.js";
@@ -175,7 +175,7 @@ export class SessionCluster {
   forward(
     owner: LeaseRecord,
     agent: string,
-    verb: AgentVerb,
+    verb: RequestVerb,
     message: BusMessage,
   ): ReturnType<typeof errorReply> | undefined {
     const hops = Number(message.headers?.[FORWARD_HOPS_HEADER] ?? "0") || 0;
@@ -199,7 +199,7 @@ export class SessionCluster {
    * may still be running the session — so the caller waits for {@link untilExpired} rather than
    * taking it now; a live owner that was only slow has renewed by then and is probed again.
    */
-  async isReachable(owner: LeaseRecord, agent: string, verb: AgentVerb): Promise<boolean> {
+  async isReachable(owner: LeaseRecord, agent: string, verb: RequestVerb): Promise<boolean> {
     const subject = `${owner.subject ?? hostSubject(this.#prefix, owner.host)}.agents.${agent}.${verb}`;
     return answersProbe(this.#connection, subject, PROBE_TIMEOUT_MS);
   }

@@ -63,7 +63,7 @@ export function openAgentDatabase(path: string, options: OpenAgentDatabaseOption
   const database = pinDatabase(new Database(path, { timeout: busyTimeoutMs }));
   try {
     database.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.trunc(busyTimeoutMs))}`);
-    if (!database.memory) database.exec("PRAGMA journal_mode = WAL");
+    if (!database.memory) enableWal(database, busyTimeoutMs);
     // Safe with WAL (a crash may lose the last commits, never corrupt the file) and much faster.
     database.exec("PRAGMA synchronous = NORMAL");
     migrateAgentDatabase(database);
@@ -72,6 +72,34 @@ export function openAgentDatabase(path: string, options: OpenAgentDatabaseOption
     throw error;
   }
   return database;
+}
+
+/** Pause between tries of {@link enableWal}. */
+const WAL_RETRY_MS = 10;
+
+/**
+ * Switches the file to WAL mode (a no-op once it is). The switch needs the write lock, and SQLite
+ * does not wait for it here (the statement already reads, and a reader waiting for a writer could
+ * deadlock): while another process migrates a new file at the same moment it fails at once with
+ * SQLITE_BUSY. So it is tried again until `busyTimeoutMs` has passed, as any other write would wait.
+ * Opening is synchronous, so the pause between tries blocks too.
+ */
+function enableWal(database: AgentDatabase, busyTimeoutMs: number): void {
+  const deadline = Date.now() + busyTimeoutMs;
+  for (;;) {
+    try {
+      database.exec("PRAGMA journal_mode = WAL");
+      return;
+    } catch (error) {
+      if (!isBusy(error) || Date.now() >= deadline) throw error;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, WAL_RETRY_MS);
+    }
+  }
+}
+
+/** True for SQLite's "another connection holds the lock" (better-sqlite3 puts SQLite's code on `code`). */
+function isBusy(error: unknown): boolean {
+  return error instanceof Database.SqliteError && error.code === "SQLITE_BUSY";
 }
 
 /**

@@ -9,7 +9,7 @@ import {
   parseControlRequest,
 } from "../bus/contract.js";
 import { isOverMaxPayload } from "../bus/payload-size.js";
-import { DEFAULT_PREFIX, parseAgentSubject } from "../bus/subjects.js";
+import { DEFAULT_PREFIX, parseRequestSubject } from "../bus/subjects.js";
 import type { AgentRouting } from "../cluster/agent-routing.js";
 import type { SessionCluster } from "../cluster/session-cluster.js";
 import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
@@ -359,7 +359,7 @@ export class AgentHost {
   #check(message: BusMessage): Checked {
     if (message.malformed !== undefined)
       return { verb: "refused", reply: errorReply("bad_request", message.malformed) };
-    const route = parseAgentSubject(this.prefix, message.subject);
+    const route = parseRequestSubject(this.prefix, message.subject);
     if (route === undefined) {
       const token = message.subject.split(".").at(-2) ?? "";
       return {

@@ -1,6 +1,6 @@
 import type { Bus, BusMessage, Subscription } from "../bus/bus.js";
 import { type ChatReply, type ControlReply, errorReply } from "../bus/contract.js";
-import { type AgentVerb, tenantOf, tenantRequestsPattern } from "../bus/subjects.js";
+import { type RequestVerb, tenantOf, tenantRequestsPattern } from "../bus/subjects.js";
 import type { AgentHost, RequestListener } from "./agent-host.js";
 import { describeFailure } from "./describe-failure.js";
 
@@ -52,7 +52,7 @@ export class TenantHosts {
       this.#options.listen ??
       ((_name, subject, queue, handle) =>
         bus.subscribe(subject, (message) => void handle(message), { queue }));
-    const verbs: AgentVerb[] = ["chat", "control"];
+    const verbs: RequestVerb[] = ["chat", "control"];
     this.#subscriptions = verbs.map((verb) =>
       listen(`tenant_${verb}`, tenantRequestsPattern(prefix, verb), queueGroup, (message) =>
         this.#handle(verb, message),
@@ -82,7 +82,7 @@ export class TenantHosts {
     );
   }
 
-  async #handle(verb: AgentVerb, message: BusMessage): Promise<ChatReply | ControlReply> {
+  async #handle(verb: RequestVerb, message: BusMessage): Promise<ChatReply | ControlReply> {
     const tenant = tenantOf(this.#options.prefix, message.subject);
     if (tenant === undefined || tenant.invalid !== undefined) {
       return this.#reply(message, errorReply("bad_request", tenant?.invalid ?? "no tenant in the subject"));

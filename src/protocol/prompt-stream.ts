@@ -1,4 +1,5 @@
 import { headers as createHeaders, errors, type NatsConnection } from "@nats-io/transport-node";
+import { CallerGoneError } from "./caller-gone-error.js";
 import { ACK_CHUNK, type ProtocolErrorStatus } from "./stream-chunks.js";
 import { ERROR_CODE_HEADER, ERROR_HEADER } from "./wire.js";
 
@@ -49,7 +50,7 @@ export class PromptStream {
     this.#ticker = this.#timers.setInterval(() => this.#probe(), options.keepAliveMs);
   }
 
-  /** Aborts when the caller went away (unsubscribed from its reply subject). */
+  /** Aborts, with a {@link CallerGoneError}, when the caller went away (unsubscribed from its reply subject). */
   get signal(): AbortSignal {
     return this.#controller.signal;
   }
@@ -107,7 +108,7 @@ export class PromptStream {
         () => {},
         (error: unknown) => {
           if (isNoResponders(error) && !this.#isEnded) {
-            this.#controller.abort(new Error("the caller went away (unsubscribed from its reply subject)"));
+            this.#controller.abort(new CallerGoneError(this.#replySubject));
           }
         },
       )

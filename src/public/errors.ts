@@ -86,6 +86,7 @@ export {
 } from "../llm/errors.js";
 // Tools
 export {
+  BackgroundTaskCancelledError,
   ToolArgumentsError,
   ToolCancelledError,
   ToolError,

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { sleep } from "../timers/sleep.js";
 
 /** One request as the fake server saw it: tests assert on outgoing bodies with these. */
 export interface RecordedRequest {
@@ -93,12 +94,12 @@ async function write(response: ServerResponse, reply: FakeResponse): Promise<voi
     if (reply.pauseAfter !== undefined && i === reply.pauseAfter.frames) await reply.pauseAfter.until;
     if (reply.cutAfter !== undefined && i >= reply.cutAfter) {
       // Let the frames already written reach the client, then cut before a clean end.
-      await new Promise((resolve) => setTimeout(resolve, 10));
+      await sleep(10);
       response.socket?.destroy();
       return;
     }
     response.write(reply.frames[i]);
-    if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
+    if (reply.delayMs) await sleep(reply.delayMs);
   }
   if (reply.stallAfter !== undefined) {
     await untilClosed(response);
@@ -106,7 +107,7 @@ async function write(response: ServerResponse, reply: FakeResponse): Promise<voi
   }
   if (reply.cutAfter !== undefined && reply.cutAfter <= reply.frames.length) {
     // Let the frames reach the client, then cut before a clean end.
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    await sleep(10);
     response.socket?.destroy();
     return;
   }

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { describeError } from "../errors/describe-error.js";
 import { sliceCodePoints } from "../text/truncate-text.js";
-import { ToolError } from "./tool-errors.js";
+import { BackgroundTaskCancelledError, ToolError } from "./tool-errors.js";
 import type { ToolContext } from "./tool-set.js";
 
 /** The mailbox message type of task results: stackable, so a burst of them coalesces into one chat. */
@@ -99,15 +99,15 @@ export class BackgroundTasks {
   cancel(id: string): boolean {
     const task = this.#running.get(id);
     if (task === undefined) return false;
-    task.controller.abort(new Error("the task was cancelled"));
+    task.controller.abort(new BackgroundTaskCancelledError(id, "cancelled"));
     return true;
   }
 
   /** Cancels every task without posting their results (for a ToolSet's `reset()`). */
   cancelAll(): void {
-    const tasks = [...this.#running.values()];
+    const tasks = [...this.#running];
     this.#running.clear();
-    for (const task of tasks) task.controller.abort(new Error("the session was reset"));
+    for (const [id, task] of tasks) task.controller.abort(new BackgroundTaskCancelledError(id, "reset"));
   }
 }
 

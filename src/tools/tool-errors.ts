@@ -56,3 +56,21 @@ export class ToolCancelledError extends ToolError {
     super("cancelled", toolName === undefined ? {} : { toolName });
   }
 }
+
+/**
+ * Why a background task's signal aborted (its `signal.reason`): `cancel(id)` stopped it, or the
+ * session was reset and every task went with it. Work that rethrows its signal's reason reports
+ * this message as its output.
+ */
+export class BackgroundTaskCancelledError extends ToolError {
+  override readonly code = "tool_cancelled";
+  readonly taskId: string;
+  /** `cancelled`: stopped by its id; `reset`: dropped with its session. */
+  readonly reason: "cancelled" | "reset";
+
+  constructor(taskId: string, reason: "cancelled" | "reset") {
+    super(reason === "cancelled" ? "the task was cancelled" : "the session was reset");
+    this.taskId = taskId;
+    this.reason = reason;
+  }
+}

@@ -13,7 +13,7 @@ import {
   isValidSubject,
   jetStreamName,
   NAME_PATTERN,
-  parseAgentSubject,
+  parseRequestSubject,
   sessionEventsPattern,
   subjectMatches,
 } from "../../src/bus/subjects.js";
@@ -51,7 +51,7 @@ describe("jetStreamName", () => {
   });
 });
 
-describe("parseAgentSubject", () => {
+describe("parseRequestSubject", () => {
   it.each([
     ["agentloop.agents.bot.chat", { agent: "bot", verb: "chat" }],
     ["agentloop.agents.my_Bot-2.control", { agent: "my_Bot-2", verb: "control" }],
@@ -64,12 +64,12 @@ describe("parseAgentSubject", () => {
     ["agentloop.events.bot.chat", undefined],
     [`agentloop.agents.${"a".repeat(65)}.chat`, undefined],
   ])("%s → %o", (subject, expected) => {
-    expect(parseAgentSubject("agentloop", subject)).toEqual(expected);
+    expect(parseRequestSubject("agentloop", subject)).toEqual(expected);
   });
 
   it("honours a multi-token prefix", () => {
-    expect(parseAgentSubject("acme.al", "acme.al.agents.bot.chat")).toEqual({ agent: "bot", verb: "chat" });
-    expect(parseAgentSubject("acme.al", "agentloop.agents.bot.chat")).toBeUndefined();
+    expect(parseRequestSubject("acme.al", "acme.al.agents.bot.chat")).toEqual({ agent: "bot", verb: "chat" });
+    expect(parseRequestSubject("acme.al", "agentloop.agents.bot.chat")).toBeUndefined();
   });
 
   it("reads back every subject chatSubject and controlSubject build", () => {
@@ -77,7 +77,7 @@ describe("parseAgentSubject", () => {
       fc.property(fc.stringMatching(NAME_PATTERN), fc.constantFrom("chat", "control"), (agent, verb) => {
         const subject =
           verb === "chat" ? chatSubject("agentloop", agent) : controlSubject("agentloop", agent);
-        expect(parseAgentSubject("agentloop", subject)).toEqual({ agent, verb });
+        expect(parseRequestSubject("agentloop", subject)).toEqual({ agent, verb });
       }),
     );
   });

@@ -21,10 +21,11 @@ import {
 } from "../support/cli.js";
 
 /**
- * History in SQLite across processes (SPEC §7, §12): a tool loop restored by a second
- * process, Anthropic thinking restored with its signatures, compaction replacing the history with
- * one user message, a failed compaction losing nothing, and a final-turn tool call that must not
- * leave a dangling call behind.
+ * History in SQLite across processes: a tool loop restored by a second process, Anthropic thinking
+ * restored with its signatures, compaction replacing the history with one user message, a failed
+ * compaction losing nothing, and a final-turn tool call that must not leave a dangling call behind.
+ * The restoring run is a real process (dist/) where restoring is the point; the other runs use
+ * `main()` in this process (a run keeps nothing in memory: each opens the file anew).
  */
 
 let fake: FakeProvider | undefined;
@@ -93,7 +94,7 @@ describe.each(HOSTED_PROVIDERS)("history across two processes (--provider %s)", 
       textTurn("I told you: noon."),
     ]);
     const args = ["chat", "--local", ...fake.flags, "--db", db, "--session", "tools"];
-    const first = await runBinary([...args, "What time is it?"], { env: fake.env });
+    const first = await runCli([...args, "What time is it?"], { env: fake.env });
     expect(first).toEqual({ code: 0, stdout: "It is noon.\n", stderr: "" });
     const stored = storedMessages(db, "tools");
     expect(stored.map((message) => message.role)).toEqual(["user", "assistant", "tool", "assistant"]);
@@ -156,7 +157,7 @@ describe.each(HOSTED_PROVIDERS)("history across two processes (--provider %s)", 
       textTurn("You are Ada."),
     ]);
     const base = ["chat", "--local", ...fake.flags, "--db", db, "--session", "s1"];
-    const first = await runBinary(
+    const first = await runCli(
       [...base, "--context-window", "60", "--events", "jsonl", "I am Ada, I like tea."],
       {
         env: fake.env,
@@ -186,7 +187,7 @@ describe.each(HOSTED_PROVIDERS)("history across two processes (--provider %s)", 
     expect(textOfStored(stored[0])).toContain(summary);
     expect(stored[0]?.toolCalls).toBeUndefined();
 
-    const second = await runBinary([...base, "Who am I?"], { env: fake.env });
+    const second = await runCli([...base, "Who am I?"], { env: fake.env });
     expect(second).toEqual({ code: 0, stdout: "You are Ada.\n", stderr: "" });
     const third = fake.bodies()[2]!;
     const text = conversationText(third);
@@ -323,7 +324,7 @@ describe("anthropic thinking restored from history", () => {
       "--session",
       "think",
     ];
-    expect(await runBinary([...args, "time?"], { env: fake.env })).toEqual({
+    expect(await runCli([...args, "time?"], { env: fake.env })).toEqual({
       code: 0,
       stdout: "Noon.\n",
       stderr: "",

@@ -7,7 +7,7 @@ import type { RecordedRequest } from "../../src/testing/index.js";
 import { chatTurnSse, type FakeOpenAI, startFakeOpenAI } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { waitUntilServing } from "../host/running-serve.js";
-import { type CliRun, startBinary, waitFor } from "../support/cli.js";
+import { type CliRun, runCli, startBinary, waitFor } from "../support/cli.js";
 import { type RestartableNatsServer, startRestartableNatsServer } from "../support/nats-server.js";
 
 /**
@@ -15,7 +15,8 @@ import { type RestartableNatsServer, startRestartableNatsServer } from "../suppo
  * back 1 s or 8 s later. Before the fix every chat that finished during the outage lost its reply
  * (the client waited for its timeout) and its events, ChatCompleted included, live and in the
  * JetStream log, and the host logged nothing. Now every client gets its reply, each session's
- * log has no seq gap, and the host says what it held.
+ * log has no seq gap, and the host says what it held. The host is a spawned process (dist/); the
+ * clients run `agentloop chat` in this process.
  */
 
 const SESSIONS = ["s1", "s2", "s3"];
@@ -140,23 +141,21 @@ describe.each([
     cleanups.push(() => bus.close());
     await waitUntilServing(bus, prefix, host, "assistant", 60_000);
 
-    // Three clients (the CLI), each waiting for its chat's reply.
+    // Three clients (`agentloop chat`, in this process: the host is the process under test), each
+    // waiting for its chat's reply.
     const clients = SESSIONS.map((session) =>
-      startBinary(
-        [
-          "chat",
-          "--nats",
-          server.url,
-          "--prefix",
-          prefix,
-          "--session",
-          session,
-          "--events",
-          "none",
-          `question ${session}`,
-        ],
-        { timeoutMs: LONG_MS },
-      ),
+      runCli([
+        "chat",
+        "--nats",
+        server.url,
+        "--prefix",
+        prefix,
+        "--session",
+        session,
+        "--events",
+        "none",
+        `question ${session}`,
+      ]),
     );
     // Every chat is stalled after its first delta, and the log holds everything so far.
     await waitFor(() => model.requestsTo("chat").length === SESSIONS.length, 60_000);
@@ -169,7 +168,7 @@ describe.each([
     await new Promise((resolve) => setTimeout(resolve, downMs));
     await server.restart();
 
-    const runs = await Promise.all(clients.map((client) => client.result));
+    const runs = await Promise.all(clients);
     expect(runs).toEqual(
       SESSIONS.map((session) => ({ code: 0, stdout: `Answer to: question ${session}\n`, stderr: "" })),
     );

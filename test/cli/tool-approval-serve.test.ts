@@ -8,7 +8,13 @@ import { chatSubject, controlSubject, sessionEventsPattern } from "../../src/bus
 import type { AgentEvent } from "../../src/events/types.js";
 import { turn } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
-import { killServeProcesses, startServeProcess, waitUntilServing } from "../host/running-serve.js";
+import {
+  killServeProcesses,
+  type RunningServe,
+  startServe,
+  startServeProcess,
+  waitUntilServing,
+} from "../host/running-serve.js";
 import {
   type FakeProvider,
   runBinary,
@@ -21,10 +27,11 @@ import {
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 12, black-box: `agentloop serve` (a real process) with an agent whose `current_time`
- * calls need approval; the decisions go over the control subject of a real nats-server. The
- * pending approval survives the host being killed: the next host on the same database takes the
- * decision, runs the tool once and finishes the chat (its requester gone: the events tell).
+ * Issue 12: `agentloop serve` with an agent whose `current_time` calls need approval; the
+ * decisions go over the control subject of a real nats-server. The pending approval survives the
+ * host being killed: the next host on the same database takes the decision, runs the tool once and
+ * finishes the chat (its requester gone: the events tell). A host that is killed or signalled is
+ * a real process (dist/); the others run `serve` in this process, stopped as by Ctrl-C.
  */
 
 let server: NatsServer;
@@ -33,6 +40,15 @@ let directory: string;
 let agentsFile: string;
 const providers: FakeProvider[] = [];
 const subscriptions: Subscription[] = [];
+/** The hosts running in this process, stopped after each test (stopping twice is harmless). */
+const servedHere: RunningServe[] = [];
+
+/** `agentloop serve ...args` in this process (see startServe), stopped after the test. */
+function serveHere(args: readonly string[], env: Record<string, string>): RunningServe {
+  const serve = startServe(args, env);
+  servedHere.push(serve);
+  return serve;
+}
 
 beforeAll(async () => {
   server = await workerNatsServer();
@@ -47,8 +63,9 @@ beforeAll(async () => {
   );
 });
 
-afterEach(() => {
+afterEach(async () => {
   killServeProcesses();
+  await Promise.all(servedHere.splice(0).map((serve) => serve.stop()));
   for (const subscription of subscriptions.splice(0)) subscription.unsubscribe();
 });
 
@@ -103,7 +120,7 @@ describe("tool approval over NATS", () => {
       timeCall,
       textTurn("I was not allowed to look."),
     ]);
-    const serve = startServeProcess(
+    const serve = serveHere(
       ["--nats", server.url, "--prefix", prefix, "--agents", agentsFile, ...model.flags],
       model.env,
     );
@@ -148,8 +165,7 @@ describe("tool approval over NATS", () => {
       { toolCallId: "call_1", approved: true },
       { toolCallId: "call_1", approved: false, reason: "not now" },
     ]);
-    serve.child.kill("SIGTERM");
-    expect((await serve.run).code).toBe(0);
+    expect((await serve.stop()).code).toBe(0);
   });
 
   it(
@@ -173,7 +189,7 @@ describe("tool approval over NATS", () => {
       await serve.run;
 
       const answering = await provider("openai-chat", [textTurn("It is noon, after the restart.")]);
-      const again = startServeProcess([...common, ...answering.flags], answering.env);
+      const again = serveHere([...common, ...answering.flags], answering.env);
       await waitUntilServing(bus, prefix, again);
       expect(await control(prefix, { session: "s2", command: "approve", toolCallId: "call_1" })).toEqual({
         ok: true,
@@ -197,15 +213,13 @@ describe("tool approval over NATS", () => {
       });
       // The history holds the whole chat: the next message follows it.
       const next = await provider("openai-chat", [textTurn("You asked for the time.")]);
-      again.child.kill("SIGTERM");
-      expect((await again.run).code).toBe(0);
-      const third = startServeProcess([...common, ...next.flags], next.env);
+      expect((await again.stop()).code).toBe(0);
+      const third = serveHere([...common, ...next.flags], next.env);
       await waitUntilServing(bus, prefix, third);
       expect(await chat(prefix, "s2", "what did I ask?")).toMatchObject({ ok: true });
       const roles = (next.bodies()[0]?.messages as Array<{ role: string }>).map((message) => message.role);
       expect(roles).toEqual(["system", "user", "assistant", "tool", "assistant", "user"]);
-      third.child.kill("SIGTERM");
-      expect((await third.run).code).toBe(0);
+      expect((await third.stop()).code).toBe(0);
     },
   );
 
@@ -222,7 +236,7 @@ describe("tool approval over NATS", () => {
         timeCall,
         textTurn("Approved elsewhere."),
       ]);
-      const serve = startServeProcess(
+      const serve = serveHere(
         ["--nats", server.url, "--prefix", prefix, "--agents", agentsFile, ...model.flags],
         model.env,
       );
@@ -252,8 +266,7 @@ describe("tool approval over NATS", () => {
         ok: true,
       });
       expect(await waiting.result).toMatchObject({ code: 0, stdout: "Approved elsewhere.\n" });
-      serve.child.kill("SIGTERM");
-      expect((await serve.run).code).toBe(0);
+      expect((await serve.stop()).code).toBe(0);
     },
   );
 
@@ -287,7 +300,7 @@ describe("tool approval over NATS", () => {
 
       // The next host: `stop` cancels the parked approval; the call gets a cancelled result.
       const next = await provider("openai-chat", [textTurn("Fine.")]);
-      const again = startServeProcess([...common, ...next.flags], next.env);
+      const again = serveHere([...common, ...next.flags], next.env);
       await waitUntilServing(bus, prefix, again);
       // Only a live session is stopped: a decision refused for other arguments brings it up.
       expect(
@@ -306,8 +319,7 @@ describe("tool approval over NATS", () => {
         { callId: "call_1", output: JSON.stringify({ error: "cancelled" }) },
       ]);
       expect(kinds(events, "ToolCallStarted")).toEqual([]);
-      again.child.kill("SIGTERM");
-      expect((await again.run).code).toBe(0);
+      expect((await again.stop()).code).toBe(0);
     },
   );
 });

@@ -33,6 +33,12 @@ afterAll(async () => {
   await server.stop();
 });
 
+/**
+ * Long enough that an in-process host keeps its leases through a loaded machine's pauses (renewed
+ * every TTL/3, held locally until TTL minus a fifth); the vanished-owner test waits this out once.
+ */
+const LEASE_MS = 5_000;
+
 interface TestHost {
   host: AgentHost;
   bus: NatsBus;
@@ -46,7 +52,7 @@ async function startHost(prefix: string, hostId: string): Promise<TestHost> {
     connection: bus.connection,
     prefix,
     hostId,
-    timing: leaseTiming(3_000),
+    timing: leaseTiming(LEASE_MS),
   });
   const agents = new Map<string, FakeAgent>();
   const host = new AgentHost({
@@ -215,7 +221,7 @@ describe("a chat request with an id, on the host that owns its session", () => {
       connection: bus.connection,
       prefix,
       hostId: "hc",
-      timing: leaseTiming(3_000),
+      timing: leaseTiming(LEASE_MS),
     });
     let builds = 0;
     const agents: FakeAgent[] = [];

@@ -6,6 +6,12 @@ import { parseChatReply } from "../../src/bus/contract.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { hostSubject } from "../../src/cluster/session-cluster.js";
+import {
+  DEFAULT_LEASE_TTL_MS,
+  isLeaseFree,
+  leaseTiming,
+  SessionLeaseStore,
+} from "../../src/cluster/session-lease.js";
 import { SqliteContextHistory } from "../../src/context/sqlite-context-history.js";
 import type { Message } from "../../src/llm/types.js";
 import type { RecordedRequest } from "../../src/testing/fake-http-server.js";
@@ -17,7 +23,7 @@ import {
   startServeProcess,
   waitUntilServing,
 } from "../host/running-serve.js";
-import { runBinary, waitFor } from "../support/cli.js";
+import { runCli, waitFor } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
@@ -95,7 +101,9 @@ function startHost(
   prefix: string,
   db: string,
   provider: FakeProvider,
-  ttl = "2s",
+  // The default lease time: a 2 s lease can lapse on a loaded machine (a host stalled past it
+  // drops the session, as it must), so only a test of expiry shortens it.
+  ttl = "10s",
 ): ServeProcess {
   return startServeProcess(
     ["--nats", server.url, "--prefix", prefix, "--db", db, "--host-id", hostId, "--lease-ttl", ttl],
@@ -142,6 +150,22 @@ async function chat(subject: string, session: string, text: string, id?: string)
   return parsed.value;
 }
 
+/**
+ * Resolves once `host` (on the default lease time) may take the session's lease: the owner's
+ * expiry plus the taker's skew margin, read from the lease bucket.
+ */
+async function untilLeaseFree(prefix: string, session: string, host: string): Promise<void> {
+  const store = await SessionLeaseStore.open(bus.connection, { prefix });
+  const timing = leaseTiming(DEFAULT_LEASE_TTL_MS);
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const stored = await store.read("assistant", session);
+    if (stored !== undefined && isLeaseFree(stored.record, host, Date.now(), timing)) return;
+    if (Date.now() > deadline) throw new Error(`the lease of ${session} never became free for ${host}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 function historyOf(db: string, session: string): Promise<Message[]> {
   const history = new SqliteContextHistory({ path: db, agent: "assistant", session });
   return history.restore().finally(() => history.close?.());
@@ -163,9 +187,7 @@ describe("several hosts on one NATS system", () => {
       const db = join(directory, `linear-${hostCount}.db`);
       const { provider, calls } = await loggingProvider();
       const ids = Array.from({ length: hostCount }, (_, index) => `h${index + 1}`);
-      // The default lease time: nothing here waits for a lease to run out, and a 2 s lease can
-      // lapse on a loaded machine (a host stalled past it drops the session, as it must).
-      const hosts = ids.map((id) => startHost(id, prefix, db, provider, "10s"));
+      const hosts = ids.map((id) => startHost(id, prefix, db, provider));
       for (const [index, id] of ids.entries()) await waitForHost(prefix, id, hosts[index]!);
       const sessions = Array.from({ length: 20 }, (_, index) => `s${index}`);
       // First messages straight to a host, so each owns sessions; the rest through the queue group.
@@ -188,7 +210,7 @@ describe("several hosts on one NATS system", () => {
       );
       expect(replies.filter((reply) => !reply.ok)).toEqual([]);
 
-      const listing = await runBinary(["sessions", "--nats", server.url, "--prefix", prefix, "--json"]);
+      const listing = await runCli(["sessions", "--nats", server.url, "--prefix", prefix, "--json"]);
       expect(listing.code).toBe(0);
       const owners = listing.stdout
         .trim()
@@ -273,7 +295,9 @@ describe("several hosts on one NATS system", () => {
         ],
       ]);
       const { calls, provider } = await loggingProvider({ slow });
-      const h1 = startHost("h1", prefix, db, provider);
+      // h1's lease is to run out while it is paused: shorter, but not so short that it lapses
+      // before the pause on a loaded machine.
+      const h1 = startHost("h1", prefix, db, provider, "5s");
       const h2 = startHost("h2", prefix, db, provider);
       await waitForHost(prefix, "h1", h1);
       await waitForHost(prefix, "h2", h2);
@@ -294,12 +318,12 @@ describe("several hosts on one NATS system", () => {
       await waitFor(() => calls.length === 1, 30_000);
       h1.child.kill("SIGSTOP");
       try {
-        // The model answers while h1 is paused; h1's lease (2 s) runs out.
+        // The model answers while h1 is paused; h1's lease runs out.
         answerFirst();
-        await new Promise((resolve) => setTimeout(resolve, 3_500));
+        await untilLeaseFree(prefix, "p1", "h2");
         const taken = await chat(`${hostSubject(prefix, "h2")}.agents.assistant.chat`, "p1", "p1 second");
         expect(taken).toMatchObject({ ok: true, result: "reply to p1 second" });
-        const listing = await runBinary(["sessions", "--nats", server.url, "--prefix", prefix, "--json"]);
+        const listing = await runCli(["sessions", "--nats", server.url, "--prefix", prefix, "--json"]);
         expect(JSON.parse(listing.stdout.trim())).toMatchObject({ session: "p1", host: "h2", epoch: 2 });
       } finally {
         h1.child.kill("SIGCONT");

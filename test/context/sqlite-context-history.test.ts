@@ -1,6 +1,8 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
@@ -15,6 +17,8 @@ import { pinDatabase, statement } from "../../src/context/sqlite-statements.js";
 import type { Message } from "../../src/llm/types.js";
 import { describeHistoryContract } from "./history-contract.js";
 import { conversation } from "./history-fixtures.js";
+
+const require = createRequire(import.meta.url);
 
 let directory: string;
 let path: string;
@@ -77,6 +81,42 @@ describe("SqliteContextHistory", () => {
     const database = track(pinDatabase(new Database(path, { readonly: true })));
     expect(statement(database, "PRAGMA journal_mode", { pluck: true }).get()).toBe("wal");
     expect(statement(database, "PRAGMA user_version", { pluck: true }).get()).toBe(HISTORY_SCHEMA_VERSION);
+  });
+
+  it("waits for WAL mode while another process holds the write lock of a new file, instead of failing at once", async () => {
+    // Regression: two hosts opening one new file at once; one failed with "database is locked"
+    // because SQLite does not wait for the lock the switch to WAL needs.
+    mkdirSync(dirname(path), { recursive: true });
+    // The other process, as a worker thread: it holds the write lock of the (rollback-mode) file
+    // for a moment, then commits.
+    const worker = new Worker(
+      `const Database = require(${JSON.stringify(require.resolve("better-sqlite3"))});
+       const { parentPort, workerData } = require("node:worker_threads");
+       const database = new Database(workerData);
+       database.exec("CREATE TABLE other (x)");
+       database.exec("BEGIN IMMEDIATE");
+       database.exec("INSERT INTO other VALUES (1)");
+       parentPort.postMessage("locked");
+       setTimeout(() => { database.exec("COMMIT"); database.close(); }, 200);`,
+      { eval: true, workerData: path },
+    );
+    const exited = new Promise((resolve) => worker.once("exit", resolve));
+    await new Promise((resolve) => worker.once("message", resolve));
+    const database = track(openAgentDatabase(path));
+    expect(statement(database, "PRAGMA journal_mode", { pluck: true }).get()).toBe("wal");
+    expect(statement(database, "SELECT x FROM other", { pluck: true }).all()).toEqual([1]);
+    await exited;
+  });
+
+  it("still fails with SQLite's busy error when the lock is not released in time", async () => {
+    mkdirSync(dirname(path), { recursive: true });
+    const holder = track(new Database(path));
+    holder.exec("CREATE TABLE other (x)");
+    holder.exec("BEGIN IMMEDIATE");
+    expect(() => openAgentDatabase(path, { busyTimeoutMs: 50 })).toThrow(
+      expect.objectContaining({ code: "SQLITE_BUSY" }),
+    );
+    holder.exec("ROLLBACK");
   });
 
   it("never stores system messages", async () => {

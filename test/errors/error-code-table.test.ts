@@ -48,6 +48,7 @@ import {
 import { emptyUsage } from "../../src/llm/types.js";
 import { McpServerNotRunningError, McpToolCallError } from "../../src/mcp/mcp-errors.js";
 import { AgentServiceError, AgentStreamTimeoutError } from "../../src/protocol/agent-client.js";
+import { CallerGoneError } from "../../src/protocol/caller-gone-error.js";
 import {
   AGENTLOOP_ERROR_CODES,
   AgentloopError,
@@ -61,6 +62,7 @@ import {
 } from "../../src/public/errors.js";
 import { UnknownToolSetError } from "../../src/tools/builtin/index.js";
 import {
+  BackgroundTaskCancelledError,
   ToolArgumentsError,
   ToolCancelledError,
   ToolError,
@@ -137,6 +139,13 @@ const CASES: Array<{ error: AgentloopError; code: string; reply: string; exit: n
     },
     {
       error: new ChatCancelledError(emptyUsage()),
+      code: "cancelled",
+      reply: "cancelled",
+      exit: 130,
+      retryable: false,
+    },
+    {
+      error: new CallerGoneError("_INBOX.gone"),
       code: "cancelled",
       reply: "cancelled",
       exit: 130,
@@ -268,6 +277,13 @@ const CASES: Array<{ error: AgentloopError; code: string; reply: string; exit: n
     },
     {
       error: new ToolCancelledError("t"),
+      code: "tool_cancelled",
+      reply: "internal",
+      exit: 1,
+      retryable: false,
+    },
+    {
+      error: new BackgroundTaskCancelledError("task-1", "reset"),
       code: "tool_cancelled",
       reply: "internal",
       exit: 1,

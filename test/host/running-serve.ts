@@ -1,6 +1,6 @@
 import type { ChildProcess } from "node:child_process";
 import type { Bus } from "../../src/bus/bus.js";
-import { NoRespondersError } from "../../src/bus/bus-errors.js";
+import { BusTimeoutError, NoRespondersError } from "../../src/bus/bus-errors.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { type CliRun, runCli, startBinary } from "../support/cli.js";
 
@@ -65,14 +65,15 @@ export function killServeProcesses(): void {
 /**
  * Resolves once a host answers on `agent`'s chat subject under `prefix` (probing with an empty
  * request, which is answered `bad_request` at once without running a chat), or rejects when
- * `serve` exits first or nothing answers within the time limit.
+ * `serve` exits first or nothing answers within the time limit (default 60 s: a host starting on a
+ * loaded machine took over 15 s).
  */
 export async function waitUntilServing(
   bus: Bus,
   prefix: string,
   serve: Pick<RunningServe, "run">,
   agent = "assistant",
-  timeoutMs = 15_000,
+  timeoutMs = 60_000,
 ): Promise<void> {
   let exited: CliRun | undefined;
   void serve.run.then((run) => {
@@ -85,7 +86,9 @@ export async function waitUntilServing(
       await bus.request(chatSubject(prefix, agent), "{}", { timeoutMs: 10_000 });
       return;
     } catch (error) {
-      if (!(error instanceof NoRespondersError) || Date.now() > deadline) throw error;
+      // No host yet, or one still starting on a loaded machine that did not answer in time.
+      const isWaiting = error instanceof NoRespondersError || error instanceof BusTimeoutError;
+      if (!isWaiting || Date.now() > deadline) throw error;
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }

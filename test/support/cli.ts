@@ -81,7 +81,8 @@ export interface RunningBinary {
 
 /**
  * Spawns `node dist/src/cli/bin.js ...argv` with an env of PATH plus `env`. A child still running
- * after `timeoutMs` (default 20 s) is killed and `result` rejects.
+ * after `timeoutMs` (default 60 s: on a loaded machine one short chat took over 20 s) is killed and
+ * `result` rejects.
  * @throws Error at once when dist/ is missing or older than a source file (see assertFreshBuild).
  */
 export function startBinary(
@@ -107,7 +108,7 @@ export function startBinary(
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
       reject(new Error(`agentloop ${argv.join(" ")} did not exit; stdout: ${stdout} stderr: ${stderr}`));
-    }, options.timeoutMs ?? 20_000);
+    }, options.timeoutMs ?? 60_000);
     child.on("error", (error) => {
       clearTimeout(timer);
       reject(error);

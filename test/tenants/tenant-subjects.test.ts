@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   jetStreamName,
-  parseAgentSubject,
+  parseRequestSubject,
   subjectMatches,
   tenantOf,
   tenantPrefix,
@@ -14,7 +14,7 @@ describe("tenant subjects", () => {
   it("put a tenant's requests under <prefix>.tenant.<tenant>, matched by one pattern per verb", () => {
     const prefix = tenantPrefix("agentloop", "A");
     expect(prefix).toBe("agentloop.tenant.A");
-    expect(parseAgentSubject(prefix, "agentloop.tenant.A.agents.bot.chat")).toEqual({
+    expect(parseRequestSubject(prefix, "agentloop.tenant.A.agents.bot.chat")).toEqual({
       agent: "bot",
       verb: "chat",
     });

@@ -13,7 +13,7 @@ import {
 } from "../../src/tools/background-tasks.js";
 import { createToolSet } from "../../src/tools/create-tool-set.js";
 import { defineTool } from "../../src/tools/define-tool.js";
-import { ToolError } from "../../src/tools/tool-errors.js";
+import { BackgroundTaskCancelledError, ToolError } from "../../src/tools/tool-errors.js";
 import { lastUserText } from "../host/host-fixture.js";
 import { createDeferred, type Deferred } from "../support/agent-harness.js";
 import { createTestToolContext } from "./tool-context.js";
@@ -109,6 +109,27 @@ describe("BackgroundTasks", () => {
       '<task_result id="t2" status="cancelled">the task was cancelled</task_result>',
     ]);
     expect(tasks.running).toEqual([]);
+  });
+
+  it("aborts the work's signal with a typed reason: cancelled by id, or dropped by a reset", () => {
+    let next = 0;
+    const tasks = new BackgroundTasks({ createId: () => `t${++next}` });
+    const context = createTestToolContext({ post: vi.fn() });
+    const signals: AbortSignal[] = [];
+    const work = (signal: AbortSignal) => {
+      signals.push(signal);
+      return new Promise<string>(() => {});
+    };
+    tasks.start(context, work);
+    tasks.start(context, work);
+    tasks.cancel("t1");
+    tasks.cancelAll();
+    const [cancelled, reset] = signals.map((signal) => signal.reason as unknown);
+    expect(cancelled).toBeInstanceOf(BackgroundTaskCancelledError);
+    expect(cancelled).toMatchObject({ code: "tool_cancelled", taskId: "t1", reason: "cancelled" });
+    expect(reset).toBeInstanceOf(BackgroundTaskCancelledError);
+    expect(reset).toMatchObject({ code: "tool_cancelled", taskId: "t2", reason: "reset" });
+    expect((reset as Error).message).toBe("the session was reset");
   });
 
   it("refuses to start without a session host to report to", () => {
