@@ -1,9 +1,17 @@
-import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import {
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JetStreamClient,
+  type JetStreamManager,
+  jetstream,
+  jetstreamManager,
+} from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { listKvKeys } from "../cluster/kv-keys.js";
 import { publishDurably, retryTransient } from "../context/durable-publish.js";
 import type { ChatJournal, JournaledSession } from "./chat-journal.js";
+import { JournalConflictError } from "./journal-conflict-error.js";
 import type { JournalEntry } from "./journal-entry.js";
 import { foldJournal, type JournalRecord, type StoredJournalRecord } from "./journal-record.js";
 
@@ -102,7 +110,8 @@ export class KvChatJournal implements ChatJournal {
 
   async compact(agent: string, session: string, record: JournalRecord): Promise<void> {
     const seq = await this.#publish(agent, session, record);
-    await this.#purge(agent, session, seq);
+    // Nothing comes before the stream's first message, and the server reads `seq: 1` as no bound.
+    if (seq > 1) await this.#purge(agent, session, seq);
   }
 
   async remove(agent: string, session: string): Promise<void> {
@@ -135,16 +144,24 @@ export class KvChatJournal implements ChatJournal {
   }
 
   /** Publishes the record under its own key, expected to be new; returns its stream sequence. */
-  #publish(agent: string, session: string, record: JournalRecord): Promise<number> {
-    return publishDurably({
-      js: this.#js,
-      jsm: this.#jsm,
-      stream: this.#stream,
-      subject: `${this.#subjectOf(agent, session)}.${record.n}`,
-      data: encoder.encode(JSON.stringify(record)),
-      msgId: record.id,
-      expectedLastSubjectSeq: 0,
-    });
+  async #publish(agent: string, session: string, record: JournalRecord): Promise<number> {
+    try {
+      return await publishDurably({
+        js: this.#js,
+        jsm: this.#jsm,
+        stream: this.#stream,
+        subject: `${this.#subjectOf(agent, session)}.${record.n}`,
+        data: encoder.encode(JSON.stringify(record)),
+        msgId: record.id,
+        expectedLastSubjectSeq: 0,
+      });
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence)) throw error;
+      throw new JournalConflictError(
+        `journal record ${record.n} of ${agent}/${session} was written by another writer`,
+        { cause: error },
+      );
+    }
   }
 
   /** Purges the session's records (before stream sequence `beforeSeq`, or all) and its version-4 entry. */
