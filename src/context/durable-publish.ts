@@ -51,7 +51,10 @@ export interface DurablePublishOptions {
  *
  * @throws UnavailableError (retryable) when no attempt was acknowledged before the deadline.
  */
-export async function publishDurably(publish: DurablePublish, options: DurablePublishOptions = {}): Promise<number> {
+export async function publishDurably(
+  publish: DurablePublish,
+  options: DurablePublishOptions = {},
+): Promise<number> {
   const now = options.now ?? Date.now;
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const deadlineMs = options.deadlineMs ?? DURABLE_PUBLISH_DEADLINE_MS;
@@ -119,9 +122,12 @@ export async function retryTransient<T>(
       if (!isTransientNatsError(error)) throw error;
       const left = deadline - now();
       if (left <= 0) {
-        throw new UnavailableError(`JetStream did not answer (${what}) within ${Math.round(deadlineMs / 1000)} s`, {
-          cause: error,
-        });
+        throw new UnavailableError(
+          `JetStream did not answer (${what}) within ${Math.round(deadlineMs / 1000)} s`,
+          {
+            cause: error,
+          },
+        );
       }
       await sleep(Math.min(backoffMs, left));
     }

@@ -1,7 +1,13 @@
 import { z } from "zod";
 import { MessageSchema } from "../context/message-schema.js";
 import type { Message } from "../llm/types.js";
-import { AnsweredChat, ChatProgress, type InFlightIteration, JournalEntry, QueuedChat } from "./journal-entry.js";
+import {
+  AnsweredChat,
+  ChatProgress,
+  type InFlightIteration,
+  JournalEntry,
+  QueuedChat,
+} from "./journal-entry.js";
 
 /**
  * One change to a session's {@link JournalEntry}: what {@link SessionJournal} did, as data. A
@@ -81,12 +87,7 @@ export function foldJournal(stored: readonly StoredJournalRecord[]): FoldedJourn
       for (const step of record.steps) applyStep(entry, step);
       appliedN = n;
       isTorn = false;
-    } else if (
-      record !== undefined &&
-      !isTorn &&
-      record.n === n &&
-      n === (appliedN ?? 0) + 1
-    ) {
+    } else if (record !== undefined && !isTorn && record.n === n && n === (appliedN ?? 0) + 1) {
       entry ??= emptyEntry();
       for (const step of record.steps) applyStep(entry, step);
       appliedN = n;
@@ -153,7 +154,8 @@ function recordMessage(chat: ChatProgress, message: Message): void {
     if (inFlight !== null) chat.messages.push(...settledIteration(inFlight));
     chat.inFlight = null;
     chat.iteration++;
-    if (message.toolCalls?.length) chat.inFlight = { assistant: message, started: [], results: {}, appended: [] };
+    if (message.toolCalls?.length)
+      chat.inFlight = { assistant: message, started: [], results: {}, appended: [] };
     else if (!isEmptyAssistant(message)) chat.messages.push(message);
   } else if (message.role === "tool" && inFlight !== null && message.toolCallId !== undefined) {
     inFlight.results[message.toolCallId] = message;

@@ -51,7 +51,12 @@ export class KvChatJournal implements ChatJournal {
   /** Lists the bucket's keys (see {@link listKvKeys}). */
   readonly #keys: () => Promise<string[]>;
 
-  private constructor(js: JetStreamClient, jsm: JetStreamManager, bucket: string, keys: () => Promise<string[]>) {
+  private constructor(
+    js: JetStreamClient,
+    jsm: JetStreamManager,
+    bucket: string,
+    keys: () => Promise<string[]>,
+  ) {
     this.#js = js;
     this.#jsm = jsm;
     this.#bucket = bucket;
@@ -69,11 +74,8 @@ export class KvChatJournal implements ChatJournal {
       history: 1,
       ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
     });
-    return new KvChatJournal(
-      jetstream(connection),
-      await jetstreamManager(connection),
-      bucket,
-      () => listKvKeys(connection, bucket),
+    return new KvChatJournal(jetstream(connection), await jetstreamManager(connection), bucket, () =>
+      listKvKeys(connection, bucket),
     );
   }
 
@@ -126,7 +128,9 @@ export class KvChatJournal implements ChatJournal {
     const present = await Promise.all(
       keys.map(async (key) => {
         if (key.split(".").length !== 2) return key;
-        const message = await this.#jsm.streams.getMessage(this.#stream, { last_by_subj: `$KV.${this.#bucket}.${key}` });
+        const message = await this.#jsm.streams.getMessage(this.#stream, {
+          last_by_subj: `$KV.${this.#bucket}.${key}`,
+        });
         return message !== null && !isMarker(message.header) ? key : undefined;
       }),
     );
@@ -136,7 +140,9 @@ export class KvChatJournal implements ChatJournal {
       if (agent === undefined || session === undefined) continue;
       sessions.set(`${agent}.${session}`, { agent: decodeKeyToken(agent), session: decodeKeyToken(session) });
     }
-    return [...sessions.values()].sort((a, b) => a.agent.localeCompare(b.agent) || a.session.localeCompare(b.session));
+    return [...sessions.values()].sort(
+      (a, b) => a.agent.localeCompare(b.agent) || a.session.localeCompare(b.session),
+    );
   }
 
   #subjectOf(agent: string, session: string): string {
@@ -156,7 +162,8 @@ export class KvChatJournal implements ChatJournal {
         expectedLastSubjectSeq: 0,
       });
     } catch (error) {
-      if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence)) throw error;
+      if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence))
+        throw error;
       throw new JournalConflictError(
         `journal record ${record.n} of ${agent}/${session} was written by another writer`,
         { cause: error },

@@ -8,7 +8,13 @@ import {
   type JournalEntry,
   type QueuedChat,
 } from "./journal-entry.js";
-import { applyStep, emptyEntry, foldJournal, type JournalRecord, type JournalStep } from "./journal-record.js";
+import {
+  applyStep,
+  emptyEntry,
+  foldJournal,
+  type JournalRecord,
+  type JournalStep,
+} from "./journal-record.js";
 
 export { settledIteration } from "./journal-record.js";
 
@@ -214,7 +220,10 @@ export class SessionJournal {
 
   /** Applies a step to the entry (`chat` steps: `entryChat`, the entry's own copy) and keeps it for the next record. */
   #take(step: JournalStep, entryChat?: ChatProgress): void {
-    applyStep(this.#entry, step.kind === "chat" && entryChat !== undefined ? { kind: "chat", chat: entryChat } : step);
+    applyStep(
+      this.#entry,
+      step.kind === "chat" && entryChat !== undefined ? { kind: "chat", chat: entryChat } : step,
+    );
     this.#steps.push(step);
   }
 

@@ -1,8 +1,8 @@
 import type { AgentDatabase } from "../context/agent-database.js";
 import { statement } from "../context/sqlite-statements.js";
 import type { ChatJournal, JournaledSession } from "./chat-journal.js";
-import type { JournalEntry } from "./journal-entry.js";
 import { JournalConflictError } from "./journal-conflict-error.js";
+import type { JournalEntry } from "./journal-entry.js";
 import { foldJournal, type JournalRecord, type StoredJournalRecord } from "./journal-record.js";
 
 /**
@@ -35,11 +35,10 @@ export class SqliteChatJournal implements ChatJournal {
   async compact(agent: string, session: string, record: JournalRecord): Promise<void> {
     this.#database.transaction(() => {
       this.#insert(agent, session, record);
-      statement(this.#database, "DELETE FROM chat_journal_records WHERE agent = ? AND session = ? AND n < ?").run(
-        agent,
-        session,
-        record.n,
-      );
+      statement(
+        this.#database,
+        "DELETE FROM chat_journal_records WHERE agent = ? AND session = ? AND n < ?",
+      ).run(agent, session, record.n);
     })();
   }
 
@@ -63,7 +62,10 @@ export class SqliteChatJournal implements ChatJournal {
   }
 
   async remove(agent: string, session: string): Promise<void> {
-    statement(this.#database, "DELETE FROM chat_journal_records WHERE agent = ? AND session = ?").run(agent, session);
+    statement(this.#database, "DELETE FROM chat_journal_records WHERE agent = ? AND session = ?").run(
+      agent,
+      session,
+    );
   }
 
   async list(): Promise<JournaledSession[]> {

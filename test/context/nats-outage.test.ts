@@ -7,8 +7,8 @@ import { chatSubject } from "../../src/bus/subjects.js";
 import { publishDurably } from "../../src/context/durable-publish.js";
 import { NatsHistoryStore } from "../../src/context/nats-history-store.js";
 import { UnavailableError } from "../../src/errors/unavailable-error.js";
-import { KvChatJournal } from "../../src/journal/kv-chat-journal.js";
 import { startHost } from "../../src/host/start-host.js";
+import { KvChatJournal } from "../../src/journal/kv-chat-journal.js";
 import { ScriptedBackend } from "../../src/testing/index.js";
 import { defineTool } from "../../src/tools/define-tool.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
@@ -92,7 +92,9 @@ describe("JetStream writes across a nats-server restart", () => {
     const publish = { js, jsm, stream: "OWN", subject: "own.a", data: new Uint8Array([120]) };
     expect(await publishDurably({ ...publish, msgId: "m1", expectedLastSubjectSeq: 0 })).toBe(first.seq);
     // Another writer's record under the expectation is a conflict, not ours.
-    await expect(publishDurably({ ...publish, msgId: "m2", expectedLastSubjectSeq: 0 })).rejects.toMatchObject({
+    await expect(
+      publishDurably({ ...publish, msgId: "m2", expectedLastSubjectSeq: 0 }),
+    ).rejects.toMatchObject({
       code: 10071,
     });
     expect((await jsm.streams.info("OWN")).state.messages).toBe(1);
@@ -143,9 +145,13 @@ describe("JetStream writes across a nats-server restart", () => {
       agents: [{ name: "bot", backend, tools: [step] }],
     });
     cleanups.push(() => host.close());
-    const reply = await bus.request(chatSubject(prefix, "bot"), JSON.stringify({ session: "s1", text: "go", id: "r1" }), {
-      timeoutMs: 40_000,
-    });
+    const reply = await bus.request(
+      chatSubject(prefix, "bot"),
+      JSON.stringify({ session: "s1", text: "go", id: "r1" }),
+      {
+        timeoutMs: 40_000,
+      },
+    );
     expect(bounced).toBeDefined();
     expect(JSON.parse(reply.data)).toMatchObject({ ok: true, result: "all three done" });
     // Every step is in the shared history once.

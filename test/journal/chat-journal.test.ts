@@ -17,8 +17,8 @@ import { JournalConflictError } from "../../src/journal/journal-conflict-error.j
 import type { JournalStep } from "../../src/journal/journal-record.js";
 import { decodeKeyToken, encodeKeyToken, KvChatJournal } from "../../src/journal/kv-chat-journal.js";
 import { SqliteChatJournal } from "../../src/journal/sqlite-chat-journal.js";
-import { appendSteps, storeEntry } from "./journal-helpers.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
+import { appendSteps, storeEntry } from "./journal-helpers.js";
 
 const entry: JournalEntry = {
   chat: {
@@ -47,7 +47,11 @@ function toolStep(index: number): JournalStep[] {
   return [
     {
       kind: "message",
-      message: { role: "assistant", content: "", toolCalls: [{ id: callId, name: "shell", arguments: "{}" }] },
+      message: {
+        role: "assistant",
+        content: "",
+        toolCalls: [{ id: callId, name: "shell", arguments: "{}" }],
+      },
     },
     { kind: "started", callId },
     { kind: "message", message: { role: "tool", toolCallId: callId, content: `result ${index}` } },
@@ -65,20 +69,32 @@ const begin: JournalStep = {
  */
 function registerJournalContract(
   name: string,
-  open: () => Promise<ChatJournal & { writeRaw(agent: string, session: string, n: number, text: string): Promise<void> }>,
+  open: () => Promise<
+    ChatJournal & { writeRaw(agent: string, session: string, n: number, text: string): Promise<void> }
+  >,
 ): void {
   describe(`${name} (ChatJournal contract)`, () => {
     it("appends one record per step and reads a long chat back in order", async () => {
       const journal = await open();
-      await appendSteps(journal, "bot", "long", [begin, { kind: "message", message: { role: "user", content: "hi" } }]);
+      await appendSteps(journal, "bot", "long", [
+        begin,
+        { kind: "message", message: { role: "user", content: "hi" } },
+      ]);
       for (let index = 1; index <= 120; index++) await appendSteps(journal, "bot", "long", toolStep(index));
       expect(await journal.readRecords("bot", "long")).toHaveLength(121);
       const loaded = await journal.load("bot", "long");
       expect(loaded?.chat?.iteration).toBe(120);
       // Iteration 120 is still in flight; the 119 before it are settled, each turn then its result.
       expect(loaded?.chat?.messages).toHaveLength(1 + 2 * 119);
-      expect(loaded?.chat?.messages.at(-1)).toEqual({ role: "tool", toolCallId: "t119", content: "result 119" });
-      expect(loaded?.chat?.inFlight).toMatchObject({ started: ["t120"], results: { t120: { content: "result 120" } } });
+      expect(loaded?.chat?.messages.at(-1)).toEqual({
+        role: "tool",
+        toolCallId: "t119",
+        content: "result 119",
+      });
+      expect(loaded?.chat?.inFlight).toMatchObject({
+        started: ["t120"],
+        results: { t120: { content: "result 120" } },
+      });
     });
 
     it("stops at a torn tail: an unreadable or missing record and what follows it count as not written", async () => {
@@ -160,7 +176,8 @@ function registerJournalContract(
       await Promise.all(sessions.map((session) => storeEntry(journal, "busy", session, entry)));
       let writing = true;
       const writes = (async () => {
-        while (writing) await Promise.all(sessions.map((session) => storeEntry(journal, "busy", session, entry)));
+        while (writing)
+          await Promise.all(sessions.map((session) => storeEntry(journal, "busy", session, entry)));
       })();
       try {
         for (let round = 0; round < 10; round++) {
@@ -199,7 +216,12 @@ registerJournalContract("SqliteChatJournal", async () => {
   databases.push(database);
   return Object.assign(new SqliteChatJournal(database), {
     async writeRaw(agent: string, session: string, n: number, text: string) {
-      statement(database, "INSERT INTO chat_journal_records VALUES (?, ?, ?, ?)").run(agent, session, n, text);
+      statement(database, "INSERT INTO chat_journal_records VALUES (?, ?, ?, ?)").run(
+        agent,
+        session,
+        n,
+        text,
+      );
     },
   });
 });
@@ -272,7 +294,12 @@ describe("the journal's storage", () => {
   it("reads an unreadable first record as no entry", async () => {
     const database = openAgentDatabase(join(directory, "torn.db"));
     databases.push(database);
-    statement(database, "INSERT INTO chat_journal_records VALUES (?, ?, ?, ?)").run("bot", "s1", 1, "{not json");
+    statement(database, "INSERT INTO chat_journal_records VALUES (?, ?, ?, ?)").run(
+      "bot",
+      "s1",
+      1,
+      "{not json",
+    );
     expect(await new SqliteChatJournal(database).load("bot", "s1")).toBeUndefined();
   });
 });

@@ -11,7 +11,12 @@ export async function storeEntry(journal: ChatJournal, agent: string, session: s
 }
 
 /** Appends one record of `steps` after the session's last. */
-export async function appendSteps(journal: ChatJournal, agent: string, session: string, steps: JournalStep[]) {
+export async function appendSteps(
+  journal: ChatJournal,
+  agent: string,
+  session: string,
+  steps: JournalStep[],
+) {
   const records = await journal.readRecords(agent, session);
   const n = Math.max(0, ...records.map((record) => record.n)) + 1;
   await journal.append(agent, session, { n, id: `test-${++nextId}`, steps });

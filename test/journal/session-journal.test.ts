@@ -105,7 +105,12 @@ describe("SessionJournal", () => {
     const journal = await startedChat(store);
     await toolStep(journal, 1);
     const beforeTear = structuredClone(journal.unfinishedChat);
-    statement(database, "INSERT INTO chat_journal_records VALUES (?, ?, ?, ?)").run("bot", "s1", 4, '{"n":4,"id');
+    statement(database, "INSERT INTO chat_journal_records VALUES (?, ?, ?, ?)").run(
+      "bot",
+      "s1",
+      4,
+      '{"n":4,"id',
+    );
     const resumed = await SessionJournal.open(store, "bot", "s1");
     expect(resumed.unfinishedChat).toEqual(beforeTear);
     await toolStep(resumed, 2);
