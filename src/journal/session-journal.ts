@@ -33,9 +33,9 @@ type JournalWrite =
  * next microtask), so a tool step costs one append, not a rewrite of the whole entry. A chat that
  * ends with nothing left to do removes the session's records; one that ends with chats still
  * queued folds them into one snapshot record (so does every {@link COMPACT_AFTER_RECORDS}th
- * record, and the first write after a torn tail). Writes never overlap and happen in order; a
- * failed one is kept and sent again, with the same record id, before the next step's: the
- * journal is best effort, the chat never fails because of it.
+ * record, and the first write after a torn tail). Records are sent without waiting for the ones
+ * before them (pipelined); a failed one is kept and sent again, with the same record id, with the
+ * next step's: the journal is best effort, the chat never fails because of it.
  */
 export class SessionJournal {
   readonly #store: ChatJournal;
@@ -44,8 +44,10 @@ export class SessionJournal {
   readonly #entry: JournalEntry;
   /** Steps taken since the last record was formed. */
   #steps: JournalStep[] = [];
-  /** Writes formed but not acknowledged yet, oldest first. */
-  #unacked: JournalWrite[] = [];
+  /** Appends that failed, oldest first: sent again with the next write. */
+  #failed: JournalRecord[] = [];
+  /** A removal failed: it goes out again before the next write. */
+  #isRemovalDue = false;
   /** The number of the last record formed (0: the session has none). */
   #lastN: number;
   /** Records stored since the last snapshot. */
@@ -54,7 +56,11 @@ export class SessionJournal {
   #isSnapshotDue: boolean;
   /** The running chat ended since the last record was formed. */
   #hasChatEnded = false;
-  #written: Promise<void> = Promise.resolve();
+  /** Every write sent so far has settled. */
+  #settled: Promise<void> = Promise.resolve();
+  /** The compaction or removal in flight: writes formed after it wait for it. */
+  #barrier: Promise<void> | undefined;
+  /** This tick's write, formed on the next microtask. */
   #pending: Promise<void> | undefined;
   /** The batch in flight has been written (with a call's start) since its assistant turn. */
   #isBatchStored = false;
@@ -215,7 +221,7 @@ export class SessionJournal {
 
   /** Resolves once every step taken so far is stored (or failed to be). */
   flush(): Promise<void> {
-    return this.#pending ?? this.#written;
+    return this.#pending ?? this.#settled;
   }
 
   /** Applies a step to the entry (`chat` steps: `entryChat`, the entry's own copy) and keeps it for the next record. */
@@ -227,36 +233,75 @@ export class SessionJournal {
     this.#steps.push(step);
   }
 
+  /**
+   * Forms the steps of this tick into a write on the next microtask and sends it. Appends are
+   * pipelined: each goes out at once, without waiting for the acknowledgements of those before it
+   * (they are numbered, so the order they are read back in is theirs, and a missing one only tears
+   * the tail until it is sent again). A compaction or a removal waits until every write before it
+   * has settled, and the writes after it wait for it, since it drops the records before it.
+   * Resolves once every write formed so far has settled.
+   */
   #write(): Promise<void> {
     if (this.#pending !== undefined) return this.#pending;
-    const pending = this.#written.then(async () => {
+    const pending = Promise.resolve().then(() => {
       this.#pending = undefined;
-      this.#form();
-      while (this.#unacked.length > 0) {
-        await this.#send(this.#unacked[0]!);
-        this.#unacked.shift();
-      }
+      for (const write of this.#form()) this.#dispatch(write);
+      return this.#settled;
     });
     this.#pending = pending;
-    this.#written = pending.catch(() => {});
-    return this.#written;
+    return pending;
   }
 
-  /** Turns the steps taken since the last write into the next write. */
-  #form(): void {
+  #dispatch(write: JournalWrite): void {
+    const previous = this.#settled;
+    if (write.kind === "append") {
+      const send = () =>
+        this.#store.append(this.agent, this.session, write.record).catch(() => {
+          this.#failed.push(write.record);
+        });
+      const sent = this.#barrier === undefined ? send() : this.#barrier.then(send);
+      this.#settled = Promise.all([previous, sent]).then(() => {});
+      return;
+    }
+    const barrier = previous.then(() => {
+      // What failed before is in this snapshot, or dropped with the records.
+      this.#failed = [];
+      return this.#send(write).catch(() => {
+        // Sent again before the next step's write (a removal), or folded into the next record.
+        if (write.kind === "remove") this.#isRemovalDue = true;
+        else this.#isSnapshotDue = true;
+      });
+    });
+    this.#barrier = barrier;
+    this.#settled = barrier.then(() => {
+      if (this.#barrier === barrier) this.#barrier = undefined;
+    });
+  }
+
+  /** Turns the steps taken since the last write into the writes that store them. */
+  #form(): JournalWrite[] {
+    const writes: JournalWrite[] = [];
+    if (this.#isRemovalDue) {
+      this.#isRemovalDue = false;
+      writes.push({ kind: "remove" });
+    }
     const steps = this.#steps;
-    if (steps.length === 0) return;
+    if (steps.length === 0) {
+      // Nothing new: appends that failed are sent again.
+      const failed = this.#failed;
+      this.#failed = [];
+      return [...writes, ...failed.map((record): JournalWrite => ({ kind: "append", record }))];
+    }
     this.#steps = [];
     const hasChatEnded = this.#hasChatEnded;
     this.#hasChatEnded = false;
     if (isEmptyEntry(this.#entry)) {
       // Nothing left to finish: every record goes, those not yet sent with them.
-      const hasRecords = this.#lastN > 0;
-      this.#unacked = hasRecords ? [{ kind: "remove" }] : [];
+      if (this.#lastN > 0 && writes.length === 0) writes.push({ kind: "remove" });
       this.#lastN = 0;
       this.#sinceSnapshot = 0;
       this.#isSnapshotDue = false;
-      return;
+      return writes;
     }
     const n = ++this.#lastN;
     const isSnapshot =
@@ -264,14 +309,22 @@ export class SessionJournal {
       this.#sinceSnapshot >= COMPACT_AFTER_RECORDS ||
       (hasChatEnded && this.#entry.queued.length > 0);
     if (isSnapshot) {
-      const record = { n, id: randomUUID(), snapshot: structuredClone(this.#entry), steps: [] };
-      this.#unacked.push({ kind: "compact", record });
+      writes.push({
+        kind: "compact",
+        record: { n, id: randomUUID(), snapshot: structuredClone(this.#entry), steps: [] },
+      });
       this.#sinceSnapshot = 0;
       this.#isSnapshotDue = false;
-    } else {
-      this.#unacked.push({ kind: "append", record: { n, id: randomUUID(), steps } });
-      this.#sinceSnapshot++;
+      return writes;
     }
+    const failed = this.#failed;
+    this.#failed = [];
+    this.#sinceSnapshot++;
+    return [
+      ...writes,
+      ...failed.map((record): JournalWrite => ({ kind: "append", record })),
+      { kind: "append", record: { n, id: randomUUID(), steps } },
+    ];
   }
 
   #send(write: JournalWrite): Promise<void> {

@@ -143,4 +143,40 @@ describe("SessionJournal", () => {
     expect(sent[1]?.id).toBe(sent[2]?.id);
     expect((await store.load("bot", "s1"))?.chat).toEqual(journal.unfinishedChat);
   });
+
+  it("sends a step's record without waiting for the one before it, and a tool waits for both", async () => {
+    const { store } = sqliteJournal();
+    const sent: number[] = [];
+    const held: (() => void)[] = [];
+    const slow: ChatJournal = {
+      load: (agent, session) => store.load(agent, session),
+      readRecords: (agent, session) => store.readRecords(agent, session),
+      compact: (agent, session, record) => store.compact(agent, session, record),
+      remove: (agent, session) => store.remove(agent, session),
+      list: () => store.list(),
+      async append(agent, session, record) {
+        sent.push(record.n);
+        await new Promise<void>((resolve) => held.push(resolve));
+        await store.append(agent, session, record);
+      },
+    };
+    const journal = await SessionJournal.open(slow, "bot", "s1");
+    journal.beginChat("c1", "hi", 0);
+    const first = journal.flush();
+    await new Promise((resolve) => setImmediate(resolve));
+    journal.record(assistantCalling("t1"));
+    let isStarted = false;
+    const started = journal.toolStarting("t1").then(() => {
+      isStarted = true;
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    // Record 2 went out while record 1 is unacknowledged; the tool is not started yet.
+    expect(sent).toEqual([1, 2]);
+    held[1]!();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(isStarted).toBe(false);
+    held[0]!();
+    await Promise.all([first, started]);
+    expect((await store.load("bot", "s1"))?.chat).toEqual(journal.unfinishedChat);
+  });
 });
