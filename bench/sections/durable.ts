@@ -10,6 +10,7 @@ import { NatsHistoryStore } from "../../src/context/nats-history-store.js";
 import { SqliteContextHistory } from "../../src/context/sqlite-context-history.js";
 import { startHost } from "../../src/host/start-host.js";
 import { KvChatJournal } from "../../src/journal/kv-chat-journal.js";
+import { SessionJournal } from "../../src/journal/session-journal.js";
 import { SqliteChatJournal } from "../../src/journal/sqlite-chat-journal.js";
 import { RetryingLlmClient } from "../../src/llm/retrying-client.js";
 import { nowMs } from "../support/clock.js";
@@ -218,6 +219,7 @@ export async function benchDurable(settings: BenchSettings): Promise<SectionResu
 
     // End to end: a host as `serve` runs it, a client on its own connection, request → reply.
     const e2e = await benchEndToEnd(settings, prefix);
+    const longChat = await benchLongChatJournal(settings);
 
     const perStep = (name: keyof typeof samples) => summarise(samples[name].rounds);
     const cpuPerStep = (name: keyof typeof samples) => summarise(samples[name].cpu);
@@ -297,6 +299,13 @@ export async function benchDurable(settings: BenchSettings): Promise<SectionResu
         digits: 2,
       },
     ];
+    rows.push({
+      metric: `Journal CPU µs per tool step over a ${LONG_CHAT_STEPS}-step chat (SessionJournal on SQLite, compactions included) vs its first 10 steps`,
+      agentloop: summarise(longChat.all),
+      baseline: summarise(longChat.first),
+      unit: "µs",
+      digits: 1,
+    });
     const sqliteRatio = perStep("sqlite").median / perStep("memory").median;
     const sqliteCpuRatio = cpuPerStep("sqlite").median / cpuPerStep("memory").median;
     const addedP50 = (p(samples.jetstream.steps, 50) - p(samples.memory.steps, 50)) * 1000;
@@ -333,6 +342,49 @@ export async function benchDurable(settings: BenchSettings): Promise<SectionResu
     await bus.close();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+const LONG_CHAT_STEPS = 200;
+
+/**
+ * The journal alone over a long chat: CPU per tool step (the turn with its start mark, then the
+ * result, each 300 characters), mean over all steps and over the first ten, one sample per chat.
+ * An entry rewritten at every step costs in proportion to the chat so far; appended records do not.
+ */
+async function benchLongChatJournal(settings: BenchSettings): Promise<{ all: number[]; first: number[] }> {
+  const database = openAgentDatabase(":memory:");
+  const store = new SqliteChatJournal(database);
+  const text = "word ".repeat(60);
+  const result = { all: [] as number[], first: [] as number[] };
+  const chats = settings.isQuick ? 2 : settings.runs;
+  for (let chat = -settings.warmups; chat < chats; chat++) {
+    const journal = await SessionJournal.open(store, "bench", `long${chat}`);
+    journal.beginChat("c1", "hello", 0, "r1");
+    journal.record({ role: "user", content: "hello" });
+    await journal.flush();
+    const perStep: number[] = [];
+    for (let step = 1; step <= LONG_CHAT_STEPS; step++) {
+      const before = process.cpuUsage();
+      journal.record({
+        role: "assistant",
+        content: text,
+        toolCalls: [{ id: `t${step}`, name: "lookup", arguments: BENCH_TOOL_ARGUMENTS }],
+      });
+      await journal.toolStarting(`t${step}`);
+      journal.record({ role: "tool", toolCallId: `t${step}`, content: text });
+      await journal.flush();
+      const used = process.cpuUsage(before);
+      perStep.push(used.user + used.system);
+    }
+    journal.endChat();
+    await journal.flush();
+    if (chat < 0) continue;
+    const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
+    result.all.push(mean(perStep));
+    result.first.push(mean(perStep.slice(0, 10)));
+  }
+  database.close();
+  return result;
 }
 
 async function benchEndToEnd(
