@@ -41,7 +41,7 @@ const encoder = new TextEncoder();
  * so it survives a short outage (see {@link publishDurably}); a compaction or a removal purges
  * the session's keys through the stream (`<agent>.<session>.>`), which leaves no markers behind.
  * A version-4 entry (the whole entry under `<agent>.<session>`) is read as a snapshot before the
- * records and purged with them.
+ * records and purged with them by the journal that read it.
  */
 export class KvChatJournal implements ChatJournal {
   readonly #js: JetStreamClient;
@@ -50,6 +50,8 @@ export class KvChatJournal implements ChatJournal {
   readonly #stream: string;
   /** Lists the bucket's keys (see {@link listKvKeys}). */
   readonly #keys: () => Promise<string[]>;
+  /** Sessions (their subjects) whose version-4 entry was read: purged with their records. */
+  readonly #legacy = new Set<string>();
 
   private constructor(
     js: JetStreamClient,
@@ -101,7 +103,10 @@ export class KvChatJournal implements ChatJournal {
         }),
       );
       const records = stored.filter((record) => record !== undefined).sort((a, b) => a.n - b.n);
-      if (legacy !== null && !isMarker(legacy.header)) records.unshift(legacySnapshot(legacy.data));
+      if (legacy !== null && !isMarker(legacy.header)) {
+        records.unshift(legacySnapshot(legacy.data));
+        this.#legacy.add(head);
+      }
       return records;
     });
   }
@@ -174,15 +179,17 @@ export class KvChatJournal implements ChatJournal {
   /** Purges the session's records (before stream sequence `beforeSeq`, or all) and its version-4 entry. */
   async #purge(agent: string, session: string, beforeSeq: number | undefined): Promise<void> {
     const head = this.#subjectOf(agent, session);
+    const hasLegacy = this.#legacy.has(head);
     await retryTransient("journal purge", () =>
       Promise.all([
         this.#jsm.streams.purge(this.#stream, {
           filter: `${head}.*`,
           ...(beforeSeq === undefined ? {} : { seq: beforeSeq }),
         }),
-        this.#jsm.streams.purge(this.#stream, { filter: head }),
+        hasLegacy ? this.#jsm.streams.purge(this.#stream, { filter: head }) : undefined,
       ]),
     );
+    this.#legacy.delete(head);
   }
 }
 

@@ -283,6 +283,22 @@ describe("the journal's storage", () => {
     expect(await journal.load("bot", "s1")).toEqual(entry);
   });
 
+  it("reads a version-4 KV entry as a snapshot, goes on after it and purges it with the records", async () => {
+    const bucket = `JOURNAL_TEST_${process.pid}_${++bucketNumber}`;
+    const kv = await new Kvm(connection).create(bucket, { history: 1 });
+    await kv.put("bot.s1", JSON.stringify(entry));
+    await kv.put("bot.gone", JSON.stringify(entry));
+    await kv.purge("bot.gone");
+    const journal = await KvChatJournal.open(connection, { bucket });
+    expect(await journal.list()).toEqual([{ agent: "bot", session: "s1" }]);
+    expect(await journal.load("bot", "s1")).toEqual(entry);
+    await appendSteps(journal, "bot", "s1", [{ kind: "take", ids: ["m2"] }]);
+    expect(await journal.load("bot", "s1")).toEqual({ ...entry, queued: [] });
+    await journal.remove("bot", "s1");
+    expect(await journal.list()).toEqual([]);
+    expect(await kv.get("bot.s1")).toBeNull();
+  });
+
   it("escapes names into KV key tokens and back", () => {
     for (const name of ["plain", "a.b", "with space", "ünï=cødé", "x*y>z"]) {
       const token = encodeKeyToken(name);
