@@ -2,13 +2,14 @@
  * `npm run bench` (SPEC §15): every figure beside its baseline, measured in the same run, printed
  * as one markdown table and written to BENCHMARKS.md with the date, Node version and CPU model.
  *
- * Flags: `--quick` (smaller sizes, a smoke run), `--only loop,events,memory,concurrency,history,history-nats,bus`
+ * Flags: `--quick` (smaller sizes, a smoke run), `--only loop,events,memory,concurrency,history,history-nats,durable,bus`
  * (those sections; BENCHMARKS.md is then left alone), `--runs N` (measured runs per figure),
  * `--no-write`. Profile a section with `node --cpu-prof dist/bench/run.js --only loop --no-write`.
  */
 import { cpus, loadavg } from "node:os";
 import { benchBusComparison } from "./sections/bus-comparison.js";
 import { benchConcurrency } from "./sections/concurrency.js";
+import { benchDurable } from "./sections/durable.js";
 import { benchEventPublishing } from "./sections/event-publishing.js";
 import { benchHistory } from "./sections/history.js";
 import { benchLoopOverhead } from "./sections/loop-overhead.js";
@@ -27,6 +28,7 @@ const SECTIONS = {
   concurrency: benchConcurrency,
   history: benchHistory,
   "history-nats": benchNatsHistory,
+  durable: benchDurable,
   bus: benchBusComparison,
 } satisfies Record<string, (settings: BenchSettings) => Promise<SectionResult>>;
 

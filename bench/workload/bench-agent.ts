@@ -2,6 +2,7 @@ import type { Agent } from "../../src/agent/agent-types.js";
 import { createAgent } from "../../src/agent/create-agent.js";
 import type { ContextHistory } from "../../src/context/context-history.js";
 import type { AgentEvent } from "../../src/events/types.js";
+import type { ChatJournal } from "../../src/journal/chat-journal.js";
 import type { LlmClient } from "../../src/llm/llm-client.js";
 import { benchToolSet } from "./bench-tool.js";
 
@@ -17,6 +18,8 @@ export interface BenchAgentParams {
   /** Events on when set (e.g. `createBusEventPublisher(bus)`). */
   onLog?: (event: AgentEvent) => void;
   history?: ContextHistory;
+  /** The durable path's journal (`--db`: SQLite, `--history nats`: KV). */
+  journal?: ChatJournal;
   maxIterations?: number;
 }
 
@@ -29,6 +32,7 @@ export function createBenchAgent(params: BenchAgentParams): Promise<Agent> {
     model: BENCH_MODEL,
     toolSets: [benchToolSet],
     ...(params.history ? { history: params.history } : {}),
+    ...(params.journal ? { journal: params.journal } : {}),
     options: {
       systemPrompt: BENCH_SYSTEM_PROMPT,
       ...(params.maxIterations !== undefined ? { maxIterations: params.maxIterations } : {}),

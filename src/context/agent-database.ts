@@ -41,6 +41,20 @@ const MIGRATIONS: readonly string[] = [
      entry   TEXT NOT NULL, -- one JournalEntry as JSON
      PRIMARY KEY (agent, session)
    ) WITHOUT ROWID`,
+  // 4 → 5: the journal appends a record per step instead of rewriting the entry; each entry
+  // stored by version 4 becomes its session's first record, a snapshot.
+  `CREATE TABLE IF NOT EXISTS chat_journal_records (
+     agent   TEXT    NOT NULL,
+     session TEXT    NOT NULL,
+     n       INTEGER NOT NULL, -- 1, 2, … in the order written
+     record  TEXT    NOT NULL, -- one JournalRecord as JSON
+     PRIMARY KEY (agent, session, n)
+   ) WITHOUT ROWID;
+   INSERT INTO chat_journal_records (agent, session, n, record)
+     SELECT agent, session, 1,
+            json_object('n', 1, 'id', 'v4-' || agent || '.' || session, 'snapshot', json(entry), 'steps', json('[]'))
+       FROM chat_journal WHERE json_valid(entry);
+   DROP TABLE chat_journal;`,
 ];
 
 /** The schema version this code reads and writes. */

@@ -7,6 +7,7 @@ import {
 } from "@nats-io/jetstream";
 import { headers, nuid } from "@nats-io/transport-node";
 import { AgentloopError } from "../errors/agentloop-error.js";
+import { publishDurably, retryTransient } from "./durable-publish.js";
 import {
   assembleRecords,
   BATCH_HEADER,
@@ -75,7 +76,11 @@ export class JetStreamRecordLog {
   }
 
   /** Every complete record on the subject, oldest first. */
-  async read(): Promise<RecordLogContents> {
+  read(): Promise<RecordLogContents> {
+    return retryTransient("read", () => this.#readAll());
+  }
+
+  async #readAll(): Promise<RecordLogContents> {
     const { js, stream, subject } = this.#target;
     const last = await this.#last();
     if (last === null) return { records: [], lastSeq: 0 };
@@ -135,15 +140,19 @@ export class JetStreamRecordLog {
       partHeaders.set(RECORD_HEADER, kind);
       partHeaders.set(BATCH_HEADER, batch);
       partHeaders.set(PART_HEADER, `${index + 1}/${bodies.length}`);
-      const ack = await js.publish(subject, part, {
+      // The batch id and part number identify the part, so a retry after a lost ack recognises it.
+      const seq = await publishDurably({
+        js,
+        jsm: this.#target.jsm,
+        stream: this.#target.stream,
+        subject,
+        data: part,
         headers: partHeaders,
-        expect: {
-          streamName: this.#target.stream,
-          ...(expected === undefined ? {} : { lastSubjectSequence: expected }),
-        },
+        msgId: `${batch}.${index + 1}`,
+        ...(expected === undefined ? {} : { expectedLastSubjectSeq: expected }),
       });
-      if (index === 0) firstSeq = ack.seq;
-      expected = ack.seq;
+      if (index === 0) firstSeq = seq;
+      expected = seq;
     }
     return { firstSeq, lastSeq: expected ?? firstSeq };
   }
@@ -152,23 +161,29 @@ export class JetStreamRecordLog {
   async purgeBefore(seq: number): Promise<void> {
     // Nothing comes before 1, and the server reads `seq: 1` as no bound at all: it would purge everything.
     if (seq <= 1) return;
-    await this.#target.jsm.streams.purge(this.#target.stream, { filter: this.#target.subject, seq });
+    await retryTransient("purge", () =>
+      this.#target.jsm.streams.purge(this.#target.stream, { filter: this.#target.subject, seq }),
+    );
   }
 
   /** Removes every message of the subject. */
   async purgeAll(): Promise<void> {
-    await this.#target.jsm.streams.purge(this.#target.stream, { filter: this.#target.subject });
+    await retryTransient("purge", () =>
+      this.#target.jsm.streams.purge(this.#target.stream, { filter: this.#target.subject }),
+    );
   }
 
   #last(): Promise<StoredMsg | null> {
-    return this.#target.jsm.streams.getMessage(this.#target.stream, { last_by_subj: this.#target.subject });
+    return retryTransient("read", () =>
+      this.#target.jsm.streams.getMessage(this.#target.stream, { last_by_subj: this.#target.subject }),
+    );
   }
 
   /** True when no message of the subject comes before `seq`. */
   async #firstSeqIs(seq: number): Promise<boolean> {
-    const info = await this.#target.jsm.streams.info(this.#target.stream, {
-      subjects_filter: this.#target.subject,
-    });
+    const info = await retryTransient("read", () =>
+      this.#target.jsm.streams.info(this.#target.stream, { subjects_filter: this.#target.subject }),
+    );
     return info.state.subjects?.[this.#target.subject] === 1 && seq > 0;
   }
 }

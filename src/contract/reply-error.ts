@@ -21,6 +21,8 @@ export const ERROR_CODES = [
   "budget_exceeded",
   /** The caller may not do this (e.g. approve a tool call its own prompt caused); someone else has to. Not retryable. */
   "forbidden",
+  /** A store the host depends on (JetStream) did not answer in time, even retried: retryable, ask again shortly. */
+  "unavailable",
 ] as const;
 
 /** The `code` of a failed reply. */

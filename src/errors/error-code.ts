@@ -85,6 +85,8 @@ export const ERROR_CODE_TABLE = {
   tool_cancelled: failure,
   mcp_server_not_running: failure,
   mcp_tool_call: failure,
+  /** JetStream did not answer a write in time, even retried: ask again a moment later. */
+  unavailable: { reply: "unavailable", exitCode: EXIT_FAILURE },
   /** Anything not of the hierarchy. */
   internal: failure,
 } as const satisfies Record<string, ErrorCodeMapping>;

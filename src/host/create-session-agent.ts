@@ -57,7 +57,7 @@ export interface SessionAgentFactoryOptions {
   askAgent?: { timeoutMs?: number; maxDepth?: number };
   /**
    * Where sessions journal their unfinished work, so a chat cut off by a crash is resumed. Default: the history database's
-   * `chat_journal` table when `db` is set, else none (in-memory histories die with the process).
+   * `chat_journal_records` table when `db` is set, else none (in-memory histories die with the process).
    */
   journal?: ChatJournal;
   /** Asked as each chat starts (a tenant's token budget): see {@link CreateAgentParams.checkBudget}. */

@@ -1,79 +1,13 @@
-import { z } from "zod";
-import { MessageSchema } from "../context/message-schema.js";
+import type { JournalEntry } from "./journal-entry.js";
+import type { JournalRecord, StoredJournalRecord } from "./journal-record.js";
 
-/**
- * The iteration a chat was in when its progress was last written: the assembled assistant message,
- * the calls whose start was journaled (before they ran) and the results that came back.
- */
-export const InFlightIteration = z.object({
-  assistant: MessageSchema,
-  /** Ids of the calls whose start was written before they ran. */
-  started: z.array(z.string()),
-  /** Settled results (tool messages) by call id. */
-  results: z.record(z.string(), MessageSchema),
-  /** Messages the tools added with `ctx.appendMessage` (placed after every result). */
-  appended: z.array(MessageSchema),
-});
-export type InFlightIteration = z.infer<typeof InFlightIteration>;
-
-/**
- * An unfinished chat, as far as it got: enough to go on after the host died. The history holds the
- * conversation up to `chatStart`; `messages` are this chat's finished messages (the user message,
- * then whole iterations), of which the history may already hold a prefix (the user message is
- * persisted before the first model request).
- */
-export const ChatProgress = z.object({
-  chatId: z.string(),
-  /** The user's text (the chat starts over from it when not even the user message was written). */
-  userText: z.string(),
-  /** The chat request's client `id`: the resumed chat's reply is stored under it for retries. */
-  requestId: z.string().optional(),
-  /** How many messages the history held before this chat. */
-  chatStart: z.number().int().nonnegative(),
-  /** The iteration in flight (1-based; 0 before the first). */
-  iteration: z.number().int().nonnegative(),
-  messages: z.array(MessageSchema),
-  inFlight: InFlightIteration.nullable(),
-});
-export type ChatProgress = z.infer<typeof ChatProgress>;
-
-/** A chat request waiting in the session's mailbox (the reply goes nowhere after a restart). */
-export const QueuedChat = z.object({
-  id: z.string(),
-  text: z.string(),
-  type: z.string().optional(),
-  stackable: z.boolean().optional(),
-  depth: z.number().int().nonnegative().optional(),
-  /** The chat request's client `id` (see {@link ChatProgress}). */
-  requestId: z.string().optional(),
-});
-export type QueuedChat = z.infer<typeof QueuedChat>;
-
-/**
- * A chat with a client request id that ended with an answer, kept until its reply is stored under
- * that id (so a host that dies in between leaves the answer to the next owner).
- */
-export const AnsweredChat = z.object({
-  requestId: z.string(),
-  chatId: z.string(),
-  result: z.string(),
-  usage: z.object({ prompt: z.number(), completion: z.number(), total: z.number(), cached: z.number() }),
-});
-export type AnsweredChat = z.infer<typeof AnsweredChat>;
-
-/** What a session has not finished: the running chat and the chats queued behind it, in order. */
-export const JournalEntry = z.object({
-  chat: ChatProgress.nullable(),
-  queued: z.array(QueuedChat),
-  /** Answers whose replies are not stored yet under their request ids. */
-  answered: z.array(AnsweredChat).optional(),
-  /**
-   * Tools whose calls need approval in this session because an agent that asked it (`ask_agent`)
-   * needs approval for them: a chat resumed from this entry asks for them too.
-   */
-  approvalRequired: z.array(z.string()).optional(),
-});
-export type JournalEntry = z.infer<typeof JournalEntry>;
+export type {
+  AnsweredChat,
+  ChatProgress,
+  InFlightIteration,
+  JournalEntry,
+  QueuedChat,
+} from "./journal-entry.js";
 
 /** A session with a journal entry. */
 export interface JournaledSession {
@@ -83,30 +17,25 @@ export interface JournaledSession {
 
 /**
  * Where sessions' unfinished work is written, step by step, so another life of the host (or the
- * next owner of the session) can finish it. One entry per session, replaced at every step;
- * deleted when nothing is left unfinished.
+ * next owner of the session) can finish it. Append-only: each write is one numbered
+ * {@link JournalRecord} holding the steps of one tick; a compaction writes the whole entry as one
+ * snapshot record and drops the records before it; a session with nothing left unfinished has no
+ * records at all. {@link SessionJournal} is the one writer of a session's records.
  */
 export interface ChatJournal {
+  /** The session's entry: its records folded (see `foldJournal`); undefined when none is stored. */
   load(agent: string, session: string): Promise<JournalEntry | undefined>;
-  save(agent: string, session: string, entry: JournalEntry): Promise<void>;
+  /** The session's records as stored, oldest first. */
+  readRecords(agent: string, session: string): Promise<StoredJournalRecord[]>;
+  /**
+   * Stores one record after the session's last. A write whose acknowledgement was lost is
+   * recognised by the record's `id` when retried, never stored twice.
+   */
+  append(agent: string, session: string, record: JournalRecord): Promise<void>;
+  /** Stores `record` (a snapshot) and drops every record of the session before it. */
+  compact(agent: string, session: string, record: JournalRecord): Promise<void>;
+  /** Drops every record of the session. */
   remove(agent: string, session: string): Promise<void>;
-  /** Every session that has an entry. */
+  /** Every session that has records. */
   list(): Promise<JournaledSession[]>;
-}
-
-/** Parses a stored entry; an unreadable one (another version's, a torn write) counts as none. */
-export function parseJournalEntry(text: string): JournalEntry | undefined {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  const parsed = JournalEntry.safeParse(json);
-  return parsed.success ? parsed.data : undefined;
-}
-
-/** Whether an entry holds nothing to finish. */
-export function isEmptyEntry(entry: JournalEntry): boolean {
-  return entry.chat === null && entry.queued.length === 0 && !entry.answered?.length;
 }

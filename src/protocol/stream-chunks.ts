@@ -28,12 +28,12 @@ export function responseChunk(text: string): string {
 }
 
 /** The §9 status codes this host sends. */
-export type ProtocolErrorStatus = 400 | 403 | 404 | 409 | 429 | 500;
+export type ProtocolErrorStatus = 400 | 403 | 404 | 409 | 429 | 500 | 503;
 
 /**
  * Our contract's error codes as §9 status codes: the caller's mistake 400, not allowed 403, nothing there 404, a
  * full mailbox or host, or a spent token budget, 429, a chat ended by `stop` / `new` / a superseding message / shutdown 409
- * (the session's state changed under it), a model or host failure 500.
+ * (the session's state changed under it), a store that did not answer in time 503 (retryable), a model or host failure 500.
  */
 export function errorStatusOf(code: string): ProtocolErrorStatus {
   switch (code) {
@@ -50,6 +50,8 @@ export function errorStatusOf(code: string): ProtocolErrorStatus {
       return 429;
     case "cancelled":
       return 409;
+    case "unavailable":
+      return 503;
     default:
       return 500;
   }

@@ -158,6 +158,7 @@ describe("replies", () => {
       "reply_too_large",
       "budget_exceeded",
       "forbidden",
+      "unavailable",
     ]);
   });
 

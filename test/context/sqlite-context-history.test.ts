@@ -223,7 +223,7 @@ describe("SqliteContextHistory", () => {
     expect(await upgraded.loadSeq()).toBe(0);
     const database = track(pinDatabase(new Database(path, { readonly: true })));
     expect(statement(database, "PRAGMA user_version", { pluck: true }).get()).toBe(HISTORY_SCHEMA_VERSION);
-    expect(HISTORY_SCHEMA_VERSION).toBe(4);
+    expect(HISTORY_SCHEMA_VERSION).toBe(5);
   });
 
   it("creates the schema on a database handle it did not open", async () => {

@@ -1,4 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { ChatFailedError } from "../../src/agent/chat-errors.js";
+import { toErrorInfo } from "../../src/errors/error-info.js";
+import { UnavailableError } from "../../src/errors/unavailable-error.js";
 import { describeFailure } from "../../src/host/describe-failure.js";
 
 describe("describeFailure", () => {
@@ -7,5 +10,18 @@ describe("describeFailure", () => {
     expect(code).toBe("internal");
     expect(message).toBe(`${"x".repeat(999)}…`);
     expect(message.isWellFormed()).toBe(true);
+  });
+
+  it("answers a chat whose JetStream write outlasted its retries `unavailable`, not `internal: timeout` (issue 21)", () => {
+    const unavailable = new UnavailableError("JetStream did not acknowledge a write to h.s1 within 30 s");
+    expect(describeFailure(unavailable)).toEqual({ code: "unavailable", message: unavailable.message });
+    const failed = new ChatFailedError(toErrorInfo(unavailable), {
+      prompt: 0,
+      completion: 0,
+      total: 0,
+      cached: 0,
+    });
+    expect(describeFailure(failed).code).toBe("unavailable");
+    expect(failed.retryable).toBe(true);
   });
 });

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,9 +13,12 @@ import {
 import { SqliteContextHistory } from "../../src/context/sqlite-context-history.js";
 import { pinDatabase, statement } from "../../src/context/sqlite-statements.js";
 import type { ChatJournal, JournalEntry } from "../../src/journal/chat-journal.js";
+import { JournalConflictError } from "../../src/journal/journal-conflict-error.js";
+import type { JournalStep } from "../../src/journal/journal-record.js";
 import { decodeKeyToken, encodeKeyToken, KvChatJournal } from "../../src/journal/kv-chat-journal.js";
 import { SqliteChatJournal } from "../../src/journal/sqlite-chat-journal.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
+import { appendSteps, storeEntry } from "./journal-helpers.js";
 
 const entry: JournalEntry = {
   chat: {
@@ -37,16 +41,112 @@ const entry: JournalEntry = {
   queued: [{ id: "m2", text: "next", type: "user" }],
 };
 
-/** The one suite both journals pass. */
-function registerJournalContract(name: string, open: () => Promise<ChatJournal>): void {
+/** A tool step of a chat as the session journal records it: the assistant turn, its call's start, its result. */
+function toolStep(index: number): JournalStep[] {
+  const callId = `t${index}`;
+  return [
+    {
+      kind: "message",
+      message: {
+        role: "assistant",
+        content: "",
+        toolCalls: [{ id: callId, name: "shell", arguments: "{}" }],
+      },
+    },
+    { kind: "started", callId },
+    { kind: "message", message: { role: "tool", toolCallId: callId, content: `result ${index}` } },
+  ];
+}
+
+const begin: JournalStep = {
+  kind: "chat",
+  chat: { chatId: "c1", userText: "hi", chatStart: 0, iteration: 0, messages: [], inFlight: null },
+};
+
+/**
+ * The one suite both journals pass. `writeRaw` stores text as record `n` of a session bypassing
+ * the journal (a torn write).
+ */
+function registerJournalContract(
+  name: string,
+  open: () => Promise<
+    ChatJournal & { writeRaw(agent: string, session: string, n: number, text: string): Promise<void> }
+  >,
+): void {
   describe(`${name} (ChatJournal contract)`, () => {
+    it("appends one record per step and reads a long chat back in order", async () => {
+      const journal = await open();
+      await appendSteps(journal, "bot", "long", [
+        begin,
+        { kind: "message", message: { role: "user", content: "hi" } },
+      ]);
+      for (let index = 1; index <= 120; index++) await appendSteps(journal, "bot", "long", toolStep(index));
+      expect(await journal.readRecords("bot", "long")).toHaveLength(121);
+      const loaded = await journal.load("bot", "long");
+      expect(loaded?.chat?.iteration).toBe(120);
+      // Iteration 120 is still in flight; the 119 before it are settled, each turn then its result.
+      expect(loaded?.chat?.messages).toHaveLength(1 + 2 * 119);
+      expect(loaded?.chat?.messages.at(-1)).toEqual({
+        role: "tool",
+        toolCallId: "t119",
+        content: "result 119",
+      });
+      expect(loaded?.chat?.inFlight).toMatchObject({
+        started: ["t120"],
+        results: { t120: { content: "result 120" } },
+      });
+    });
+
+    it("stops at a torn tail: an unreadable or missing record and what follows it count as not written", async () => {
+      const journal = await open();
+      await appendSteps(journal, "bot", "torn", [begin]);
+      await appendSteps(journal, "bot", "torn", toolStep(1));
+      const expected = await journal.load("bot", "torn");
+      await journal.writeRaw("bot", "torn", 3, '{"n":3,"id":"x","steps":[{"kind":"mess');
+      expect(await journal.load("bot", "torn")).toEqual(expected);
+      // Record 5 without 4: a gap, as when the host died with record 4 unacknowledged.
+      await journal.writeRaw("bot", "gap", 1, JSON.stringify({ n: 1, id: "a", steps: [begin] }));
+      await journal.writeRaw("bot", "gap", 2, JSON.stringify({ n: 2, id: "b", steps: toolStep(1) }));
+      await journal.writeRaw("bot", "gap", 5, JSON.stringify({ n: 5, id: "c", steps: toolStep(2) }));
+      expect(await journal.load("bot", "gap")).toEqual(expected);
+      // A snapshot after the tear starts over from what it holds.
+      await journal.compact("bot", "torn", { n: 4, id: "s", snapshot: entry, steps: [] });
+      expect(await journal.load("bot", "torn")).toEqual(entry);
+    });
+
+    it("compacts: the snapshot is the only record left and later steps follow it", async () => {
+      const journal = await open();
+      await appendSteps(journal, "bot", "c", [begin]);
+      for (let index = 1; index <= 5; index++) await appendSteps(journal, "bot", "c", toolStep(index));
+      const before = await journal.load("bot", "c");
+      await journal.compact("bot", "c", { n: 7, id: "snap", snapshot: before!, steps: [] });
+      expect((await journal.readRecords("bot", "c")).map((record) => record.n)).toEqual([7]);
+      expect(await journal.load("bot", "c")).toEqual(before);
+      await appendSteps(journal, "bot", "c", [{ kind: "end" }]);
+      expect(await journal.load("bot", "c")).toEqual({ chat: null, queued: [] });
+      await journal.remove("bot", "c");
+      expect(await journal.readRecords("bot", "c")).toEqual([]);
+      expect(await journal.list()).not.toContainEqual({ agent: "bot", session: "c" });
+    });
+
+    it("stores a retried record once, and refuses another writer's record under the same number", async () => {
+      const journal = await open();
+      const record = { n: 1, id: "r1", steps: [begin] };
+      await journal.append("bot", "retry", record);
+      await journal.append("bot", "retry", record);
+      expect(await journal.readRecords("bot", "retry")).toHaveLength(1);
+      await expect(journal.append("bot", "retry", { ...record, id: "other" })).rejects.toBeInstanceOf(
+        JournalConflictError,
+      );
+    });
+
     it("stores, replaces and removes a session's entry", async () => {
       const journal = await open();
       expect(await journal.load("bot", "s1")).toBeUndefined();
-      await journal.save("bot", "s1", entry);
+      await storeEntry(journal, "bot", "s1", entry);
       expect(await journal.load("bot", "s1")).toEqual(entry);
       const next: JournalEntry = { chat: null, queued: [{ id: "m3", text: "later" }] };
-      await journal.save("bot", "s1", next);
+      await storeEntry(journal, "bot", "s1", next);
       expect(await journal.load("bot", "s1")).toEqual(next);
       await journal.remove("bot", "s1");
       expect(await journal.load("bot", "s1")).toBeUndefined();
@@ -56,10 +156,10 @@ function registerJournalContract(name: string, open: () => Promise<ChatJournal>)
 
     it("lists every session with an entry, and none removed", async () => {
       const journal = await open();
-      await journal.save("bot", "b", entry);
-      await journal.save("bot", "a.b c", entry);
-      await journal.save("other", "s", entry);
-      await journal.save("bot", "gone", entry);
+      await storeEntry(journal, "bot", "b", entry);
+      await storeEntry(journal, "bot", "a.b c", entry);
+      await storeEntry(journal, "other", "s", entry);
+      await storeEntry(journal, "bot", "gone", entry);
       await journal.remove("bot", "gone");
       expect(await journal.list()).toEqual([
         { agent: "bot", session: "a.b c" },
@@ -73,10 +173,11 @@ function registerJournalContract(name: string, open: () => Promise<ChatJournal>)
     it("lists each session once while entries are rewritten under it", async () => {
       const journal = await open();
       const sessions = Array.from({ length: 30 }, (_, index) => `s${String(index).padStart(2, "0")}`);
-      await Promise.all(sessions.map((session) => journal.save("busy", session, entry)));
+      await Promise.all(sessions.map((session) => storeEntry(journal, "busy", session, entry)));
       let writing = true;
       const writes = (async () => {
-        while (writing) await Promise.all(sessions.map((session) => journal.save("busy", session, entry)));
+        while (writing)
+          await Promise.all(sessions.map((session) => storeEntry(journal, "busy", session, entry)));
       })();
       try {
         for (let round = 0; round < 10; round++) {
@@ -92,7 +193,7 @@ function registerJournalContract(name: string, open: () => Promise<ChatJournal>)
 
     it("keeps sessions apart", async () => {
       const journal = await open();
-      await journal.save("bot", "s1", entry);
+      await storeEntry(journal, "bot", "s1", entry);
       expect(await journal.load("bot", "s2")).toBeUndefined();
       expect(await journal.load("bot2", "s1")).toBeUndefined();
     });
@@ -113,7 +214,16 @@ let fileNumber = 0;
 registerJournalContract("SqliteChatJournal", async () => {
   const database = openAgentDatabase(join(directory, `j${++fileNumber}.db`));
   databases.push(database);
-  return new SqliteChatJournal(database);
+  return Object.assign(new SqliteChatJournal(database), {
+    async writeRaw(agent: string, session: string, n: number, text: string) {
+      statement(database, "INSERT INTO chat_journal_records VALUES (?, ?, ?, ?)").run(
+        agent,
+        session,
+        n,
+        text,
+      );
+    },
+  });
 });
 
 let server: NatsServer;
@@ -128,12 +238,18 @@ afterAll(async () => {
   await server?.stop();
 });
 
-registerJournalContract("KvChatJournal", () =>
-  KvChatJournal.open(connection, { bucket: `JOURNAL_TEST_${process.pid}_${++bucketNumber}` }),
-);
+registerJournalContract("KvChatJournal", async () => {
+  const bucket = `JOURNAL_TEST_${process.pid}_${++bucketNumber}`;
+  const kv = await new Kvm(connection).create(bucket, { history: 1 });
+  return Object.assign(await KvChatJournal.open(connection, { bucket }), {
+    async writeRaw(agent: string, session: string, n: number, text: string) {
+      await kv.put(`${encodeKeyToken(agent)}.${encodeKeyToken(session)}.${n}`, text);
+    },
+  });
+});
 
 describe("the journal's storage", () => {
-  it("upgrades a schema v3 database to v4 keeping its histories and pending approvals", async () => {
+  it("upgrades a schema v3 database to v5 keeping its histories and pending approvals", async () => {
     const path = join(directory, "old.db");
     const old = pinDatabase(new Database(path));
     old.exec(
@@ -158,13 +274,29 @@ describe("the journal's storage", () => {
     const database = openAgentDatabase(path);
     databases.push(database);
     expect(statement(database, "PRAGMA user_version", { pluck: true }).get()).toBe(HISTORY_SCHEMA_VERSION);
-    expect(HISTORY_SCHEMA_VERSION).toBe(4);
+    expect(HISTORY_SCHEMA_VERSION).toBe(5);
     const history = new SqliteContextHistory({ database, agent: "bot", session: "s1" });
     expect(await history.restore()).toEqual([{ role: "user", content: "kept" }]);
     expect(statement(database, "SELECT COUNT(*) FROM pending_approvals", { pluck: true }).get()).toBe(1);
     const journal = new SqliteChatJournal(database);
-    await journal.save("bot", "s1", entry);
+    await storeEntry(journal, "bot", "s1", entry);
     expect(await journal.load("bot", "s1")).toEqual(entry);
+  });
+
+  it("reads a version-4 KV entry as a snapshot, goes on after it and purges it with the records", async () => {
+    const bucket = `JOURNAL_TEST_${process.pid}_${++bucketNumber}`;
+    const kv = await new Kvm(connection).create(bucket, { history: 1 });
+    await kv.put("bot.s1", JSON.stringify(entry));
+    await kv.put("bot.gone", JSON.stringify(entry));
+    await kv.purge("bot.gone");
+    const journal = await KvChatJournal.open(connection, { bucket });
+    expect(await journal.list()).toEqual([{ agent: "bot", session: "s1" }]);
+    expect(await journal.load("bot", "s1")).toEqual(entry);
+    await appendSteps(journal, "bot", "s1", [{ kind: "take", ids: ["m2"] }]);
+    expect(await journal.load("bot", "s1")).toEqual({ ...entry, queued: [] });
+    await journal.remove("bot", "s1");
+    expect(await journal.list()).toEqual([]);
+    expect(await kv.get("bot.s1")).toBeNull();
   });
 
   it("escapes names into KV key tokens and back", () => {
@@ -175,10 +307,15 @@ describe("the journal's storage", () => {
     }
   });
 
-  it("reads an unreadable stored entry as none", async () => {
+  it("reads an unreadable first record as no entry", async () => {
     const database = openAgentDatabase(join(directory, "torn.db"));
     databases.push(database);
-    statement(database, "INSERT INTO chat_journal VALUES (?, ?, ?)").run("bot", "s1", "{not json");
+    statement(database, "INSERT INTO chat_journal_records VALUES (?, ?, ?, ?)").run(
+      "bot",
+      "s1",
+      1,
+      "{not json",
+    );
     expect(await new SqliteChatJournal(database).load("bot", "s1")).toBeUndefined();
   });
 });

@@ -13,6 +13,7 @@ import type { Message } from "../../src/llm/types.js";
 import type { Script } from "../../src/testing/index.js";
 import { defineTool, type Tool } from "../../src/tools/define-tool.js";
 import { createTestAgent, danglingToolCalls, waitUntil } from "../support/agent-harness.js";
+import { storeEntry } from "./journal-helpers.js";
 
 /**
  * Issue 11: a host that stops mid-chat (simulated by abandoning the agent: nothing of it runs again
@@ -257,7 +258,7 @@ describe("resuming a journaled chat", () => {
     const first = await host([{ text: "Hi." }], []);
     await first.agent.chat("hello");
     const history = await stored();
-    await new SqliteChatJournal(database).save("tester", "s1", {
+    await storeEntry(new SqliteChatJournal(database), "tester", "s1", {
       chat: {
         chatId: "c-ended",
         userText: "hello",

@@ -9,6 +9,7 @@ import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject, sessionEventsPattern } from "../../src/bus/subjects.js";
 import { pinDatabase, statement } from "../../src/context/sqlite-statements.js";
 import type { AgentEvent } from "../../src/events/types.js";
+import { foldJournal, type StoredJournalRecord } from "../../src/journal/journal-record.js";
 import { INTERRUPTED_TOOL_RESULT } from "../../src/journal/resume-plan.js";
 import { turn } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
@@ -56,15 +57,15 @@ async function provider(...args: Parameters<typeof startFakeProvider>): Promise<
   return started;
 }
 
-/** The texts of the chats queued in the session's journal entry (read from the database file). */
+/** The texts of the chats queued in the session's journal (its records, read from the database file). */
 function queuedTexts(db: string): string[] {
   const database = pinDatabase(new Database(db, { readonly: true }));
   try {
-    const entry = statement(database, "SELECT entry FROM chat_journal WHERE agent = ? AND session = ?", {
-      pluck: true,
-    }).get("assistant", "s1");
-    if (typeof entry !== "string") return [];
-    return (JSON.parse(entry) as { queued: Array<{ text: string }> }).queued.map((queued) => queued.text);
+    const records = statement(
+      database,
+      "SELECT n, record AS text FROM chat_journal_records WHERE agent = ? AND session = ? ORDER BY n",
+    ).all("assistant", "s1") as StoredJournalRecord[];
+    return foldJournal(records).entry?.queued.map((queued) => queued.text) ?? [];
   } finally {
     database.close();
   }

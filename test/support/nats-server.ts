@@ -88,6 +88,11 @@ export interface RestartableNatsServer extends NatsServer {
   kill(): Promise<void>;
   /** Starts it again on the same port with the same JetStream store; resolves once it accepts. */
   restart(): Promise<void>;
+  /**
+   * SIGSTOPs the server: its sockets stay open but nothing is read or answered, so what a client
+   * sends now is in flight when the server is then killed (a write whose acknowledgement is lost).
+   */
+  freeze(): void;
 }
 
 /**
@@ -114,6 +119,9 @@ export async function startRestartableNatsServer(
       const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
       child.kill("SIGKILL");
       await exited;
+    },
+    freeze() {
+      running?.child.kill("SIGSTOP");
     },
     async restart() {
       if (running !== undefined) throw new Error("the nats-server is still running: kill() it first");
