@@ -21,6 +21,11 @@ export const ERROR_CODES = [
   "budget_exceeded",
   /** The caller may not do this (e.g. approve a tool call its own prompt caused); someone else has to. Not retryable. */
   "forbidden",
+  /**
+   * No host could take the request now (its session's owner is changing or unreachable): retryable,
+   * the same request a moment later reaches the new owner.
+   */
+  "unavailable",
 ] as const;
 
 /** The `code` of a failed reply. */

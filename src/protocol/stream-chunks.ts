@@ -28,7 +28,7 @@ export function responseChunk(text: string): string {
 }
 
 /** The §9 status codes this host sends. */
-export type ProtocolErrorStatus = 400 | 403 | 404 | 409 | 429 | 500;
+export type ProtocolErrorStatus = 400 | 403 | 404 | 409 | 429 | 500 | 503;
 
 /**
  * Our contract's error codes as §9 status codes: the caller's mistake 400, not allowed 403, nothing there 404, a
@@ -50,6 +50,8 @@ export function errorStatusOf(code: string): ProtocolErrorStatus {
       return 429;
     case "cancelled":
       return 409;
+    case "unavailable":
+      return 503;
     default:
       return 500;
   }
