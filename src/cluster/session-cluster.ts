@@ -21,9 +21,6 @@ export const MAX_FORWARD_HOPS = 3;
 /** How long a probe of the owner may take before it counts as alive (slow, not gone). */
 const PROBE_TIMEOUT_MS = 2_000;
 
-/** A host that answered a probe is taken as reachable for this long without probing again. */
-const REACHABLE_FOR_MS = 1_000;
-
 /** A forwarded request that finds the map naming another owner waits this long for news first. */
 const MAP_LAG_MS = 250;
 
@@ -82,7 +79,6 @@ export class SessionCluster {
   readonly timing: LeaseTiming;
   readonly #connection: NatsConnection;
   readonly #prefix: string;
-  readonly #reachable = new Map<string, number>();
   #onShardLost: (shard: number, reason: string) => void = () => {};
   #drain: (shard: number) => Promise<void> = async () => {};
 
@@ -264,7 +260,7 @@ export class SessionCluster {
         continue;
       }
       const probe = `${place.subject}.${probeSubject ?? `agents.${agent}.chat`}`;
-      if (await this.#isReachable(place.host, probe)) {
+      if (await this.#isReachable(probe)) {
         return { where: "forward", shard, host: place.host, subject: place.subject };
       }
       // The owner is gone (killed) or cut off: its lease stands until it expires — a host cut off
@@ -326,10 +322,14 @@ export class SessionCluster {
     return undefined;
   }
 
-  /** Leaves the members (others stop handing this host shards), before the sessions stop. */
+  /**
+   * Leaves the members (others stop preferring this host), then hands every shard over: drained
+   * (see {@link onDrain}) and released, while requests for them wait and then go to the next owner.
+   */
   async leave(): Promise<void> {
     this.shards.leave();
     await this.membership.leave();
+    await this.shards.handOverAll();
   }
 
   /** Gives up every shard (after the sessions have stopped) and the membership. */
@@ -343,15 +343,10 @@ export class SessionCluster {
    * `bad_request` at once by a live host. A host that died (kill -9) has no subscription left: "no
    * responders". One killed a moment ago may still have it (the server has not yet seen its socket
    * close): the probe is delivered and never answered, so silence counts as unreachable too —
-   * forwarding to it would lose the request. A host that answered is believed for a second.
+   * forwarding to it would lose the request.
    */
-  async #isReachable(host: string, probe: string): Promise<boolean> {
-    const until = this.#reachable.get(host);
-    if (until !== undefined && until > Date.now()) return true;
-    const isReachable = await answersProbe(this.#connection, probe, PROBE_TIMEOUT_MS);
-    if (isReachable) this.#reachable.set(host, Date.now() + REACHABLE_FOR_MS);
-    else this.#reachable.delete(host);
-    return isReachable;
+  #isReachable(probe: string): Promise<boolean> {
+    return answersProbe(this.#connection, probe, PROBE_TIMEOUT_MS);
   }
 
   #recordOf(place: { shard: number; host: string; subject: string }): LeaseRecord {

@@ -246,6 +246,18 @@ export class ShardKeeper {
     this.#isLeaving = true;
   }
 
+  /**
+   * The host shuts down: drains and releases every shard it holds, as at a hand-over (requests
+   * for them wait meanwhile, then go to the shards' next owners). Resolves when all are released.
+   */
+  async handOverAll(): Promise<void> {
+    this.#isLeaving = true;
+    for (let shard = 0; shard < this.shardCount; shard++) {
+      if (!this.#draining.has(shard) && this.leases.holds(SHARD_AGENT, String(shard))) this.#handOver(shard);
+    }
+    await Promise.allSettled([...this.#draining.values()]);
+  }
+
   /** Stops balancing and releases every shard still held (after the sessions stopped). */
   async close(): Promise<void> {
     this.#isLeaving = true;

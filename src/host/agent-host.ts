@@ -139,6 +139,9 @@ export class AgentHost {
   readonly #routing: AgentRouting | undefined;
   /** Requests placed on each shard held here and not yet answered. */
   readonly #placed = new Map<number, number>();
+  #forwarded: Subscription | undefined;
+  /** How long a drained shard's requests may take: the grace of `close()` once it was called. */
+  #drainGraceMs: number;
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
 
@@ -149,6 +152,7 @@ export class AgentHost {
     this.#agentNames = new Set(options.agents);
     this.#queueGroup = options.queueGroup ?? `${this.prefix.replace(/\./g, "_")}_host`;
     this.#graceMs = options.graceMs ?? DEFAULT_GRACE_MS;
+    this.#drainGraceMs = this.#graceMs;
     this.#log = options.log ?? (() => {});
     this.#listen =
       options.listen ??
@@ -206,7 +210,7 @@ export class AgentHost {
    * lost lease: its journal lets the next owner finish it, and a retry of its id joins that.
    */
   async #drain(shard: number): Promise<void> {
-    const deadline = Date.now() + this.#graceMs;
+    const deadline = Date.now() + this.#drainGraceMs;
     const isSettled = () =>
       (this.#placed.get(shard) ?? 0) === 0 &&
       this.#sessionsOf(shard).every(
@@ -278,12 +282,11 @@ export class AgentHost {
     const cluster = this.#cluster;
     if (cluster !== undefined) {
       // Requests other hosts forward to this one, for the sessions it owns (no queue group).
-      this.#subscriptions.push(
-        this.#bus.subscribe(
-          cluster.forwardedPattern,
-          (message) => void handle(cluster.asAgentRequest(message)),
-        ),
+      this.#forwarded = this.#bus.subscribe(
+        cluster.forwardedPattern,
+        (message) => void handle(cluster.asAgentRequest(message)),
       );
+      this.#subscriptions.push(this.#forwarded);
     }
     const routing = this.#routing;
     if (routing !== undefined) {
@@ -310,15 +313,33 @@ export class AgentHost {
    */
   close(options: { graceMs?: number; hurry?: AbortSignal } = {}): Promise<void> {
     this.#closing ??= (async () => {
-      for (const subscription of this.#subscriptions) subscription.unsubscribe();
+      // Requests forwarded here keep coming until this host's shards are handed over.
+      const forwarded = this.#forwarded;
+      // Drained, not just unsubscribed: a request the server already routed here is still answered.
+      await Promise.all(
+        this.#subscriptions
+          .filter((subscription) => subscription !== forwarded)
+          .map(async (subscription) => {
+            if (subscription.drain === undefined) subscription.unsubscribe();
+            else await subscription.drain();
+          }),
+      );
       this.#subscriptions = [];
-      // The other hosts stop sending shards here and take these once released.
+      this.#drainGraceMs = options.graceMs ?? this.#graceMs;
+      // The other hosts stop preferring this one; its shards are drained and handed over.
       await this.#cluster?.leave();
       await this.sessions.close({
         graceMs: options.graceMs ?? this.#graceMs,
         ...(options.hurry === undefined ? {} : { hurry: options.hurry }),
       });
       await Promise.allSettled([...this.#inFlight]);
+      if (forwarded !== undefined && this.#cluster !== undefined) {
+        // A host that read the shard map a moment before this one's releases may still forward a
+        // request here: for a short while such requests are passed on to the shards' new owners.
+        await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, this.#cluster!.timing.ttlMs / 3)));
+        await (forwarded.drain?.() ?? forwarded.unsubscribe());
+        await Promise.allSettled([...this.#inFlight]);
+      }
       await this.#cluster?.close();
       this.#heartbeats.close();
       await this.#bus.flush().catch(() => {});
