@@ -95,6 +95,22 @@ export interface AgentHostOptions {
   routing?: AgentRouting;
 }
 
+/** What a host answers on `<prefix>.hosts.<host>.sessions`: its live sessions and their shards' leases. */
+export interface HostSessionListing {
+  host: string;
+  sessions: {
+    agent: string;
+    session: string;
+    shard: number;
+    state: "idle" | "busy";
+    /** The epoch of the shard's lease. */
+    epoch: number;
+    /** When the shard's lease was taken and when it expires (ms since the epoch, the owner's clock). */
+    acquiredAt: number;
+    expiresAt: number;
+  }[];
+}
+
 /** A request the host serves, checked: its agent, its session and what it asks. */
 type CheckedRequest = { agent: string; session: string } & (
   | { verb: "chat"; chat: ChatRequest; depth: number; approvals: string[] }
@@ -194,6 +210,25 @@ export class AgentHost {
     this.#cluster?.onDrain((shard) => this.#drain(shard));
   }
 
+  /** This host's live sessions, each with its shard's lease: the answer to `.sessions`. */
+  #listSessions(cluster: SessionCluster): HostSessionListing {
+    const sessions: HostSessionListing["sessions"] = [];
+    for (const [agent, session] of this.sessions.liveSessions()) {
+      const shard = cluster.shardOf(agent, session);
+      const lease = cluster.shards.leaseOf(shard);
+      sessions.push({
+        agent,
+        session,
+        shard,
+        state: this.sessions.find(agent, session)?.isIdle === false ? "busy" : "idle",
+        epoch: cluster.shards.fenceOf(shard)?.epoch ?? lease?.epoch ?? 0,
+        acquiredAt: lease?.acquiredAt ?? 0,
+        expiresAt: lease?.expiresAt ?? 0,
+      });
+    }
+    return { host: cluster.hostId, sessions };
+  }
+
   /** The live sessions of `shard` here. */
   #sessionsOf(shard: number): [string, string][] {
     const cluster = this.#cluster;
@@ -287,6 +322,12 @@ export class AgentHost {
         (message) => void handle(cluster.asAgentRequest(message)),
       );
       this.#subscriptions.push(this.#forwarded);
+      // `<prefix>.hosts.<host>.sessions`: what `agentloop sessions` asks every live member.
+      this.#subscriptions.push(
+        this.#bus.subscribe(`${hostSubject(this.prefix, cluster.hostId)}.sessions`, (message) => {
+          this.#bus.respond(message, JSON.stringify(this.#listSessions(cluster)));
+        }),
+      );
     }
     const routing = this.#routing;
     if (routing !== undefined) {

@@ -19,6 +19,7 @@ import {
 } from "../host/running-serve.js";
 import { runBinary, waitFor } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
+import { sessionPreferring } from "../support/preferred-session.js";
 
 /**
  * Issue 11, black-box: several `agentloop serve` processes (dist/) on one nats-server share the
@@ -263,10 +264,12 @@ describe("several hosts on one NATS system", () => {
     async () => {
       const prefix = uniqueRoot();
       const db = join(directory, "paused.db");
+      // A session whose shard h1 owns once the two hosts balanced the shards.
+      const p1 = sessionPreferring("h1", ["h1", "h2"], { stem: "p1" });
       let answerFirst = () => {};
       const slow = new Map([
         [
-          "p1 first",
+          `${p1} first`,
           new Promise<void>((resolve) => {
             answerFirst = resolve;
           }),
@@ -282,7 +285,7 @@ describe("several hosts on one NATS system", () => {
       const stranded = bus
         .request(
           `${hostSubject(prefix, "h1")}.agents.assistant.chat`,
-          JSON.stringify({ session: "p1", text: "p1 first" }),
+          JSON.stringify({ session: p1, text: `${p1} first` }),
           {
             timeoutMs: 60_000,
           },
@@ -297,26 +300,29 @@ describe("several hosts on one NATS system", () => {
         // The model answers while h1 is paused; h1's lease (2 s) runs out.
         answerFirst();
         await new Promise((resolve) => setTimeout(resolve, 3_500));
-        const taken = await chat(`${hostSubject(prefix, "h2")}.agents.assistant.chat`, "p1", "p1 second");
-        expect(taken).toMatchObject({ ok: true, result: "reply to p1 second" });
+        const taken = await chat(`${hostSubject(prefix, "h2")}.agents.assistant.chat`, p1, `${p1} second`);
+        expect(taken).toMatchObject({ ok: true, result: `reply to ${p1} second` });
         const listing = await runBinary(["sessions", "--nats", server.url, "--prefix", prefix, "--json"]);
-        expect(JSON.parse(listing.stdout.trim())).toMatchObject({ session: "p1", host: "h2", epoch: 2 });
+        // The epoch is the shard lease's: one more than h1's, whoever held the shard before.
+        const listed = JSON.parse(listing.stdout.trim()) as { session: string; host: string; epoch: number };
+        expect(listed).toMatchObject({ session: p1, host: "h2" });
+        expect(listed.epoch).toBeGreaterThanOrEqual(2);
       } finally {
         h1.child.kill("SIGCONT");
       }
       // Resumed, h1 finds its lease gone: it stops the session and writes none of the first answer.
-      await waitFor(() => /session assistant\/p1 stopped here/.test(h1.stderr()), 30_000);
+      await waitFor(() => h1.stderr().includes(`session assistant/${p1} stopped here`), 30_000);
       const strandedReply = await stranded;
       expect(strandedReply).not.toContain('"ok":true');
       // h2, the next owner, resumed the unfinished first chat from the journal (a new model
       // request) before the second: the paused h1's answer to it was never written.
-      expect(texts(await historyOf(db, "p1"))).toEqual([
-        "user: p1 first",
-        "assistant: reply to p1 first",
-        "user: p1 second",
-        "assistant: reply to p1 second",
+      expect(texts(await historyOf(db, p1))).toEqual([
+        `user: ${p1} first`,
+        `assistant: reply to ${p1} first`,
+        `user: ${p1} second`,
+        `assistant: reply to ${p1} second`,
       ]);
-      expect(calls.map((call) => call.session)).toEqual(["p1", "p1", "p1"]);
+      expect(calls.map((call) => call.session)).toEqual([p1, p1, p1]);
       for (const host of [h1, h2]) host.child.kill("SIGTERM");
       await Promise.all([h1.run, h2.run]);
     },
