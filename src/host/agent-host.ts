@@ -98,6 +98,8 @@ export interface AgentHostOptions {
 /** What a host answers on `<prefix>.hosts.<host>.sessions`: its live sessions and their shards' leases. */
 export interface HostSessionListing {
   host: string;
+  /** How many shards the host holds now. */
+  shards?: number;
   sessions: {
     agent: string;
     session: string;
@@ -226,7 +228,7 @@ export class AgentHost {
         expiresAt: lease?.expiresAt ?? 0,
       });
     }
-    return { host: cluster.hostId, sessions };
+    return { host: cluster.hostId, shards: cluster.shards.heldCount, sessions };
   }
 
   /** The live sessions of `shard` here. */

@@ -6,6 +6,7 @@ import { parseChatReply } from "../../src/bus/contract.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { hostSubject } from "../../src/cluster/session-cluster.js";
+import { assignShards, DEFAULT_SHARD_COUNT } from "../../src/cluster/shard-map.js";
 import { SqliteContextHistory } from "../../src/context/sqlite-context-history.js";
 import type { Message } from "../../src/llm/types.js";
 import type { RecordedRequest } from "../../src/testing/fake-http-server.js";
@@ -155,6 +156,25 @@ function texts(messages: readonly Message[]): string[] {
   );
 }
 
+/** Waits until each host holds exactly the shards that prefer it (no hand-over left to do). */
+async function untilBalanced(prefix: string, ids: string[]): Promise<void> {
+  const assignment = assignShards(DEFAULT_SHARD_COUNT, ids);
+  const expected = ids.map((id) => assignment.filter((owner) => owner === id).length);
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const held = await Promise.all(
+      ids.map(async (id) => {
+        const reply = await bus.request(`${hostSubject(prefix, id)}.sessions`, "", { timeoutMs: 5_000 });
+        return (JSON.parse(reply.data) as { shards?: number }).shards;
+      }),
+    );
+    if (held.every((count, index) => count === expected[index])) return;
+    if (Date.now() > deadline)
+      throw new Error(`the hosts did not balance: ${held.join(", ")} of ${expected.join(", ")}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 describe("several hosts on one NATS system", () => {
   it.each([2, 3])(
     "%i hosts, 200 chats over 20 sessions: each session on one host at a time, no overlapping model requests, one linear history per session",
@@ -168,6 +188,7 @@ describe("several hosts on one NATS system", () => {
       // lapse on a loaded machine (a host stalled past it drops the session, as it must).
       const hosts = ids.map((id) => startHost(id, prefix, db, provider, "10s"));
       for (const [index, id] of ids.entries()) await waitForHost(prefix, id, hosts[index]!);
+      await untilBalanced(prefix, ids);
       const sessions = Array.from({ length: 20 }, (_, index) => `s${index}`);
       // First messages straight to a host, so each owns sessions; the rest through the queue group.
       await Promise.all(
