@@ -31,6 +31,11 @@ export interface SubscribeOptions {
 /** A live subscription. */
 export interface Subscription {
   unsubscribe(): void;
+  /**
+   * Stops the subscription without losing what the server already sent it: messages in flight
+   * are still handled. Where absent, {@link unsubscribe} is all there is.
+   */
+  drain?(): Promise<void>;
 }
 
 /** How long a request waits for its reply, and what cancels it. */

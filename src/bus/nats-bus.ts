@@ -322,6 +322,13 @@ export class NatsBus implements Bus {
           // Already closed with the connection.
         }
       },
+      drain: async () => {
+        try {
+          await subscription.drain();
+        } catch {
+          // Already closed with the connection.
+        }
+      },
     };
   }
 

@@ -1,3 +1,4 @@
+import { checkShardCount } from "../cluster/shard-map.js";
 import { parseDuration } from "../config/runtime-config.js";
 import { UsageError } from "./cli-context.js";
 
@@ -9,6 +10,8 @@ export interface ClusterSettings {
   dedupeWindowMs?: number;
   /** Replicas of the JetStream streams and KV buckets this host creates. */
   jsReplicas?: number;
+  /** How many shards the sessions are spread over; equal on every host of a system. */
+  shards?: number;
 }
 
 const MIN_LEASE_TTL_MS = 300;
@@ -20,7 +23,7 @@ const MAX_JS_REPLICAS = 5;
 
 /**
  * `--lease-ttl 10s` (AGENTLOOP_LEASE_TTL, 300ms–1h), `--dedupe-window 10m` (AGENTLOOP_DEDUPE_WINDOW,
- * 1s–7d), `--js-replicas 3` (AGENTLOOP_JS_REPLICAS, 1–5).
+ * 1s–7d), `--js-replicas 3` (AGENTLOOP_JS_REPLICAS, 1–5), `--shards 1024` (AGENTLOOP_SHARDS).
  */
 export function clusterSettingsFrom(flags: Flags, env: NodeJS.ProcessEnv): ClusterSettings {
   const leaseTtlMs = bounded(
@@ -38,7 +41,9 @@ export function clusterSettingsFrom(flags: Flags, env: NodeJS.ProcessEnv): Clust
     "1s and 7d",
   );
   const jsReplicas = replicas(pick(flags, "js-replicas", env, "AGENTLOOP_JS_REPLICAS"));
+  const shards = shardCount(pick(flags, "shards", env, "AGENTLOOP_SHARDS"));
   return {
+    ...(shards === undefined ? {} : { shards }),
     ...(leaseTtlMs === undefined ? {} : { leaseTtlMs }),
     ...(dedupeWindowMs === undefined ? {} : { dedupeWindowMs }),
     ...(jsReplicas === undefined ? {} : { jsReplicas }),
@@ -51,6 +56,14 @@ function replicas(value: string | undefined): number | undefined {
   if (!(count >= 1 && count <= MAX_JS_REPLICAS)) {
     throw new UsageError(`--js-replicas must be a whole number from 1 to ${MAX_JS_REPLICAS}, got "${value}"`);
   }
+  return count;
+}
+
+function shardCount(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const count = /^\d{1,6}$/.test(value) ? Number(value) : Number.NaN;
+  const problem = checkShardCount(count);
+  if (problem !== undefined) throw new UsageError(`--shards: ${problem} ("${value}")`);
   return count;
 }
 

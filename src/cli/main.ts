@@ -50,6 +50,7 @@ const PROTOCOL_FLAGS: Record<string, FlagKind> = {
 /** Several hosts on one NATS system (serve, up). */
 const CLUSTER_FLAGS: Record<string, FlagKind> = {
   "lease-ttl": "string",
+  shards: "string",
   "dedupe-window": "string",
   "js-replicas": "string",
 };
@@ -84,7 +85,7 @@ const COMMANDS: Record<
       ...CLUSTER_FLAGS,
     },
     usage:
-      "up [--port N] [--host ADDR] [--ui-token T] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
+      "up [--port N] [--host ADDR] [--ui-token T] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--shards 1024] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
     arguments: false,
   },
   serve: {
@@ -104,7 +105,7 @@ const COMMANDS: Record<
       ...CLUSTER_FLAGS,
     },
     usage:
-      "serve [--http PORT [--host ADDR] [--ui-token T]] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
+      "serve [--http PORT [--host ADDR] [--ui-token T]] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--shards 1024] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
     arguments: false,
   },
   chat: {

@@ -155,12 +155,15 @@ export class LeaseKeeper {
     return held;
   }
 
-  /** The session stopped here: gives its lease up (in the background; {@link close} waits). */
-  release(agent: string, session: string): void {
+  /**
+   * The session stopped here: gives its lease up (in the background; {@link close} waits). The
+   * returned promise settles once the release is written (or failed and was logged).
+   */
+  release(agent: string, session: string): Promise<void> {
     const held = this.#held.get(keyOf(agent, session));
-    if (held === undefined) return;
+    if (held === undefined) return Promise.resolve();
     this.#forget(held);
-    if (held.lostReason !== undefined || this.#monotonic() >= held.deadline) return;
+    if (held.lostReason !== undefined || this.#monotonic() >= held.deadline) return Promise.resolve();
     held.lostReason = "released";
     // A renewal in flight would move the revision: release after it.
     const release = (held.renewing ?? Promise.resolve())
@@ -172,12 +175,13 @@ export class LeaseKeeper {
       });
     this.#releases.add(release);
     void release.finally(() => this.#releases.delete(release));
+    return release.then(() => {});
   }
 
   /** Releases what is still held and waits for every release to be written. */
   async close(): Promise<void> {
     this.#isClosed = true;
-    for (const held of [...this.#held.values()]) this.release(held.lease.agent, held.lease.session);
+    for (const held of [...this.#held.values()]) void this.release(held.lease.agent, held.lease.session);
     clearInterval(this.#ticker);
     this.#ticker = undefined;
     await Promise.allSettled([...this.#releases]);

@@ -43,6 +43,11 @@ export const LeaseRecord = z.object({
   /** Where requests for the session are forwarded: `<prefix>.hosts.<host>`. */
   subject: z.string().optional(),
   released: z.boolean().optional(),
+  /**
+   * A shard's lease: the epoch of its host's lease (key `host.<host>`) it lives by. The shard is
+   * held while that host lease, at that epoch, is live: renewing the host lease renews every shard.
+   */
+  hostEpoch: z.number().int().nonnegative().optional(),
 });
 export type LeaseRecord = z.infer<typeof LeaseRecord>;
 

@@ -21,7 +21,11 @@ export const ERROR_CODES = [
   "budget_exceeded",
   /** The caller may not do this (e.g. approve a tool call its own prompt caused); someone else has to. Not retryable. */
   "forbidden",
-  /** A store the host depends on (JetStream) did not answer in time, even retried: retryable, ask again shortly. */
+  /**
+   * Retryable, ask again shortly: no host could take the request now (its session's owner is
+   * changing or unreachable), or a store the host depends on (JetStream) did not answer in time,
+   * even retried.
+   */
   "unavailable",
 ] as const;
 

@@ -69,7 +69,9 @@ export const ERROR_CODE_TABLE = {
   /** This host lost the session's lease mid-chat: another host serves it now (ask again). */
   lease_lost: { reply: "cancelled", exitCode: EXIT_FAILURE },
   /** The session is owned by another host (the host forwards the request there). */
-  session_owned_elsewhere: failure,
+  session_owned_elsewhere: { reply: "unavailable", exitCode: EXIT_FAILURE },
+  /** No host could take the request now (its shard is changing owner, the owner is unreachable), or JetStream did not answer a write in time, even retried: retry. */
+  unavailable: { reply: "unavailable", exitCode: EXIT_FAILURE },
   /** Another host wrote the session's lease first. */
   lease_conflict: failure,
   // The Synadia Agent Protocol client (src/protocol).
@@ -85,8 +87,6 @@ export const ERROR_CODE_TABLE = {
   tool_cancelled: failure,
   mcp_server_not_running: failure,
   mcp_tool_call: failure,
-  /** JetStream did not answer a write in time, even retried: ask again a moment later. */
-  unavailable: { reply: "unavailable", exitCode: EXIT_FAILURE },
   /** Anything not of the hierarchy. */
   internal: failure,
 } as const satisfies Record<string, ErrorCodeMapping>;

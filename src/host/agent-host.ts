@@ -11,7 +11,7 @@ import {
 import { isOverMaxPayload } from "../bus/payload-size.js";
 import { DEFAULT_PREFIX, parseRequestSubject } from "../bus/subjects.js";
 import type { AgentRouting } from "../cluster/agent-routing.js";
-import type { SessionCluster } from "../cluster/session-cluster.js";
+import { forwardHopsOf, hostSubject, type SessionCluster } from "../cluster/session-cluster.js";
 import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestApprovals } from "./request-approvals.js";
@@ -95,6 +95,24 @@ export interface AgentHostOptions {
   routing?: AgentRouting;
 }
 
+/** What a host answers on `<prefix>.hosts.<host>.sessions`: its live sessions and their shards' leases. */
+export interface HostSessionListing {
+  host: string;
+  /** How many shards the host holds now. */
+  shards?: number;
+  sessions: {
+    agent: string;
+    session: string;
+    shard: number;
+    state: "idle" | "busy";
+    /** The epoch of the shard's lease. */
+    epoch: number;
+    /** When the shard's lease was taken and when it expires (ms since the epoch, the owner's clock). */
+    acquiredAt: number;
+    expiresAt: number;
+  }[];
+}
+
 /** A request the host serves, checked: its agent, its session and what it asks. */
 type CheckedRequest = { agent: string; session: string } & (
   | { verb: "chat"; chat: ChatRequest; depth: number; approvals: string[] }
@@ -109,7 +127,7 @@ type Checked =
 
 /** Where a request's session is: here (live, or not for a `stop`), failed to start, or the request was sent on. */
 type Placed =
-  | { where: "here"; actor: SessionActor | undefined }
+  | { where: "here"; actor: SessionActor | undefined; done: () => void }
   | { where: "failed"; error: unknown }
   | { where: "sent"; reply: ChatReply | ControlReply };
 
@@ -137,6 +155,11 @@ export class AgentHost {
   readonly #listen: RequestListener;
   readonly #cluster: SessionCluster | undefined;
   readonly #routing: AgentRouting | undefined;
+  /** Requests placed on each shard held here and not yet answered. */
+  readonly #placed = new Map<number, number>();
+  #forwarded: Subscription | undefined;
+  /** How long a drained shard's requests may take: the grace of `close()` once it was called. */
+  #drainGraceMs: number;
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
 
@@ -147,6 +170,7 @@ export class AgentHost {
     this.#agentNames = new Set(options.agents);
     this.#queueGroup = options.queueGroup ?? `${this.prefix.replace(/\./g, "_")}_host`;
     this.#graceMs = options.graceMs ?? DEFAULT_GRACE_MS;
+    this.#drainGraceMs = this.#graceMs;
     this.#log = options.log ?? (() => {});
     this.#listen =
       options.listen ??
@@ -170,9 +194,6 @@ export class AgentHost {
         ...(options.now === undefined ? {} : { now: options.now }),
         log: this.#log,
       }),
-      ...(options.cluster === undefined
-        ? {}
-        : { onSessionStopped: (agent, session) => options.cluster?.leases.release(agent, session) }),
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
       ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
       ...(options.maxMemoryBytes === undefined ? {} : { maxMemoryBytes: options.maxMemoryBytes }),
@@ -181,11 +202,105 @@ export class AgentHost {
       ...(options.timers === undefined ? {} : { timers: options.timers }),
       log: this.#log,
     });
-    // A lease lost (not renewed in time, or taken over) stops its session here at once.
-    this.#cluster?.onLost((agent, session, reason) => {
-      this.#log(`session ${agent}/${session} stopped here: ${reason}`);
-      void this.sessions.drop(agent, session, `this host lost the session: ${reason}`);
+    // A shard lost (not renewed in time, or taken over) stops its sessions here at once.
+    this.#cluster?.onShardLost((shard, reason) => {
+      for (const [agent, session] of this.#sessionsOf(shard)) {
+        this.#log(`session ${agent}/${session} stopped here: ${reason}`);
+        void this.sessions.drop(agent, session, `this host lost the session: ${reason}`);
+      }
     });
+    this.#cluster?.onDrain((shard) => this.#drain(shard));
+  }
+
+  /** This host's live sessions, each with its shard's lease: the answer to `.sessions`. */
+  #listSessions(cluster: SessionCluster): HostSessionListing {
+    const sessions: HostSessionListing["sessions"] = [];
+    for (const [agent, session] of this.sessions.liveSessions()) {
+      const shard = cluster.shardOf(agent, session);
+      const lease = cluster.shards.leaseOf(shard);
+      sessions.push({
+        agent,
+        session,
+        shard,
+        state: this.sessions.find(agent, session)?.isIdle === false ? "busy" : "idle",
+        epoch: cluster.shards.fenceOf(shard)?.epoch ?? lease?.epoch ?? 0,
+        acquiredAt: lease?.acquiredAt ?? 0,
+        expiresAt: lease?.expiresAt ?? 0,
+      });
+    }
+    return { host: cluster.hostId, shards: cluster.shards.heldCount, sessions };
+  }
+
+  /** The live sessions of `shard` here. */
+  #sessionsOf(shard: number): [string, string][] {
+    const cluster = this.#cluster;
+    if (cluster === undefined) return [];
+    return [...this.sessions.liveSessions()].filter(
+      ([agent, session]) => cluster.shardOf(agent, session) === shard,
+    );
+  }
+
+  /**
+   * Before the shard is handed to another host (requests for it already wait, see
+   * {@link SessionCluster.locate}): lets the requests placed here finish and the shard's sessions go
+   * idle, for up to the grace time, then stops them. A chat still running then is cut off like at a
+   * lost lease: its journal lets the next owner finish it, and a retry of its id joins that.
+   */
+  async #drain(shard: number): Promise<void> {
+    const deadline = Date.now() + this.#drainGraceMs;
+    const isSettled = () =>
+      (this.#placed.get(shard) ?? 0) === 0 &&
+      this.#sessionsOf(shard).every(
+        ([agent, session]) => this.sessions.find(agent, session)?.isIdle !== false,
+      );
+    while (!isSettled() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await Promise.allSettled(
+      this.#sessionsOf(shard).map(([agent, session]) =>
+        this.sessions.drop(agent, session, "its shard is handed to another host"),
+      ),
+    );
+  }
+
+  /**
+   * Counts a request placed on this host's `shard` until the returned function is called: a shard
+   * is not handed over while requests placed on it are still being answered here.
+   */
+  holdShard(shard: number): () => void {
+    this.#placed.set(shard, (this.#placed.get(shard) ?? 0) + 1);
+    let isDone = false;
+    return () => {
+      if (isDone) return;
+      isDone = true;
+      const left = (this.#placed.get(shard) ?? 1) - 1;
+      if (left <= 0) this.#placed.delete(shard);
+      else this.#placed.set(shard, left);
+    };
+  }
+
+  /**
+   * Where a request for the session is answered: `here` (its shard is held; call `done` when the
+   * answer is out), `forward` (to the host at `subject`, which answers the requester), or
+   * `unavailable` (retryable). Without a cluster, always here. Agent Protocol prompts ask this too.
+   */
+  async locate(
+    agent: string,
+    session: string,
+    hops = 0,
+  ): Promise<
+    | { where: "here"; done: () => void }
+    | { where: "forward"; subject: string }
+    | { where: "unavailable"; reason: string }
+  > {
+    const cluster = this.#cluster;
+    if (cluster === undefined) return { where: "here", done: () => {} };
+    const location = await cluster.locate(agent, session, hops);
+    if (location.where !== "here") return location;
+    return { where: "here", done: this.holdShard(location.shard) };
+  }
+
+  /** `<prefix>.hosts.<host>`: where other hosts forward requests for shards held here (with a cluster). */
+  get forwardSubject(): string | undefined {
+    return this.#cluster === undefined ? undefined : hostSubject(this.prefix, this.#cluster.hostId);
   }
 
   /** Requests being handled right now. */
@@ -204,11 +319,16 @@ export class AgentHost {
     const cluster = this.#cluster;
     if (cluster !== undefined) {
       // Requests other hosts forward to this one, for the sessions it owns (no queue group).
+      this.#forwarded = this.#bus.subscribe(
+        cluster.forwardedPattern,
+        (message) => void handle(cluster.asAgentRequest(message)),
+      );
+      this.#subscriptions.push(this.#forwarded);
+      // `<prefix>.hosts.<host>.sessions`: what `agentloop sessions` asks every live member.
       this.#subscriptions.push(
-        this.#bus.subscribe(
-          cluster.forwardedPattern,
-          (message) => void handle(cluster.asAgentRequest(message)),
-        ),
+        this.#bus.subscribe(`${hostSubject(this.prefix, cluster.hostId)}.sessions`, (message) => {
+          this.#bus.respond(message, JSON.stringify(this.#listSessions(cluster)));
+        }),
       );
     }
     const routing = this.#routing;
@@ -236,13 +356,33 @@ export class AgentHost {
    */
   close(options: { graceMs?: number; hurry?: AbortSignal } = {}): Promise<void> {
     this.#closing ??= (async () => {
-      for (const subscription of this.#subscriptions) subscription.unsubscribe();
+      // Requests forwarded here keep coming until this host's shards are handed over.
+      const forwarded = this.#forwarded;
+      // Drained, not just unsubscribed: a request the server already routed here is still answered.
+      await Promise.all(
+        this.#subscriptions
+          .filter((subscription) => subscription !== forwarded)
+          .map(async (subscription) => {
+            if (subscription.drain === undefined) subscription.unsubscribe();
+            else await subscription.drain();
+          }),
+      );
       this.#subscriptions = [];
+      this.#drainGraceMs = options.graceMs ?? this.#graceMs;
+      // The other hosts stop preferring this one; its shards are drained and handed over.
+      await this.#cluster?.leave();
       await this.sessions.close({
         graceMs: options.graceMs ?? this.#graceMs,
         ...(options.hurry === undefined ? {} : { hurry: options.hurry }),
       });
       await Promise.allSettled([...this.#inFlight]);
+      if (forwarded !== undefined && this.#cluster !== undefined) {
+        // A host that read the shard map a moment before this one's releases may still forward a
+        // request here: for a short while such requests are passed on to the shards' new owners.
+        await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, this.#cluster!.timing.ttlMs / 3)));
+        await (forwarded.drain?.() ?? forwarded.unsubscribe());
+        await Promise.allSettled([...this.#inFlight]);
+      }
       await this.#cluster?.close();
       this.#heartbeats.close();
       await this.#bus.flush().catch(() => {});
@@ -275,9 +415,12 @@ export class AgentHost {
       const { agent, session } = request;
       // The session beats until the reply is out, so the caller can tell "working" from "gone".
       const release = this.#heartbeats.track(agent, session);
+      let releaseShard = () => {};
       try {
         const placed = await this.#place(message, request);
         if (placed.where === "sent") return placed.reply;
+        // Answered before the shard may be handed over.
+        if (placed.where === "here") releaseShard = placed.done;
         if (request.verb === "control") {
           const reply =
             placed.where === "failed"
@@ -331,6 +474,7 @@ export class AgentHost {
         }
         return this.#reply(message, reply, outcome?.ok === true ? outcome.chatId : undefined);
       } finally {
+        releaseShard();
         release();
       }
     } catch (error) {
@@ -403,38 +547,39 @@ export class AgentHost {
     const { agent, session, verb } = request;
     const cluster = this.#cluster;
     for (let attempt = 0; ; attempt++) {
+      let done = () => {};
       if (cluster !== undefined) {
-        let owner: Awaited<ReturnType<SessionCluster["ownerElsewhere"]>>;
+        let location: Awaited<ReturnType<SessionCluster["locate"]>>;
         try {
-          owner = await cluster.ownerElsewhere(agent, session);
+          location = await cluster.locate(agent, session, forwardHopsOf(message));
         } catch (error) {
           const reason = describeFailure(error).message;
-          const reply = errorReply("internal", `cannot read the session's lease: ${reason}`);
+          const reply = errorReply("unavailable", `cannot place the session: ${reason}`);
           return { where: "sent", reply: this.#reply(message, reply) };
         }
-        if (owner !== undefined) {
-          if (attempt <= 2 && !(await cluster.isReachable(owner, agent, verb))) {
-            // The owner is gone (killed): its lease runs out within the TTL; then this host takes it.
-            // Meanwhile this request is in hand here, so the session's heartbeat keeps the caller waiting.
-            await cluster.untilExpired(owner);
-            continue;
-          }
-          const refused = cluster.forward(owner, agent, verb, message);
+        if (location.where === "unavailable") {
+          return { where: "sent", reply: this.#reply(message, errorReply("unavailable", location.reason)) };
+        }
+        if (location.where === "forward") {
+          const refused = cluster.forward(location.subject, agent, verb, message);
           return {
             where: "sent",
             reply: refused === undefined ? { ok: true } : this.#reply(message, refused),
           };
         }
+        done = this.holdShard(location.shard);
       }
       if (request.verb === "control" && request.control.command === "stop") {
-        return { where: "here", actor: this.sessions.find(agent, session) };
+        return { where: "here", actor: this.sessions.find(agent, session), done };
       }
       try {
         return {
           where: "here",
           actor: await this.sessions.open(agent, session, { isChat: verb === "chat" }),
+          done,
         };
       } catch (error) {
+        done();
         if (error instanceof SessionOwnedElsewhereError && attempt <= 2) continue;
         return { where: "failed", error };
       }

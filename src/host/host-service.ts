@@ -57,6 +57,8 @@ export interface HostServiceOptions {
   /** Several hosts: session lease TTL (`--lease-ttl`, default 10 s) and dedupe window (`--dedupe-window`). */
   leaseTtlMs?: number;
   dedupeWindowMs?: number;
+  /** Several hosts: how many shards the sessions are spread over (`--shards`, default 1024; equal on every host). */
+  shards?: number;
   /**
    * `--js-replicas`: replicas of the streams and KV buckets this host creates (events, history,
    * sessions, replies, journal). Existing ones keep their settings. Default: the server's (1).
@@ -217,10 +219,7 @@ async function startOnBus(
         timing: leaseTiming(options.leaseTtlMs),
         ...replicas,
         ...(options.dedupeWindowMs === undefined ? {} : { dedupeWindowMs: options.dedupeWindowMs }),
-        stateOf: (agent, session) => {
-          const actor = host?.sessions.find(agent, session);
-          return actor === undefined ? undefined : actor.isIdle ? "idle" : "busy";
-        },
+        ...(options.shards === undefined ? {} : { shardCount: options.shards }),
         log,
       });
       if (started instanceof SessionCluster) cluster = started;

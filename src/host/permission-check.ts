@@ -35,7 +35,8 @@ export function hostPublishProbes(needs: HostPublishNeeds): string[] {
   subjects.push(`${prefix}.hosts.${PROBE_TOKEN}.agents.${firstAgent}.chat`);
   subjects.push(`${prefix}.serving.${PROBE_TOKEN}.chat`);
   if (needs.usesJetStream) {
-    subjects.push(`$KV.${jetStreamName(prefix, "SESSIONS")}.${PROBE_TOKEN}`);
+    subjects.push(`$KV.${jetStreamName(prefix, "SHARDS")}.${PROBE_TOKEN}`);
+    subjects.push(`$KV.${jetStreamName(prefix, "MEMBERS")}.${PROBE_TOKEN}`);
     subjects.push(`$KV.${jetStreamName(prefix, "REPLIES")}.${PROBE_TOKEN}`);
   }
   if (needs.historyOnNats) {

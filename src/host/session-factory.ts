@@ -20,7 +20,7 @@ export type SessionFactory = (agent: string, session: string) => Promise<Session
 
 export interface SessionFactoryOptions {
   createAgent: SessionAgentFactory;
-  /** With a cluster, a session is built only under this host's lease; its journal's request ids are adopted. */
+  /** With a cluster, a session is built only under its shard's lease, held here; its journal's request ids are adopted. */
   cluster?: SessionCluster;
   /** Mailbox limit per session; default 200. */
   maxQueue?: number;
@@ -48,8 +48,8 @@ export function createSessionFactory(options: SessionFactoryOptions): SessionFac
       // Posts before the actor exists cannot happen (tools run inside chats), but stay harmless.
       post: (text, postOptions) => actor?.post(text, postOptions),
     };
-    // The session runs here only under this host's lease (else SessionOwnedElsewhereError).
-    if (cluster !== undefined) hooks.fence = await cluster.leases.acquire(agent, session);
+    // The session runs here only under its shard's lease, held here (else SessionOwnedElsewhereError).
+    if (cluster !== undefined) hooks.fence = await cluster.fenceFor(agent, session);
     try {
       const created = await createAgent(agent, session, hooks);
       actor = new SessionActor({
@@ -80,7 +80,6 @@ export function createSessionFactory(options: SessionFactoryOptions): SessionFac
       );
       return actor;
     } catch (error) {
-      cluster?.leases.release(agent, session);
       log(`could not start session ${agent}/${session}: ${describeFailure(error).message}`);
       throw error;
     }

@@ -192,6 +192,14 @@ export class SessionManager {
   }
 
   /** The live session, without creating one. */
+  /** The live sessions, as `[agent, session]` pairs. */
+  *liveSessions(): Generator<[string, string]> {
+    for (const key of this.#live.keys()) {
+      const slash = key.indexOf("/");
+      yield [key.slice(0, slash), key.slice(slash + 1)];
+    }
+  }
+
   find(agent: string, session: string): SessionActor | undefined {
     const actor = this.#live.get(keyOf(agent, session));
     return actor === undefined || actor.isStopped ? undefined : actor;

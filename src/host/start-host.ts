@@ -1,5 +1,6 @@
 import type { Bus } from "../bus/bus.js";
 import { DEFAULT_PREFIX } from "../bus/subjects.js";
+import { MAX_SHARDS, MIN_SHARDS } from "../cluster/shard-map.js";
 import type { AgentConfig } from "../config/agent-config.js";
 import { parseConfig } from "../config/load-config-file.js";
 import { processEnvironment } from "../config/process-environment.js";
@@ -31,6 +32,8 @@ export interface StartHostOptions {
   hostId?: string;
   /** Several hosts on one NATS system: the session lease TTL, as `--lease-ttl` (300 ms – 1 h). @defaultValue 10_000 */
   leaseTtlMs?: number;
+  /** Several hosts on one NATS system: how many shards sessions are spread over, as `--shards` (equal on every host). @defaultValue 1024 */
+  shards?: number;
   /** How long the reply to a chat `id` is kept for retries, as `--dedupe-window`. @defaultValue 600_000 */
   dedupeWindowMs?: number;
   /** Replicas of the JetStream streams and buckets this host creates (1–5), as `--js-replicas`. @defaultValue 1 */
@@ -118,6 +121,7 @@ export async function startHost(options: StartHostOptions): Promise<RunningHost>
   checkWholeNumber("leaseTtlMs", options.leaseTtlMs, 300, 60 * 60 * 1000);
   checkWholeNumber("dedupeWindowMs", options.dedupeWindowMs, 1_000, 7 * 24 * 60 * 60 * 1000);
   checkWholeNumber("jsReplicas", options.jsReplicas, 1, 5);
+  checkWholeNumber("shards", options.shards, MIN_SHARDS, MAX_SHARDS);
   let config: RuntimeConfig;
   let definitions: ReturnType<typeof parseConfig>;
   try {
@@ -153,6 +157,7 @@ export async function startHost(options: StartHostOptions): Promise<RunningHost>
     ...(options.leaseTtlMs === undefined ? {} : { leaseTtlMs: options.leaseTtlMs }),
     ...(options.dedupeWindowMs === undefined ? {} : { dedupeWindowMs: options.dedupeWindowMs }),
     ...(options.jsReplicas === undefined ? {} : { jsReplicas: options.jsReplicas }),
+    ...(options.shards === undefined ? {} : { shards: options.shards }),
   });
   return { agents: definitions.map((definition) => definition.name), close: service.close };
 }

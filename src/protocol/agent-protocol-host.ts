@@ -1,5 +1,5 @@
 import type { Service, ServiceMsg } from "@nats-io/services";
-import type { NatsConnection } from "@nats-io/transport-node";
+import { type NatsConnection, headers as natsHeaders, type Subscription } from "@nats-io/transport-node";
 import { MAX_PAYLOAD_BYTES } from "../bus/contract.js";
 import {
   addCountedEndpoint,
@@ -9,6 +9,7 @@ import {
 } from "../bus/counted-endpoint.js";
 import { toBusMessage } from "../bus/inbound-message.js";
 import { isValidName, NAME_PATTERN } from "../bus/subjects.js";
+import { FORWARD_HOPS_HEADER, MAX_FORWARD_HOPS } from "../cluster/session-cluster.js";
 import { type AgentHost, sessionStartError } from "../host/agent-host.js";
 import type { ChatOutcome, SessionActor } from "../host/session-actor.js";
 import { VERSION } from "../version.js";
@@ -92,6 +93,8 @@ export class AgentProtocolHost {
   readonly #log: (line: string) => void;
   readonly #services = new Map<string, Service>();
   readonly #streams = new Set<Promise<EndpointOutcome>>();
+  /** Prompts other hosts forward here, for sessions of shards this host owns. */
+  readonly #forwarded: Subscription[] = [];
   #heartbeat: NodeJS.Timeout | undefined;
 
   private constructor(options: AgentProtocolHostOptions) {
@@ -131,6 +134,7 @@ export class AgentProtocolHost {
 
   /** Stops heartbeats and takes no more prompts; running streams go on (see {@link drained}). */
   async stop(): Promise<void> {
+    for (const subscription of this.#forwarded.splice(0)) subscription.unsubscribe();
     clearInterval(this.#heartbeat);
     this.#heartbeat = undefined;
     await Promise.allSettled([...this.#services.values()].map((service) => service.stop()));
@@ -159,6 +163,25 @@ export class AgentProtocolHost {
     const subject = (verb: "prompt" | "status", name: string) =>
       protocolSubject(verb, agent, this.owner, name);
     const queue = PROMPT_QUEUE_GROUP;
+    const forwardSubject = this.#host.forwardSubject;
+    if (forwardSubject !== undefined) {
+      // `<prefix>.hosts.<host>.prompt.<agent>.<session>`: a prompt another host took for a session
+      // whose shard is here, answered as if it had come on the agent's own subject.
+      const forwarded = this.#connection.subscribe(`${forwardSubject}.prompt.${agent}.*`, {
+        callback: (error, message) => {
+          if (error !== null) return;
+          const session = message.subject.slice(message.subject.lastIndexOf(".") + 1);
+          const asPrompt = {
+            subject: subject("prompt", session),
+            data: message.data,
+            reply: message.reply,
+            headers: message.headers,
+          } as unknown as ServiceMsg;
+          void prompt(asPrompt);
+        },
+      });
+      this.#forwarded.push(forwarded);
+    }
     addCountedEndpoint(service, counts, "prompt", {
       subject: subject("prompt", DEFAULT_INSTANCE),
       queue,
@@ -242,6 +265,31 @@ export class AgentProtocolHost {
         "this agent takes no attachments (attachments_ok is false)",
       );
     }
+    // The session's shard may live on another host: the prompt goes there, which streams the answer.
+    const hops = Number(message.headers?.get(FORWARD_HOPS_HEADER) || "0") || 0;
+    const location = await this.#host.locate(agent, session, hops);
+    if (location.where === "unavailable") {
+      return this.#refuse(replySubject, 503, "unavailable", location.reason);
+    }
+    if (location.where === "forward") {
+      if (hops >= MAX_FORWARD_HOPS) {
+        return this.#refuse(
+          replySubject,
+          503,
+          "unavailable",
+          "the session's owner kept changing; retry the prompt",
+        );
+      }
+      const forwardedHeaders = natsHeaders();
+      for (const key of message.headers?.keys() ?? [])
+        forwardedHeaders.set(key, message.headers?.get(key) ?? "");
+      forwardedHeaders.set(FORWARD_HOPS_HEADER, String(hops + 1));
+      this.#connection.publish(`${location.subject}.prompt.${agent}.${session}`, message.data, {
+        reply: replySubject,
+        headers: forwardedHeaders,
+      });
+      return { isError: false };
+    }
     const stream = new PromptStream({
       connection: this.#connection,
       replySubject,
@@ -288,6 +336,7 @@ export class AgentProtocolHost {
     } catch (error) {
       outcome = { ok: false, error: sessionStartError(error) };
     } finally {
+      location.done();
       queries.close();
     }
     if (outcome.ok) coalescer.push(gate.remainder(outcome.result));

@@ -31,6 +31,7 @@ import {
 import { danglingToolCalls } from "../support/agent-harness.js";
 import { waitFor } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
+import { sessionPreferring } from "../support/preferred-session.js";
 
 /**
  * Issue 11, black-box: a chat request with an `id` is answered once per id across a failover. Two
@@ -152,11 +153,11 @@ function readCounter(path: string): number {
   }
 }
 
-/** The client ids of the chats queued in session s1's journal entry (the KV bucket). */
-async function queuedRequestIds(prefix: string): Promise<Array<string | undefined>> {
+/** The client ids of the chats queued in the session's journal entry (the KV bucket). */
+async function queuedRequestIds(prefix: string, session: string): Promise<Array<string | undefined>> {
   const bucket = `${prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, "_")}_JOURNAL`;
   const journal = await KvChatJournal.open(bus.connection, { bucket });
-  return (await journal.load("assistant", "s1"))?.queued.map((queued) => queued.requestId) ?? [];
+  return (await journal.load("assistant", session))?.queued.map((queued) => queued.requestId) ?? [];
 }
 
 async function until(condition: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
@@ -185,10 +186,12 @@ describe("retrying a chat id after its host was killed", () => {
       const h2 = startHost("h2", prefix, model);
       await waitForHost(prefix, "h1", h1);
       await waitForHost(prefix, "h2", h2);
-      const beats = beatingHosts(prefix, "s1");
+      // A session whose shard h1 owns (once the two hosts balanced the shards).
+      const s1 = sessionPreferring("h1", ["h1", "h2"]);
+      const beats = beatingHosts(prefix, s1);
       await bus.flush();
 
-      const request = { session: "s1", text: "tell me", id: "req-stream" };
+      const request = { session: s1, text: "tell me", id: "req-stream" };
       const lost = ask(`${hostSubject(prefix, "h1")}.agents.assistant.chat`, request);
       await waitFor(() => model.requests.length === 1, 30_000);
       h1.child.kill("SIGKILL");
@@ -196,7 +199,7 @@ describe("retrying a chat id after its host was killed", () => {
 
       const retried = ask(`${hostSubject(prefix, "h2")}.agents.assistant.chat`, request);
       const reply = await retried.first;
-      expect(reply).toMatchObject({ ok: true, session: "s1", result: "The full answer.", id: "req-stream" });
+      expect(reply).toMatchObject({ ok: true, session: s1, result: "The full answer.", id: "req-stream" });
       // h2 beat for the session while the retry waited for the lease and the resumed chat.
       expect(beats.has("h2")).toBe(true);
 
@@ -208,7 +211,7 @@ describe("retrying a chat id after its host was killed", () => {
       expect(later.replies).toHaveLength(1);
       // The stalled request, then the resumed chat's: the retries ran nothing.
       expect(model.requests).toHaveLength(2);
-      expect(await historyOf(prefix, "s1")).toEqual([
+      expect(await historyOf(prefix, s1)).toEqual([
         { role: "user", content: "tell me" },
         { role: "assistant", content: "The full answer." },
       ]);
@@ -236,16 +239,17 @@ describe("retrying a chat id after its host was killed", () => {
       await waitForHost(prefix, "h2", h2);
       await bus.flush();
 
-      const charge = { session: "s1", text: "charge the card", id: "req-charge" };
-      const thanks = { session: "s1", text: "thanks", id: "req-thanks" };
+      const s1 = sessionPreferring("h1", ["h1", "h2"]);
+      const charge = { session: s1, text: "charge the card", id: "req-charge" };
+      const thanks = { session: s1, text: "thanks", id: "req-thanks" };
       const h1Subject = `${hostSubject(prefix, "h1")}.agents.assistant.chat`;
       const lost = [ask(h1Subject, charge)];
       await waitFor(() => readCounter(counter) === 1, 30_000);
       // Queued behind the running chat on h1 (and journaled there) before h1 dies.
       lost.push(ask(h1Subject, thanks));
-      await until(async () => (await queuedRequestIds(prefix)).length === 1);
+      await until(async () => (await queuedRequestIds(prefix, s1)).length === 1);
       // The queued chat's journal entry carries its client id.
-      expect(await queuedRequestIds(prefix)).toEqual(["req-thanks"]);
+      expect(await queuedRequestIds(prefix, s1)).toEqual(["req-thanks"]);
       h1.child.kill("SIGKILL");
       await h1.run;
 
@@ -264,7 +268,7 @@ describe("retrying a chat id after its host was killed", () => {
 
       expect(readCounter(counter)).toBe(1);
       expect(model.requests).toHaveLength(3);
-      const history = await historyOf(prefix, "s1");
+      const history = await historyOf(prefix, s1);
       expect(danglingToolCalls(history)).toEqual([]);
       expect(history.map((message) => message.role)).toEqual([
         "user",

@@ -42,9 +42,13 @@ const LEASE_MS = 5_000;
 interface TestHost {
   host: AgentHost;
   bus: NatsBus;
+  cluster: SessionCluster;
   /** The fake agent of each session this host built. */
   agents: Map<string, FakeAgent>;
 }
+
+/** Few shards, so the hosts settle at once; the rules are the same as with 1,024. */
+const SHARDS = 16;
 
 async function startHost(prefix: string, hostId: string): Promise<TestHost> {
   const bus = await NatsBus.connect({ url: server.url, name: hostId });
@@ -53,6 +57,7 @@ async function startHost(prefix: string, hostId: string): Promise<TestHost> {
     prefix,
     hostId,
     timing: leaseTiming(LEASE_MS),
+    shardCount: SHARDS,
   });
   const agents = new Map<string, FakeAgent>();
   const host = new AgentHost({
@@ -72,80 +77,106 @@ async function startHost(prefix: string, hostId: string): Promise<TestHost> {
     await bus.close();
   });
   await bus.connection.flush();
-  return { host, bus, agents };
+  return { host, bus, cluster, agents };
+}
+
+/** Waits until every shard is held by one of `hosts` and each holds its preferred ones. */
+async function untilBalanced(...hosts: TestHost[]): Promise<void> {
+  await waitFor(() => {
+    const held = hosts.map(({ cluster }) => cluster.shards.heldCount);
+    return held.reduce((sum, count) => sum + count, 0) === SHARDS && held.every((count) => count > 0);
+  }, 15_000);
+}
+
+/** A session name whose shard `owner` serves now. */
+function sessionOn(owner: TestHost, stem = "s"): string {
+  for (let index = 0; ; index++) {
+    const session = `${stem}${index}`;
+    if (owner.cluster.shards.isServing(owner.cluster.shardOf("bot", session))) return session;
+  }
 }
 
 async function ask(subject: string, payload: unknown): Promise<unknown> {
   return JSON.parse((await client.request(subject, JSON.stringify(payload), { timeoutMs: 15_000 })).data);
 }
 
-describe("requests for a session another host owns", () => {
+describe("requests for a session whose shard another host owns", () => {
   it("are forwarded to the owner, chats and control verbs alike, and the owner answers", async () => {
     const prefix = uniqueRoot();
     const a = await startHost(prefix, "ha");
     const b = await startHost(prefix, "hb");
+    await untilBalanced(a, b);
+    const sa = sessionOn(a, "a");
+    const sb = sessionOn(b, "b");
     const toA = (verb: "chat" | "control") => `${hostSubject(prefix, "ha")}.agents.bot.${verb}`;
     const toB = (verb: "chat" | "control") => `${hostSubject(prefix, "hb")}.agents.bot.${verb}`;
-    expect(await ask(toA("chat"), { session: "s1", text: "one" })).toMatchObject({
+    expect(await ask(toA("chat"), { session: sa, text: "one" })).toMatchObject({
       ok: true,
       result: "echo: one",
     });
-    // Sent to b: a owns s1, so a answers, and b never builds the session.
-    expect(await ask(toB("chat"), { session: "s1", text: "two" })).toMatchObject({
+    // Sent to b: a owns the session's shard, so a answers, and b never builds the session.
+    expect(await ask(toB("chat"), { session: sa, text: "two" })).toMatchObject({
       ok: true,
       result: "echo: two",
     });
-    expect(await ask(toB("control"), { session: "s1", command: "new" })).toEqual({ ok: true });
-    expect(await ask(toB("control"), { session: "s1", command: "compact", topic: "x" })).toEqual({
+    expect(await ask(toB("control"), { session: sa, command: "new" })).toEqual({ ok: true });
+    expect(await ask(toB("control"), { session: sa, command: "compact", topic: "x" })).toEqual({
       ok: true,
     });
-    const owned = a.agents.get("s1")!;
+    const owned = a.agents.get(sa)!;
     expect(owned.chats.map((chat) => chat.text)).toEqual(["one", "two"]);
     expect(owned.resetCalls).toBe(1);
     expect(owned.compactCalls).toEqual(["x"]);
-    expect(b.agents.has("s1")).toBe(false);
+    expect(b.agents.has(sa)).toBe(false);
     expect(a.host.sessions.size).toBe(1);
     expect(b.host.sessions.size).toBe(0);
-    // A session nobody owns is taken by the host that got the request.
-    expect(await ask(toB("chat"), { session: "s2", text: "hi" })).toMatchObject({ ok: true });
-    expect(b.agents.has("s2")).toBe(true);
+    // Sent to a, a session of b's shard runs on b.
+    expect(await ask(toA("chat"), { session: sb, text: "hi" })).toMatchObject({ ok: true });
+    expect(b.agents.has(sb)).toBe(true);
     // Through the shared queue group either host may get it: the owner always answers.
     for (let round = 0; round < 6; round++) {
-      await ask(chatSubject(prefix, "bot"), { session: "s1", text: `q${round}` });
-      await ask(controlSubject(prefix, "bot"), { session: "s2", command: "compact" });
+      await ask(chatSubject(prefix, "bot"), { session: sa, text: `q${round}` });
+      await ask(controlSubject(prefix, "bot"), { session: sb, command: "compact" });
     }
-    expect(a.agents.get("s1")!.chats).toHaveLength(8);
-    expect(b.agents.get("s2")!.compactCalls).toHaveLength(6);
-    expect(b.agents.has("s1")).toBe(false);
-    expect(a.agents.has("s2")).toBe(false);
+    expect(a.agents.get(sa)!.chats).toHaveLength(8);
+    expect(b.agents.get(sb)!.compactCalls).toHaveLength(6);
+    expect(b.agents.has(sa)).toBe(false);
+    expect(a.agents.has(sb)).toBe(false);
   });
 
-  it("wait for the lease of an owner that vanished (killed) to expire, then run on the host that got them", async () => {
+  it("wait for the shard lease of an owner that vanished (killed) to expire, then run on a live host", async () => {
     const prefix = uniqueRoot();
     const a = await startHost(prefix, "ha");
     const b = await startHost(prefix, "hb");
-    await ask(`${hostSubject(prefix, "ha")}.agents.bot.chat`, { session: "s1", text: "one" });
-    // a's connection goes away without a word (as with kill -9): its lease stays until it expires.
+    await untilBalanced(a, b);
+    const sa = sessionOn(a);
+    await ask(`${hostSubject(prefix, "ha")}.agents.bot.chat`, { session: sa, text: "one" });
+    // a's connection goes away without a word (as with kill -9): its leases stay until they expire.
     await a.bus.connection.close();
-    const reply = await ask(`${hostSubject(prefix, "hb")}.agents.bot.chat`, { session: "s1", text: "two" });
+    const reply = await ask(`${hostSubject(prefix, "hb")}.agents.bot.chat`, { session: sa, text: "two" });
     expect(reply).toMatchObject({ ok: true, result: "echo: two" });
-    expect(b.agents.get("s1")!.chats.map((chat) => chat.text)).toEqual(["two"]);
-    expect(b.host.sessions.find("bot", "s1")).toBeDefined();
+    expect(b.agents.get(sa)!.chats.map((chat) => chat.text)).toEqual(["two"]);
+    expect(b.host.sessions.find("bot", sa)).toBeDefined();
+    // Every shard a held is b's now.
+    await waitFor(() => b.cluster.shards.heldCount === SHARDS, 15_000);
   });
 
-  it("move to another host once the owner released them (passivated or stopped)", async () => {
+  it("move to another host once the owner released them (shut down)", async () => {
     const prefix = uniqueRoot();
     const a = await startHost(prefix, "ha");
     const b = await startHost(prefix, "hb");
-    await ask(`${hostSubject(prefix, "ha")}.agents.bot.chat`, { session: "s1", text: "one" });
+    await untilBalanced(a, b);
+    const sa = sessionOn(a);
+    await ask(`${hostSubject(prefix, "ha")}.agents.bot.chat`, { session: sa, text: "one" });
     await a.host.close({ graceMs: 0 });
     expect(
-      await ask(`${hostSubject(prefix, "hb")}.agents.bot.chat`, { session: "s1", text: "two" }),
+      await ask(`${hostSubject(prefix, "hb")}.agents.bot.chat`, { session: sa, text: "two" }),
     ).toMatchObject({
       ok: true,
       result: "echo: two",
     });
-    expect(b.agents.get("s1")!.chats.map((chat) => chat.text)).toEqual(["two"]);
+    expect(b.agents.get(sa)!.chats.map((chat) => chat.text)).toEqual(["two"]);
+    await waitFor(() => b.cluster.shards.heldCount === SHARDS, 15_000);
   });
 });
 

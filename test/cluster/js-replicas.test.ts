@@ -18,7 +18,8 @@ function streamsOf(prefix: string): string[] {
   return [
     jetStreamName(prefix, "EVENTS"),
     jetStreamName(prefix, "HISTORY"),
-    `KV_${jetStreamName(prefix, "SESSIONS")}`,
+    `KV_${jetStreamName(prefix, "SHARDS")}`,
+    `KV_${jetStreamName(prefix, "MEMBERS")}`,
     `KV_${jetStreamName(prefix, "REPLIES")}`,
     `KV_${jetStreamName(prefix, "JOURNAL")}`,
   ];
@@ -108,7 +109,7 @@ describe("--js-replicas", () => {
     const first = startServe(["--nats", server.url, "--prefix", prefix, "--history", "nats"]);
     await waitUntilServing(bus, prefix, first);
     expect((await first.stop()).code).toBe(0);
-    // All five exist now with 1 replica; a host asking for 3 opens them as they are (a single
+    // All six exist now with 1 replica; a host asking for 3 opens them as they are (a single
     // server would refuse to create any of them with 3).
     const second = startServe([
       "--nats",
@@ -124,12 +125,12 @@ describe("--js-replicas", () => {
     const run = await second.stop();
     expect(run.code).toBe(0);
     expect(run.stderr).not.toMatch(/no event log|no session leases/);
-    expect(Object.values(await replicasOf(bus, prefix))).toEqual([1, 1, 1, 1, 1]);
+    expect(Object.values(await replicasOf(bus, prefix))).toEqual([1, 1, 1, 1, 1, 1]);
   });
 });
 
 describe("--js-replicas 3 on a three-node JetStream cluster", () => {
-  it("creates the event log, the history, and the session, reply and journal buckets with 3 replicas", async () => {
+  it("creates the event log, the history, and the shard, member, reply and journal buckets with 3 replicas", async () => {
     const cluster = await startNatsCluster(3);
     const bus = await NatsBus.connect({ url: cluster.url, name: "js-replicas-cluster-test" });
     try {

@@ -12,6 +12,8 @@ import {
   leaseTiming,
   SessionLeaseStore,
 } from "../../src/cluster/session-lease.js";
+import { shardsBucketName } from "../../src/cluster/shard-keeper.js";
+import { assignShards, DEFAULT_SHARD_COUNT } from "../../src/cluster/shard-map.js";
 import { SqliteContextHistory } from "../../src/context/sqlite-context-history.js";
 import type { Message } from "../../src/llm/types.js";
 import type { RecordedRequest } from "../../src/testing/fake-http-server.js";
@@ -23,8 +25,9 @@ import {
   startServeProcess,
   waitUntilServing,
 } from "../host/running-serve.js";
-import { runCli, waitFor } from "../support/cli.js";
+import { runBinary, runCli, waitFor } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
+import { sessionPreferring } from "../support/preferred-session.js";
 
 /**
  * Issue 11, black-box: several `agentloop serve` processes (dist/) on one nats-server share the
@@ -151,17 +154,17 @@ async function chat(subject: string, session: string, text: string, id?: string)
 }
 
 /**
- * Resolves once `host` (on the default lease time) may take the session's lease: the owner's
- * expiry plus the taker's skew margin, read from the lease bucket.
+ * Resolves once `host` (on the default lease time) may take over `owner`'s host lease, and with it
+ * its shards: the owner's expiry plus the taker's skew margin, read from the shard bucket.
  */
-async function untilLeaseFree(prefix: string, session: string, host: string): Promise<void> {
-  const store = await SessionLeaseStore.open(bus.connection, { prefix });
+async function untilHostLeaseFree(prefix: string, owner: string, host: string): Promise<void> {
+  const store = await SessionLeaseStore.open(bus.connection, { bucket: shardsBucketName(prefix) });
   const timing = leaseTiming(DEFAULT_LEASE_TTL_MS);
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const stored = await store.read("assistant", session);
+    const stored = await store.read("host", owner);
     if (stored !== undefined && isLeaseFree(stored.record, host, Date.now(), timing)) return;
-    if (Date.now() > deadline) throw new Error(`the lease of ${session} never became free for ${host}`);
+    if (Date.now() > deadline) throw new Error(`the lease of host ${owner} never became free for ${host}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
@@ -178,6 +181,25 @@ function texts(messages: readonly Message[]): string[] {
   );
 }
 
+/** Waits until each host holds exactly the shards that prefer it (no hand-over left to do). */
+async function untilBalanced(prefix: string, ids: string[]): Promise<void> {
+  const assignment = assignShards(DEFAULT_SHARD_COUNT, ids);
+  const expected = ids.map((id) => assignment.filter((owner) => owner === id).length);
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const held = await Promise.all(
+      ids.map(async (id) => {
+        const reply = await bus.request(`${hostSubject(prefix, id)}.sessions`, "", { timeoutMs: 5_000 });
+        return (JSON.parse(reply.data) as { shards?: number }).shards;
+      }),
+    );
+    if (held.every((count, index) => count === expected[index])) return;
+    if (Date.now() > deadline)
+      throw new Error(`the hosts did not balance: ${held.join(", ")} of ${expected.join(", ")}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 describe("several hosts on one NATS system", () => {
   it.each([2, 3])(
     "%i hosts, 200 chats over 20 sessions: each session on one host at a time, no overlapping model requests, one linear history per session",
@@ -189,6 +211,7 @@ describe("several hosts on one NATS system", () => {
       const ids = Array.from({ length: hostCount }, (_, index) => `h${index + 1}`);
       const hosts = ids.map((id) => startHost(id, prefix, db, provider));
       for (const [index, id] of ids.entries()) await waitForHost(prefix, id, hosts[index]!);
+      await untilBalanced(prefix, ids);
       const sessions = Array.from({ length: 20 }, (_, index) => `s${index}`);
       // First messages straight to a host, so each owns sessions; the rest through the queue group.
       await Promise.all(
@@ -285,10 +308,12 @@ describe("several hosts on one NATS system", () => {
     async () => {
       const prefix = uniqueRoot();
       const db = join(directory, "paused.db");
+      // A session whose shard h1 owns once the two hosts balanced the shards.
+      const p1 = sessionPreferring("h1", ["h1", "h2"], { stem: "p1" });
       let answerFirst = () => {};
       const slow = new Map([
         [
-          "p1 first",
+          `${p1} first`,
           new Promise<void>((resolve) => {
             answerFirst = resolve;
           }),
@@ -306,7 +331,7 @@ describe("several hosts on one NATS system", () => {
       const stranded = bus
         .request(
           `${hostSubject(prefix, "h1")}.agents.assistant.chat`,
-          JSON.stringify({ session: "p1", text: "p1 first" }),
+          JSON.stringify({ session: p1, text: `${p1} first` }),
           {
             timeoutMs: 60_000,
           },
@@ -320,27 +345,30 @@ describe("several hosts on one NATS system", () => {
       try {
         // The model answers while h1 is paused; h1's lease runs out.
         answerFirst();
-        await untilLeaseFree(prefix, "p1", "h2");
-        const taken = await chat(`${hostSubject(prefix, "h2")}.agents.assistant.chat`, "p1", "p1 second");
-        expect(taken).toMatchObject({ ok: true, result: "reply to p1 second" });
-        const listing = await runCli(["sessions", "--nats", server.url, "--prefix", prefix, "--json"]);
-        expect(JSON.parse(listing.stdout.trim())).toMatchObject({ session: "p1", host: "h2", epoch: 2 });
+        await untilHostLeaseFree(prefix, "h1", "h2");
+        const taken = await chat(`${hostSubject(prefix, "h2")}.agents.assistant.chat`, p1, `${p1} second`);
+        expect(taken).toMatchObject({ ok: true, result: `reply to ${p1} second` });
+        const listing = await runBinary(["sessions", "--nats", server.url, "--prefix", prefix, "--json"]);
+        // The epoch is the shard lease's: one more than h1's, whoever held the shard before.
+        const listed = JSON.parse(listing.stdout.trim()) as { session: string; host: string; epoch: number };
+        expect(listed).toMatchObject({ session: p1, host: "h2" });
+        expect(listed.epoch).toBeGreaterThanOrEqual(2);
       } finally {
         h1.child.kill("SIGCONT");
       }
       // Resumed, h1 finds its lease gone: it stops the session and writes none of the first answer.
-      await waitFor(() => /session assistant\/p1 stopped here/.test(h1.stderr()), 30_000);
+      await waitFor(() => h1.stderr().includes(`session assistant/${p1} stopped here`), 30_000);
       const strandedReply = await stranded;
       expect(strandedReply).not.toContain('"ok":true');
       // h2, the next owner, resumed the unfinished first chat from the journal (a new model
       // request) before the second: the paused h1's answer to it was never written.
-      expect(texts(await historyOf(db, "p1"))).toEqual([
-        "user: p1 first",
-        "assistant: reply to p1 first",
-        "user: p1 second",
-        "assistant: reply to p1 second",
+      expect(texts(await historyOf(db, p1))).toEqual([
+        `user: ${p1} first`,
+        `assistant: reply to ${p1} first`,
+        `user: ${p1} second`,
+        `assistant: reply to ${p1} second`,
       ]);
-      expect(calls.map((call) => call.session)).toEqual(["p1", "p1", "p1"]);
+      expect(calls.map((call) => call.session)).toEqual([p1, p1, p1]);
       for (const host of [h1, h2]) host.child.kill("SIGTERM");
       await Promise.all([h1.run, h2.run]);
     },

@@ -313,7 +313,7 @@ const CASES: Array<{ error: AgentloopError; code: string; reply: string; exit: n
     {
       error: new SessionOwnedElsewhereError("a", "s", { host: "h2", epoch: 2 } as LeaseRecord),
       code: "session_owned_elsewhere",
-      reply: "internal",
+      reply: "unavailable",
       exit: 1,
       retryable: true,
     },

@@ -29,7 +29,8 @@ describe("hostPublishProbes", () => {
       usesJetStream: true,
       historyOnNats: true,
     });
-    expect(withHistory).toContain("$KV.ACME_BOTS_SESSIONS.$probe");
+    expect(withHistory).toContain("$KV.ACME_BOTS_SHARDS.$probe");
+    expect(withHistory).toContain("$KV.ACME_BOTS_MEMBERS.$probe");
     expect(withHistory).toContain("$KV.ACME_BOTS_REPLIES.$probe");
     expect(withHistory).toContain("acme.bots.history.a.$probe");
     expect(withHistory).toContain("$KV.ACME_BOTS_JOURNAL.$probe");

@@ -1,0 +1,163 @@
+import { type KV, Kvm } from "@nats-io/kv";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { z } from "zod";
+import { jetStreamName } from "../bus/subjects.js";
+import { ConfigurationError } from "../errors/configuration-error.js";
+import { describeError } from "../errors/describe-error.js";
+import { listKvKeys } from "./kv-keys.js";
+import type { LeaseTiming } from "./session-lease.js";
+import { entryJson, WatchedBucket } from "./watched-bucket.js";
+
+/** One host's heartbeat in the members bucket (key: the host id). Times: the writer's clock. */
+export const MemberRecord = z.object({
+  host: z.string(),
+  /** Where other hosts forward requests to it: `<prefix>.hosts.<host>`. */
+  subject: z.string(),
+  /** Its `--shards`: every host of a system must have the same. */
+  shards: z.number().int().positive(),
+  startedAt: z.number(),
+  renewedAt: z.number(),
+  expiresAt: z.number(),
+  /** Set while it shuts down: it takes no shards and hands its own over. */
+  leaving: z.boolean().optional(),
+});
+export type MemberRecord = z.infer<typeof MemberRecord>;
+
+/** `AGENTLOOP_MEMBERS` for the default prefix. */
+export function membersBucketName(prefix: string): string {
+  return jetStreamName(prefix, "MEMBERS");
+}
+
+/** A host started with a `--shards` other than the live hosts': the shard of a session would differ. */
+export class ShardCountMismatchError extends ConfigurationError {
+  constructor(own: number, other: MemberRecord) {
+    super(
+      `--shards ${own} differs from host ${other.host}'s --shards ${other.shards}: every host on one NATS system must use the same shard count`,
+    );
+  }
+}
+
+export interface MembershipOptions {
+  connection: NatsConnection;
+  prefix: string;
+  hostId: string;
+  subject: string;
+  shardCount: number;
+  timing: LeaseTiming;
+  replicas?: number;
+  /** Called whenever the set of live members may have changed. */
+  onChange?: () => void;
+  log?: (line: string) => void;
+  now?: () => number;
+}
+
+/**
+ * Hosts announce themselves: each writes its {@link MemberRecord} every TTL/3 and watches
+ * everyone's. A member is live while its record is not past its expiry and it is not leaving. The
+ * cost is one write per host per TTL/3, whatever the number of shards or sessions.
+ */
+export class Membership {
+  readonly #options: MembershipOptions;
+  readonly #kv: KV;
+  readonly #members: WatchedBucket<MemberRecord>;
+  readonly #now: () => number;
+  readonly #startedAt: number;
+  #timer: NodeJS.Timeout | undefined;
+  #isLeaving = false;
+
+  private constructor(options: MembershipOptions, kv: KV) {
+    this.#options = options;
+    this.#kv = kv;
+    this.#now = options.now ?? Date.now;
+    this.#startedAt = this.#now();
+    this.#members = new WatchedBucket<MemberRecord>(
+      (entry) => {
+        const parsed = MemberRecord.safeParse(entryJson(entry));
+        return parsed.success ? parsed.data : undefined;
+      },
+      () => options.onChange?.(),
+    );
+  }
+
+  /**
+   * Opens the bucket, reads who is there, refuses to start when a live host has another shard
+   * count ({@link ShardCountMismatchError}), announces this host and keeps announcing it.
+   */
+  static async join(options: MembershipOptions): Promise<Membership> {
+    const name = membersBucketName(options.prefix);
+    const kv = await new Kvm(options.connection).create(name, {
+      history: 1,
+      // Records of hosts gone for an hour leave the bucket.
+      ttl: 60 * 60 * 1000,
+      replicas: options.replicas ?? 1,
+    });
+    const membership = new Membership(options, kv);
+    await membership.#members.start(kv, await listKvKeys(options.connection, name));
+    for (const other of membership.live()) {
+      if (other.host !== options.hostId && other.shards !== options.shardCount) {
+        membership.close();
+        throw new ShardCountMismatchError(options.shardCount, other);
+      }
+    }
+    await membership.#announce();
+    membership.#timer = setInterval(() => void membership.#beat(), options.timing.ttlMs / 3);
+    membership.#timer.unref();
+    return membership;
+  }
+
+  /** The live members, this host included while it is not leaving, sorted by id. */
+  live(): MemberRecord[] {
+    const now = this.#now();
+    const members: MemberRecord[] = [];
+    for (const [, { value }] of this.#members.entries()) {
+      if (value.leaving !== true && now <= value.expiresAt) members.push(value);
+    }
+    return members.sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));
+  }
+
+  /** The record of `host`, if it is live. */
+  liveMember(host: string): MemberRecord | undefined {
+    const record = this.#members.get(host)?.value;
+    return record !== undefined && record.leaving !== true && this.#now() <= record.expiresAt
+      ? record
+      : undefined;
+  }
+
+  /** This host shuts down: says so (others stop sending it shards), then keeps beating until {@link close}. */
+  async leave(): Promise<void> {
+    this.#isLeaving = true;
+    await this.#announce().catch(() => {});
+  }
+
+  /** Stops beating and removes this host's record (it expires anyway if that fails). */
+  async close(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#members.close();
+    await this.#kv.delete(this.#options.hostId).catch(() => {});
+  }
+
+  async #beat(): Promise<void> {
+    try {
+      await this.#announce();
+    } catch (error) {
+      this.#options.log?.(`could not renew this host's membership: ${describeError(error)}`);
+    }
+  }
+
+  async #announce(): Promise<void> {
+    const { hostId, subject, shardCount, timing } = this.#options;
+    const now = this.#now();
+    const record: MemberRecord = {
+      host: hostId,
+      subject,
+      shards: shardCount,
+      startedAt: this.#startedAt,
+      renewedAt: now,
+      expiresAt: now + timing.ttlMs,
+      ...(this.#isLeaving ? { leaving: true } : {}),
+    };
+    const revision = await this.#kv.put(hostId, JSON.stringify(record), { timeout: timing.ttlMs / 3 });
+    this.#members.note(hostId, record, revision);
+  }
+}

@@ -1,0 +1,504 @@
+import { type KV, Kvm } from "@nats-io/kv";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { jetStreamName } from "../bus/subjects.js";
+import { describeError } from "../errors/describe-error.js";
+import { listKvKeys } from "./kv-keys.js";
+import { type LeaseFence, LeaseLostError } from "./lease-fence.js";
+import { LeaseKeeper } from "./lease-keeper.js";
+import type { Membership } from "./membership.js";
+import {
+  isConflict,
+  isLeaseFree,
+  LeaseRecord,
+  type LeaseTiming,
+  SessionLeaseStore,
+  SessionOwnedElsewhereError,
+} from "./session-lease.js";
+import { preferredOwner, shardOf } from "./shard-map.js";
+import { entryJson, WatchedBucket } from "./watched-bucket.js";
+
+/** The shard leases' keys are `shard.<n>`. */
+const SHARD_AGENT = "shard";
+
+/** Each host's lease is `host.<id>`: the lease store's `<agent>.<session>` with agent `host`. */
+const HOST_AGENT = "host";
+
+/** How many shards one host acquires or hands over at once. */
+const PARALLEL_MOVES = 32;
+
+/** `AGENTLOOP_SHARDS` for the default prefix. */
+export function shardsBucketName(prefix: string): string {
+  return jetStreamName(prefix, "SHARDS");
+}
+
+export interface ShardKeeperOptions {
+  connection: NatsConnection;
+  prefix: string;
+  hostId: string;
+  /** `<prefix>.hosts.<hostId>`, written into each lease so others know where to forward. */
+  subject: string;
+  shardCount: number;
+  timing: LeaseTiming;
+  membership: Membership;
+  replicas?: number;
+  /**
+   * Before a shard is handed to another host: stop taking its requests, let what runs finish (or
+   * park it in its journal) and stop its sessions. The shard is released when this resolves.
+   */
+  drain: (shard: number) => Promise<void>;
+  /** A shard's lease is gone (not renewed in time, taken over): stop its sessions now. */
+  onLost: (shard: number, reason: string) => void;
+  log?: (line: string) => void;
+  now?: () => number;
+}
+
+/** Where a session's requests go now, as the shard map says. */
+export type ShardPlace =
+  | { where: "here"; shard: number }
+  | { where: "elsewhere"; shard: number; host: string; subject: string; isLeaseHolder: boolean }
+  | { where: "changing"; shard: number; reason: string };
+
+/** One shard this host holds: its fence checks the shard is still held and the host lease live. */
+class HeldShard implements LeaseFence {
+  lostReason: string | undefined;
+
+  constructor(
+    readonly shard: number,
+    readonly record: LeaseRecord,
+    public revision: number,
+    readonly host: LeaseFence,
+  ) {}
+
+  get epoch(): number {
+    return this.record.epoch;
+  }
+
+  assertHeld(): void {
+    if (this.lostReason !== undefined) {
+      throw new LeaseLostError(
+        `this host no longer owns shard ${this.shard}: ${this.lostReason}`,
+        this.epoch,
+      );
+    }
+    this.host.assertHeld();
+  }
+}
+
+/**
+ * The shards this host owns. Each host holds one lease of its own in the `<PREFIX>_SHARDS` bucket
+ * (key `host.<id>`; compare-and-set, epoch, TTL and skew rules of a session lease), renewed every
+ * TTL/3 by a {@link LeaseKeeper}. A shard's lease (key `shard.<n>`) names its host and the epoch of
+ * that host's lease; it is held while that host lease, at that epoch, is live. So the upkeep is one
+ * write per host per TTL/3, whatever the number of shards or sessions; a shard record is written
+ * only when it changes hands. Taking a shard whose host lease ran out first takes that host lease
+ * over (a compare-and-set the dead host's next renewal would lose), so a paused host can never
+ * renew its way back into shards another host took.
+ *
+ * Every host's leases are followed by a KV watch (the shard map), so placing a request costs no
+ * read. A balancer moves shards to their preferred member ({@link preferredOwner} over the live
+ * members): a host takes the free shards that prefer it and hands over, after draining them, the
+ * ones that prefer another live host.
+ */
+export class ShardKeeper {
+  readonly shardCount: number;
+  readonly hostId: string;
+  readonly #options: ShardKeeperOptions;
+  readonly #hostLeases: LeaseKeeper;
+  readonly #store: SessionLeaseStore;
+  readonly #kv: KV;
+  readonly #table: WatchedBucket<LeaseRecord>;
+  readonly #held = new Map<number, HeldShard>();
+  readonly #draining = new Map<number, Promise<void>>();
+  readonly #acquiring = new Map<number, Promise<LeaseFence>>();
+  readonly #waiters = new Map<number, Set<() => void>>();
+  /** The epoch of each shard this host released, until the watch shows a newer lease. */
+  readonly #released = new Map<number, number>();
+  readonly #now: () => number;
+  #assignment: (string | undefined)[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  #balancing: Promise<void> | undefined;
+  #joining: Promise<LeaseFence> | undefined;
+  #isLeaving = false;
+
+  private constructor(options: ShardKeeperOptions, store: SessionLeaseStore, kv: KV) {
+    this.#options = options;
+    this.shardCount = options.shardCount;
+    this.hostId = options.hostId;
+    this.#store = store;
+    this.#kv = kv;
+    this.#now = options.now ?? Date.now;
+    this.#hostLeases = new LeaseKeeper({
+      store,
+      hostId: options.hostId,
+      subject: options.subject,
+      onLost: (_agent, _host, reason) => this.#loseAll(`this host's lease was lost: ${reason}`),
+      ...(options.log === undefined ? {} : { log: options.log }),
+    });
+    this.#table = new WatchedBucket<LeaseRecord>(
+      (entry) => {
+        const parsed = LeaseRecord.safeParse(entryJson(entry));
+        return parsed.success ? parsed.data : undefined;
+      },
+      (key) => {
+        if (key.startsWith(`${SHARD_AGENT}.`)) this.#wake(Number(key.slice(SHARD_AGENT.length + 1)));
+        else for (const shard of [...this.#waiters.keys()]) this.#wake(shard);
+      },
+    );
+  }
+
+  /** Opens the shard bucket and its watch and takes this host's lease; balancing starts with {@link start}. */
+  static async open(options: ShardKeeperOptions): Promise<ShardKeeper> {
+    const bucket = shardsBucketName(options.prefix);
+    const store = await SessionLeaseStore.open(options.connection, {
+      bucket,
+      timing: options.timing,
+      ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
+    });
+    const kv = await new Kvm(options.connection).open(bucket);
+    const keeper = new ShardKeeper(options, store, kv);
+    await keeper.#table.start(kv, await listKvKeys(options.connection, bucket));
+    await keeper.#join();
+    return keeper;
+  }
+
+  /** Starts balancing: at once, on every membership change, and every TTL/10 (at most 1 s). */
+  start(): void {
+    this.membershipChanged();
+    this.#timer = setInterval(() => this.#balance(), Math.min(1_000, this.#options.timing.ttlMs / 10));
+    this.#timer.unref();
+  }
+
+  /** The members changed: the preferred owners are computed again and the balancer runs. */
+  membershipChanged(): void {
+    const members = this.#options.membership.live().map((member) => member.host);
+    this.#assignment = Array.from({ length: this.shardCount }, (_, shard) => preferredOwner(shard, members));
+    for (const shard of [...this.#waiters.keys()]) this.#wake(shard);
+    this.#balance();
+  }
+
+  shardOf(agent: string, session: string): number {
+    return shardOf(agent, session, this.shardCount);
+  }
+
+  /** The shards this host holds now. */
+  get heldCount(): number {
+    return this.#hostFence() === undefined ? 0 : this.#held.size;
+  }
+
+  /** True while this host holds the shard and is not handing it over. */
+  isServing(shard: number): boolean {
+    return !this.#draining.has(shard) && this.#holds(shard);
+  }
+
+  /** True while the shard is being handed over from this host. */
+  isDraining(shard: number): boolean {
+    return this.#draining.has(shard);
+  }
+
+  /** The shard's fence, while this host holds it. */
+  fenceOf(shard: number): LeaseFence | undefined {
+    return this.#holds(shard) ? this.#held.get(shard) : undefined;
+  }
+
+  /**
+   * The live lease of the shard as the map shows it (another host's, or this one's), its
+   * `expiresAt` that of its host's lease; undefined when nobody holds it now.
+   */
+  leaseOf(shard: number): LeaseRecord | undefined {
+    const record = this.#table.get(`${SHARD_AGENT}.${shard}`)?.value;
+    if (record === undefined || record.released === true) return undefined;
+    if (record.host === this.hostId && record.epoch <= (this.#released.get(shard) ?? -1)) return undefined;
+    const host = this.#table.get(`${HOST_AGENT}.${record.host}`)?.value;
+    if (host === undefined || host.host !== record.host || host.epoch !== record.hostEpoch) return undefined;
+    if (isLeaseFree(host, "", this.#now(), this.#options.timing)) return undefined;
+    return { ...record, expiresAt: host.expiresAt, renewedAt: host.renewedAt };
+  }
+
+  /** Whether this host may take the free shard now (it prefers this host, or its preferred one is gone). */
+  mayTake(shard: number, options: { isForwarded?: boolean } = {}): boolean {
+    if (this.#isLeaving) return false;
+    const preferred = this.#assignment[shard];
+    if (preferred === undefined || preferred === this.hostId || options.isForwarded === true) return true;
+    return this.#options.membership.liveMember(preferred) === undefined;
+  }
+
+  /** Where requests for `shard` go now, without I/O. */
+  place(shard: number, options: { isForwarded?: boolean } = {}): ShardPlace {
+    if (this.#draining.has(shard)) return { where: "changing", shard, reason: "it is being handed over" };
+    if (this.#holds(shard)) return { where: "here", shard };
+    const lease = this.leaseOf(shard);
+    if (lease !== undefined && lease.host !== this.hostId) {
+      return {
+        where: "elsewhere",
+        shard,
+        host: lease.host,
+        subject: lease.subject ?? `${this.#options.prefix}.hosts.${lease.host}`,
+        isLeaseHolder: true,
+      };
+    }
+    if (this.mayTake(shard, options)) return { where: "changing", shard, reason: "it is free" };
+    const preferred = this.#assignment[shard];
+    const member = preferred === undefined ? undefined : this.#options.membership.liveMember(preferred);
+    if (member === undefined) return { where: "changing", shard, reason: "no live host prefers it" };
+    return { where: "elsewhere", shard, host: member.host, subject: member.subject, isLeaseHolder: false };
+  }
+
+  /**
+   * Takes the shard for this host (a compare-and-set), or returns its fence when held already.
+   * @throws SessionOwnedElsewhereError when another host holds a live lease of it.
+   */
+  acquire(shard: number): Promise<LeaseFence> {
+    const held = this.fenceOf(shard);
+    if (held !== undefined && !this.#draining.has(shard)) return Promise.resolve(held);
+    const running = this.#acquiring.get(shard);
+    if (running !== undefined) return running;
+    const acquiring = this.#take(shard).finally(() => {
+      this.#acquiring.delete(shard);
+      this.#wake(shard);
+    });
+    this.#acquiring.set(shard, acquiring);
+    return acquiring;
+  }
+
+  /** Resolves when the shard's lease or the members change, or after `ms`. */
+  whenChanged(shard: number, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const waiters = this.#waiters.get(shard) ?? new Set<() => void>();
+      this.#waiters.set(shard, waiters);
+      const done = () => {
+        clearTimeout(timer);
+        waiters.delete(done);
+        if (waiters.size === 0 && this.#waiters.get(shard) === waiters) this.#waiters.delete(shard);
+        resolve();
+      };
+      const timer = setTimeout(done, Math.max(0, ms));
+      timer.unref?.();
+      waiters.add(done);
+    });
+  }
+
+  /** The host shuts down: takes no more shards. {@link close} releases what is held. */
+  leave(): void {
+    this.#isLeaving = true;
+  }
+
+  /**
+   * The host shuts down: drains and releases every shard it holds, as at a hand-over (requests
+   * for them wait meanwhile, then go to the shards' next owners). Resolves when all are released.
+   */
+  async handOverAll(): Promise<void> {
+    this.#isLeaving = true;
+    for (const shard of [...this.#held.keys()]) {
+      if (!this.#draining.has(shard)) this.#handOver(shard);
+    }
+    await Promise.allSettled([...this.#draining.values()]);
+  }
+
+  /** Stops balancing and releases every shard still held and this host's lease (after the sessions stopped). */
+  async close(): Promise<void> {
+    this.#isLeaving = true;
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#balancing?.catch(() => {});
+    await Promise.allSettled([...this.#acquiring.values()]);
+    await Promise.allSettled([...this.#draining.values()]);
+    await Promise.allSettled([...this.#held.keys()].map((shard) => this.#release(shard)));
+    await this.#hostLeases.close();
+    this.#table.close();
+  }
+
+  #hostFence(): LeaseFence | undefined {
+    return this.#hostLeases.fenceOf(HOST_AGENT, this.hostId);
+  }
+
+  #holds(shard: number): boolean {
+    const held = this.#held.get(shard);
+    if (held === undefined || held.lostReason !== undefined) return false;
+    try {
+      held.assertHeld();
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Takes (again) this host's lease: a new epoch, under which shards are taken. */
+  #join(): Promise<LeaseFence> {
+    this.#joining ??= this.#hostLeases.acquire(HOST_AGENT, this.hostId).finally(() => {
+      this.#joining = undefined;
+    });
+    return this.#joining;
+  }
+
+  /** This host's lease is gone: so is every shard it held. */
+  #loseAll(reason: string): void {
+    for (const [shard, held] of [...this.#held]) {
+      held.lostReason = reason;
+      this.#held.delete(shard);
+      this.#wake(shard);
+      this.#options.onLost(shard, reason);
+    }
+  }
+
+  async #take(shard: number): Promise<LeaseFence> {
+    if (this.#draining.has(shard) || this.#isLeaving) {
+      throw new LeaseLostError(`this host is handing shard ${shard} over`, 0);
+    }
+    const hostFence = this.#hostFence() ?? (await this.#join());
+    const hostRecord = this.#table.get(`${HOST_AGENT}.${this.hostId}`)?.value;
+    const hostEpoch = hostFence.epoch ?? hostRecord?.epoch;
+    const key = `${SHARD_AGENT}.${shard}`;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      hostFence.assertHeld();
+      const entry = await this.#kv.get(key);
+      let current: LeaseRecord | undefined;
+      if (entry !== null && entry.operation === "PUT") {
+        const parsed = LeaseRecord.safeParse(entryJson(entry));
+        if (parsed.success) current = parsed.data;
+      }
+      const isOwnNow =
+        current?.host === this.hostId && current.hostEpoch === hostEpoch && current.released !== true;
+      if (current !== undefined && current.released !== true && !isOwnNow && current.host !== this.hostId) {
+        const owner = await this.#store.read(HOST_AGENT, current.host);
+        const ownerRecord = owner?.record;
+        const isSameIncarnation =
+          ownerRecord !== undefined &&
+          ownerRecord.host === current.host &&
+          ownerRecord.released !== true &&
+          ownerRecord.epoch === current.hostEpoch;
+        if (isSameIncarnation && owner !== undefined) {
+          if (!isLeaseFree(ownerRecord, this.hostId, this.#now(), this.#options.timing)) {
+            throw new SessionOwnedElsewhereError(SHARD_AGENT, String(shard), {
+              ...current,
+              expiresAt: ownerRecord.expiresAt,
+            });
+          }
+          // Its host's lease ran out: take that lease over (its next renewal then fails) and let it go.
+          try {
+            const evicted = await this.#store.acquire(HOST_AGENT, current.host, this.hostId);
+            await this.#store.release(evicted);
+          } catch (error) {
+            if (error instanceof SessionOwnedElsewhereError) throw error;
+            continue;
+          }
+        }
+      }
+      const now = this.#now();
+      const record: LeaseRecord = {
+        host: this.hostId,
+        hostEpoch,
+        epoch: (current?.epoch ?? 0) + 1,
+        acquiredAt: now,
+        renewedAt: now,
+        expiresAt: now,
+        ttlMs: this.#options.timing.ttlMs,
+        subject: this.#options.subject,
+      };
+      let revision: number;
+      try {
+        revision =
+          entry === null
+            ? await this.#kv.create(key, JSON.stringify(record))
+            : await this.#kv.update(key, JSON.stringify(record), entry.revision);
+      } catch (error) {
+        if (isConflict(error)) continue;
+        throw error;
+      }
+      const held = new HeldShard(shard, record, revision, hostFence);
+      this.#held.set(shard, held);
+      this.#table.note(key, record, revision);
+      return held;
+    }
+    throw new LeaseLostError(`shard ${shard} kept changing while this host tried to take it`, 0);
+  }
+
+  /** Gives the shard up (its epoch kept, so the next owner's is higher). */
+  async #release(shard: number): Promise<void> {
+    const held = this.#held.get(shard);
+    if (held === undefined) return;
+    this.#held.delete(shard);
+    this.#released.set(shard, held.epoch);
+    if (held.lostReason !== undefined) return;
+    held.lostReason = "released";
+    const record: LeaseRecord = { ...held.record, released: true, expiresAt: this.#now() };
+    try {
+      await this.#kv.update(`${SHARD_AGENT}.${shard}`, JSON.stringify(record), held.revision);
+    } catch (error) {
+      // Taken over meanwhile (not ours to release any more), or NATS away: it lapses with this host's lease.
+      if (!isConflict(error))
+        this.#options.log?.(`could not release shard ${shard}: ${describeError(error)}`);
+    }
+  }
+
+  #wake(shard: number): void {
+    const waiters = this.#waiters.get(shard);
+    if (waiters === undefined) return;
+    for (const wake of [...waiters]) wake();
+  }
+
+  /** One pass of the balancer (never two at once). */
+  #balance(): void {
+    if (this.#balancing !== undefined) return;
+    this.#balancing = this.#balanceOnce()
+      .catch((error: unknown) => this.#options.log?.(`shard balancing: ${describeError(error)}`))
+      .finally(() => {
+        this.#balancing = undefined;
+      });
+  }
+
+  async #balanceOnce(): Promise<void> {
+    if (this.#isLeaving) return;
+    // This host's lease lapsed (NATS away too long, a pause): take a new one before any shard.
+    if (this.#hostFence() === undefined) await this.#join();
+    const toTake: number[] = [];
+    const toHand: number[] = [];
+    for (let shard = 0; shard < this.shardCount; shard++) {
+      if (this.#draining.has(shard) || this.#acquiring.has(shard)) continue;
+      const preferred = this.#assignment[shard];
+      if (this.#holds(shard)) {
+        const isPreferredElsewhere =
+          preferred !== undefined &&
+          preferred !== this.hostId &&
+          this.#options.membership.liveMember(preferred) !== undefined;
+        if (isPreferredElsewhere) toHand.push(shard);
+      } else if (this.leaseOf(shard) === undefined && this.mayTake(shard)) {
+        toTake.push(shard);
+      }
+    }
+    for (const shard of toHand) this.#handOver(shard);
+    await inBatches(toTake, PARALLEL_MOVES, async (shard) => {
+      if (this.leaseOf(shard) !== undefined || this.#holds(shard)) return;
+      await this.acquire(shard).catch(() => {
+        // Another host was quicker, or NATS is away: the next pass looks again.
+      });
+    });
+  }
+
+  /** Drains the shard here, then releases it for its preferred host to take. */
+  #handOver(shard: number): void {
+    const handing = (async () => {
+      try {
+        await this.#options.drain(shard);
+      } finally {
+        await this.#release(shard);
+      }
+    })()
+      .catch((error: unknown) => this.#options.log?.(`handing over shard ${shard}: ${describeError(error)}`))
+      .finally(() => {
+        this.#draining.delete(shard);
+        this.#wake(shard);
+      });
+    this.#draining.set(shard, handing);
+    this.#wake(shard);
+  }
+}
+
+async function inBatches<T>(
+  items: readonly T[],
+  size: number,
+  run: (item: T) => Promise<void>,
+): Promise<void> {
+  for (let start = 0; start < items.length; start += size) {
+    await Promise.all(items.slice(start, start + size).map(run));
+  }
+}
