@@ -11,7 +11,8 @@ import { SessionTooLargeError } from "../src/errors/session-too-large-error.js";
 import { CancelledError } from "../src/llm/errors.js";
 
 /** What a message carries besides its data (not serialisable, so kept out of the machine). */
-export interface MessageOptions extends Pick<ChatOptions, "signal" | "onEvent" | "requestId"> {
+export interface MessageOptions
+  extends Pick<ChatOptions, "signal" | "onEvent" | "requestId" | "lineage" | "traceparent"> {
   /** A resumed chat's outcome (see {@link Agent.resumeUnfinishedChat}). */
   onOutcome?: (outcome: ResumedChatOutcome) => void;
 }
@@ -92,6 +93,8 @@ async function runOn(input: unknown, message: MailboxMessage, signal: AbortSigna
           depth: message.depth,
           ...(own?.onEvent === undefined ? {} : { onEvent: own.onEvent }),
           ...(own?.requestId === undefined ? {} : { requestId: own.requestId }),
+          ...(own?.lineage === undefined ? {} : { lineage: own.lineage }),
+          ...(own?.traceparent === undefined ? {} : { traceparent: own.traceparent }),
         });
         return { kind: "chat", ...result };
       } finally {

@@ -38,13 +38,52 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
     }
     const startedAt = now();
     const shared = toolContext();
-    const { post } = shared;
+    const { post, delegateApproval } = shared;
     const outcome = await runToolCall(
       call,
       toolSets,
       {
         ...shared,
         signal,
+        toolCallId: call.id,
+        // At the root of a tree, a call held further down is asked here too, naming who holds it.
+        ...(delegateApproval === undefined
+          ? {}
+          : {
+              delegateApproval: (held, pending) => {
+                delegateApproval(held, pending);
+                if (signal.aborted) return;
+                const { toolCallId, toolName, holder } = held;
+                events.emit(
+                  iteration,
+                  pending
+                    ? {
+                        kind: "ToolApprovalRequested",
+                        toolName,
+                        toolCallId,
+                        arguments: held.arguments,
+                        heldBy: holder,
+                      }
+                    : {
+                        kind: "ToolApprovalResolved",
+                        toolName,
+                        toolCallId,
+                        approved: held.approved ?? false,
+                        heldBy: holder,
+                      },
+                );
+              },
+            }),
+        progress: (step) => {
+          if (!signal.aborted) {
+            events.emit(iteration, {
+              kind: "ToolCallProgress",
+              toolName: call.name,
+              toolCallId: call.id,
+              ...step,
+            });
+          }
+        },
         // Whatever a tool posts (a background task's result) reaches the model and the history too.
         ...(post === undefined ? {} : { post: (text, options) => post(redactor.redact(text), options) }),
         ...(redactor.isActive ? { redact: (text: string) => redactor.redact(text) } : {}),

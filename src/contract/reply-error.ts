@@ -21,6 +21,11 @@ export const ERROR_CODES = [
   "budget_exceeded",
   /** The caller may not do this (e.g. approve a tool call its own prompt caused); someone else has to. Not retryable. */
   "forbidden",
+  /**
+   * An agent asked another (`ask_agent`) whose session is already waiting higher up the same chain:
+   * answering would wait on itself. Refused at once. Not retryable.
+   */
+  "cycle",
 ] as const;
 
 /** The `code` of a failed reply. */
