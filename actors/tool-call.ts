@@ -28,7 +28,8 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
     const { call, iteration } = input;
     const appended: Message[] = [];
     if (noteToolStart !== undefined && !signal.aborted) await noteToolStart(call);
-    if (!signal.aborted) {
+    const isStarted = !signal.aborted;
+    if (isStarted) {
       events.emit(iteration, {
         kind: "ToolCallStarted",
         toolName: call.name,
@@ -93,6 +94,17 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
       { redactor },
     );
     const durationMs = now() - startedAt;
+    // A call that started and was cancelled is closed too: whoever saw it start sees it end.
+    if (outcome.cancelled && isStarted) {
+      events.emit(iteration, {
+        kind: "ToolCallFailed",
+        toolName: call.name,
+        toolCallId: call.id,
+        error: outcome.error ?? errorInfo("cancelled", "cancelled", { name: ToolError.name }),
+        result: outcome.result,
+        durationMs,
+      });
+    }
     if (!outcome.cancelled) {
       if (outcome.ok) {
         events.emit(iteration, {
