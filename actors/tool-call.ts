@@ -20,10 +20,8 @@ export interface ToolCallInput {
  * failing tool is an `{"error": …}` result the model sees.
  */
 export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ input, signal }) => {
-  const { toolSets, limitToolCall, events, toolContext, now, redactor, noteToolStart } = requireDeps(
-    input.deps,
-    "iteration",
-  );
+  const { toolSets, limitToolCall, events, toolContext, now, redactor, noteToolStart, traceparentOf } =
+    requireDeps(input.deps, "iteration");
   return limitToolCall(async () => {
     const { call, iteration } = input;
     const appended: Message[] = [];
@@ -39,6 +37,8 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
     }
     const startedAt = now();
     const shared = toolContext();
+    // Its span was opened by ToolCallStarted: a chat it asks joins the trace under it.
+    const traceparent = traceparentOf?.(call.id);
     const { post, delegateApproval } = shared;
     const outcome = await runToolCall(
       call,
@@ -47,6 +47,7 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
         ...shared,
         signal,
         toolCallId: call.id,
+        ...(traceparent === undefined ? {} : { traceparent }),
         // At the root of a tree, a call held further down is asked here too, naming who holds it.
         ...(delegateApproval === undefined
           ? {}

@@ -63,6 +63,8 @@ export interface AgentSessionParams {
   redactor: SecretRedactor;
   recordMessage(message: Message): void;
   post: ((text: string, options?: { type?: string; stackable?: boolean }) => void) | undefined;
+  /** The `traceparent` of a running tool call's span, when the session is traced. */
+  traceparentOf?: (toolCallId: string) => string | undefined;
   /** Asked as each chat starts (a tenant's token budget); undefined: no budget. */
   checkBudget: (() => BudgetCheck) | undefined;
   /** Publish StateChanged for every machine (only when someone reads the events). */
@@ -161,6 +163,7 @@ export class AgentSession implements Agent {
       announceApprovals: (iteration, requests) => this.#toolApprovals().announce(iteration, requests),
       redactor: params.redactor,
       now: Date.now,
+      ...(params.traceparentOf === undefined ? {} : { traceparentOf: params.traceparentOf }),
       ...(journal
         ? { noteToolStart: (call: ToolCall) => journal.toolStarting(call.id, this.#isIdempotent(call)) }
         : {}),
@@ -484,6 +487,7 @@ export class AgentSession implements Agent {
           tokenUsed: context.tokenUsed,
           tokenLimit: manager.tokenLimit,
           contextCompactRatio: settings.contextCompactRatio,
+          ...(options.traceparent === undefined ? {} : { traceparent: options.traceparent }),
         });
       }
       if (resumed?.continueFrom === undefined) {

@@ -78,6 +78,11 @@ export const EVENT_BODY_SCHEMAS = {
     tokenLimit: z.number().optional(),
     /** The ratio tokenUsed / tokenLimit at which the context is compacted after a chat. */
     contextCompactRatio: z.number().optional(),
+    /**
+     * The W3C trace context of the tool call that asked this chat (`ask_agent`, when tracing is on
+     * there): this chat's spans belong to that trace, under that call's span.
+     */
+    traceparent: z.string().optional(),
   }),
   ModelRequest: z.object({ kind: z.literal("ModelRequest"), final: z.boolean(), messageCount: z.number() }),
   ModelStreamSegmentStart: z.object({ kind: z.literal("ModelStreamSegmentStart"), attempt: z.number() }),
