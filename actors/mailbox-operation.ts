@@ -12,7 +12,7 @@ import { CancelledError } from "../src/llm/errors.js";
 
 /** What a message carries besides its data (not serialisable, so kept out of the machine). */
 export interface MessageOptions
-  extends Pick<ChatOptions, "signal" | "onEvent" | "requestId" | "lineage" | "traceparent"> {
+  extends Pick<ChatOptions, "signal" | "onEvent" | "requestId" | "lineage" | "traceparent" | "deadline"> {
   /** A resumed chat's outcome (see {@link Agent.resumeUnfinishedChat}). */
   onOutcome?: (outcome: ResumedChatOutcome) => void;
 }
@@ -95,6 +95,7 @@ async function runOn(input: unknown, message: MailboxMessage, signal: AbortSigna
           ...(own?.requestId === undefined ? {} : { requestId: own.requestId }),
           ...(own?.lineage === undefined ? {} : { lineage: own.lineage }),
           ...(own?.traceparent === undefined ? {} : { traceparent: own.traceparent }),
+          ...(own?.deadline === undefined ? {} : { deadline: own.deadline }),
         });
         return { kind: "chat", ...result };
       } finally {

@@ -104,6 +104,8 @@ export class AgentSession implements Agent {
   #depth = 0;
   /** The running chat's place in an agent tree and the trace it joins (its tools see them). */
   #lineage: ChatLineage | undefined;
+  /** When the running chat's time runs out (its tools hand it down). */
+  #deadline: number | undefined;
   /** Calls held for approval further down this root chat's tree, by tool call id: who holds each. */
   readonly #delegated = new Map<string, { agent: string; session: string }>();
   #queue: Promise<unknown> | undefined;
@@ -138,6 +140,7 @@ export class AgentSession implements Agent {
         session: this.session,
         depth: this.#depth,
         chatId: params.events.chatId,
+        ...(this.#deadline === undefined ? {} : { deadline: this.#deadline }),
         // Only the root of a tree takes its approvals: the chats in between pass them up.
         ...(this.#lineage === undefined
           ? {
@@ -473,6 +476,7 @@ export class AgentSession implements Agent {
       events.chatId = resumed?.chatId ?? createId();
       this.#depth = Math.max(options.depth ?? 0, options.lineage?.depth ?? 0);
       this.#lineage = options.lineage;
+      this.#deadline = options.deadline ?? options.lineage?.deadline;
       // Every event of this chat names who asked it and the root of its tree.
       events.lineage =
         options.lineage === undefined
@@ -554,6 +558,7 @@ export class AgentSession implements Agent {
       if (onEvent !== undefined) listeners.splice(listeners.indexOf(onEvent), 1);
       this.#params.events.lineage = undefined;
       this.#lineage = undefined;
+      this.#deadline = undefined;
       this.#delegated.clear();
     }
   }

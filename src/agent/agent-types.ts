@@ -125,6 +125,11 @@ export interface ChatOptions {
   lineage?: ChatLineage;
   /** The W3C `traceparent` of the span that asked: this chat's spans join that trace. */
   traceparent?: string;
+  /**
+   * When this chat's time runs out (ms since the epoch; its caller cancels it then): the chats it
+   * asks get it as their deadline too, so a child never outlives its parent's time.
+   */
+  deadline?: number;
   /** Sees this chat's events only (e.g. to stream its text to one caller); exceptions swallowed. */
   onEvent?: (event: AgentEvent) => void;
   /**

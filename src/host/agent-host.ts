@@ -94,6 +94,12 @@ export interface AgentHostOptions {
    */
   cluster?: SessionCluster;
   /**
+   * The longest a chat may run (`--max-chat-time`), then it is cancelled; the chats it asks
+   * (`ask_agent`) get what is left of it as their deadline. Default: no limit (a child is still
+   * bound by its parent's deadline).
+   */
+  maxChatTimeMs?: number;
+  /**
    * On NATS: passes a request for an agent this host does not serve to a host that does (hosts
    * with different agents may share a prefix). Without it such a request gets `unknown_agent`.
    */
@@ -149,6 +155,8 @@ export class AgentHost {
   readonly #listen: RequestListener;
   readonly #cluster: SessionCluster | undefined;
   readonly #routing: AgentRouting | undefined;
+  readonly #maxChatTimeMs: number | undefined;
+  readonly #now: () => number;
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
 
@@ -173,6 +181,8 @@ export class AgentHost {
     });
     this.#cluster = options.cluster;
     this.#routing = options.routing;
+    this.#maxChatTimeMs = options.maxChatTimeMs;
+    this.#now = options.now ?? Date.now;
     this.sessions = new SessionManager({
       createSession: createSessionFactory({
         createAgent: options.createAgent,
@@ -318,7 +328,11 @@ export class AgentHost {
               while (actor.isStopped) actor = await this.sessions.open(agent, session, { isChat: true });
               // The asking agent's approvals hold here too, before this chat is even queued.
               if (request.approvals.length > 0) actor.agent.inheritApprovals?.(request.approvals);
+              const deadline = this.#deadlineOf(request.lineage);
               outcome = await actor.chat({
+                ...(deadline === undefined
+                  ? {}
+                  : { deadline, signal: AbortSignal.timeout(Math.max(0, deadline - this.#now())) }),
                 text: chat.text,
                 type: chat.type,
                 stackable: chat.stackable,
@@ -492,6 +506,14 @@ export class AgentHost {
     } catch (error) {
       return { ok: false, error: sessionStartError(error) };
     }
+  }
+
+  /** When a chat starting now must end: its own `--max-chat-time`, or its parent's deadline if sooner. */
+  #deadlineOf(lineage: ChatLineage | undefined): number | undefined {
+    const own = this.#maxChatTimeMs === undefined ? undefined : this.#now() + this.#maxChatTimeMs;
+    const inherited = lineage?.deadline;
+    if (own === undefined) return inherited;
+    return inherited === undefined ? own : Math.min(own, inherited);
   }
 
   /**

@@ -335,6 +335,7 @@ export class SessionActor {
         requestId: request.requestId,
         lineage: request.lineage,
         traceparent: request.traceparent,
+        deadline: request.deadline,
       },
       // Made the caller's answer where the mailbox settles it, not in a step of its own.
       chatOutcomeOfSettlement,

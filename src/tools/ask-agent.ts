@@ -280,12 +280,13 @@ export function childLineage(context: ToolContext): ChatLineage {
   const chatId = context.chatId || "unknown";
   const own = { agent: context.agent, session: context.session, chatId };
   const above = context.lineage;
+  const deadline = context.deadline ?? above?.deadline;
   return {
     depth: (context.depth ?? 0) + 1,
     chain: [...(above?.chain ?? []), { agent: context.agent, session: context.session }],
     parent: { ...own, ...(context.toolCallId === undefined ? {} : { toolCallId: context.toolCallId }) },
     root: above?.root ?? own,
-    ...(above?.deadline === undefined ? {} : { deadline: above.deadline }),
+    ...(deadline === undefined ? {} : { deadline }),
   };
 }
 

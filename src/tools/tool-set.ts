@@ -44,6 +44,8 @@ export interface ToolContext {
   chatId?: string;
   /** The running chat's place in an agent tree, when another agent asked it (see `ChatOptions.lineage`). */
   lineage?: ChatLineage;
+  /** When the running chat's time runs out (ms since the epoch): a chat it asks must end by then. */
+  deadline?: number;
   /** The W3C `traceparent` of this call's span, when tracing is on: a chat it asks joins the trace. */
   traceparent?: string;
   /**

@@ -273,4 +273,26 @@ describe("an agent tree over two hosts", () => {
     );
     expect(JSON.parse(malformed.data)).toMatchObject({ ok: false, error: { code: "bad_request" } });
   });
+
+  it("a parent's deadline bounds its children: both are cancelled when it passes", async () => {
+    const lineage = {
+      depth: 1,
+      chain: [{ agent: "lead", session: "t5" }],
+      parent: { agent: "lead", session: "t5", chatId: "c5", toolCallId: "call_5" },
+      root: { agent: "lead", session: "t5", chatId: "c5" },
+      deadline: Date.now() + 1_500,
+    };
+    const reply = await leadBus.request(
+      chatSubject(PREFIX, "mid"),
+      JSON.stringify({ session: "lead-t5", text: "think slow" }),
+      { headers: { "Agentloop-Lineage": JSON.stringify(lineage) }, timeoutMs: 30_000 },
+    );
+    expect(JSON.parse(reply.data)).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    await waitFor(() =>
+      eventsOf("leaf", "mid-lead-t5").some((event) => event.kind === "ChatFailed" && event.cancelled),
+    );
+    // The leaf was asked with the same deadline, handed down.
+    const leafStarted = eventsOf("leaf", "mid-lead-t5").find((event) => event.kind === "ChatStarted");
+    expect(leafStarted?.root).toEqual(lineage.root);
+  });
 });
