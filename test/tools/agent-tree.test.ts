@@ -128,6 +128,10 @@ function ask(
     .then((reply) => JSON.parse(reply.data));
 }
 
+function isSessionIdle(event: AgentEvent): boolean {
+  return event.kind === "StateChanged" && event.machine === "session" && event.state === "idle";
+}
+
 function eventsOf(agent: string, session: string): AgentEvent[] {
   return seen
     .filter(({ event }) => event.agent === agent && event.session === session)
@@ -207,6 +211,18 @@ describe("an agent tree over two hosts", () => {
         failedCancelled("leaf", "mid-lead-t2"),
     );
     expect(leafSignal.aborted).toBe(true);
+    // Each session reports idle only after its chat's ChatFailed.
+    for (const [agent, session] of [
+      ["lead", "t2"],
+      ["mid", "lead-t2"],
+      ["leaf", "mid-lead-t2"],
+    ] as const) {
+      await waitFor(() => eventsOf(agent, session).some((event) => isSessionIdle(event)));
+      const events = eventsOf(agent, session);
+      const failedAt = events.findIndex((event) => event.kind === "ChatFailed");
+      const idleAt = events.findLastIndex((event) => isSessionIdle(event));
+      expect(idleAt).toBeGreaterThan(failedAt);
+    }
     // Each asking call is closed: its ToolCallFailed (cancelled) is out.
     for (const [agent, session] of [
       ["lead", "t2"],
