@@ -12,7 +12,8 @@ import { SessionTooLargeError } from "../src/errors/session-too-large-error.js";
 import { CancelledError } from "../src/llm/errors.js";
 
 /** What a message carries besides its data (not serialisable, so kept out of the machine). */
-export interface MessageOptions extends Pick<ChatOptions, "signal" | "onEvent" | "requestId"> {
+export interface MessageOptions
+  extends Pick<ChatOptions, "signal" | "onEvent" | "requestId" | "lineage" | "traceparent" | "deadline"> {
   /** A resumed chat's outcome (see {@link Agent.resumeUnfinishedChat}). */
   onOutcome?: (outcome: ResumedChatOutcome) => void;
 }
@@ -93,6 +94,9 @@ async function runOn(input: unknown, message: MailboxMessage, signal: AbortSigna
           depth: message.depth,
           ...(own?.onEvent === undefined ? {} : { onEvent: own.onEvent }),
           ...(own?.requestId === undefined ? {} : { requestId: own.requestId }),
+          ...(own?.lineage === undefined ? {} : { lineage: own.lineage }),
+          ...(own?.traceparent === undefined ? {} : { traceparent: own.traceparent }),
+          ...(own?.deadline === undefined ? {} : { deadline: own.deadline }),
         });
         return { kind: "chat", ...result };
       } finally {

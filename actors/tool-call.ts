@@ -20,15 +20,14 @@ export interface ToolCallInput {
  * failing tool is an `{"error": …}` result the model sees.
  */
 export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ input, signal }) => {
-  const { toolSets, limitToolCall, events, toolContext, now, redactor, noteToolStart } = requireDeps(
-    input.deps,
-    "iteration",
-  );
+  const { toolSets, limitToolCall, events, toolContext, now, redactor, noteToolStart, traceparentOf } =
+    requireDeps(input.deps, "iteration");
   return limitToolCall(async () => {
     const { call, iteration } = input;
     const appended: Message[] = [];
     if (noteToolStart !== undefined && !signal.aborted) await noteToolStart(call);
-    if (!signal.aborted) {
+    const isStarted = !signal.aborted;
+    if (isStarted) {
       events.emit(iteration, {
         kind: "ToolCallStarted",
         toolName: call.name,
@@ -38,13 +37,55 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
     }
     const startedAt = now();
     const shared = toolContext();
-    const { post } = shared;
+    // Its span was opened by ToolCallStarted: a chat it asks joins the trace under it.
+    const traceparent = traceparentOf?.(call.id);
+    const { post, delegateApproval } = shared;
     const outcome = await runToolCall(
       call,
       toolSets,
       {
         ...shared,
         signal,
+        toolCallId: call.id,
+        ...(traceparent === undefined ? {} : { traceparent }),
+        // At the root of a tree, a call held further down is asked here too, naming who holds it.
+        ...(delegateApproval === undefined
+          ? {}
+          : {
+              delegateApproval: (held, pending) => {
+                delegateApproval(held, pending);
+                if (signal.aborted) return;
+                const { toolCallId, toolName, holder } = held;
+                events.emit(
+                  iteration,
+                  pending
+                    ? {
+                        kind: "ToolApprovalRequested",
+                        toolName,
+                        toolCallId,
+                        arguments: held.arguments,
+                        heldBy: holder,
+                      }
+                    : {
+                        kind: "ToolApprovalResolved",
+                        toolName,
+                        toolCallId,
+                        approved: held.approved ?? false,
+                        heldBy: holder,
+                      },
+                );
+              },
+            }),
+        progress: (step) => {
+          if (!signal.aborted) {
+            events.emit(iteration, {
+              kind: "ToolCallProgress",
+              toolName: call.name,
+              toolCallId: call.id,
+              ...step,
+            });
+          }
+        },
         // Whatever a tool posts (a background task's result) reaches the model and the history too.
         ...(post === undefined ? {} : { post: (text, options) => post(redactor.redact(text), options) }),
         ...(redactor.isActive ? { redact: (text: string) => redactor.redact(text) } : {}),
@@ -54,6 +95,17 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
       { redactor },
     );
     const durationMs = now() - startedAt;
+    // A call that started and was cancelled is closed too: whoever saw it start sees it end.
+    if (outcome.cancelled && isStarted) {
+      events.emit(iteration, {
+        kind: "ToolCallFailed",
+        toolName: call.name,
+        toolCallId: call.id,
+        error: outcome.error ?? errorInfo("cancelled", "cancelled", { name: ToolError.name }),
+        result: outcome.result,
+        durationMs,
+      });
+    }
     if (!outcome.cancelled) {
       if (outcome.ok) {
         events.emit(iteration, {

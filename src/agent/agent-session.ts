@@ -16,6 +16,7 @@ import { type Compactor, ContextManager } from "../context/context-manager.js";
 import { HistoryError } from "../context/history-errors.js";
 import { estimateMessageBytes, estimateMessagesBytes } from "../context/message-bytes.js";
 import type { PendingApproval } from "../context/pending-approval.js";
+import type { ChatLineage } from "../contract/chat-lineage.js";
 import { describeError } from "../errors/describe-error.js";
 import { errorInfo, toErrorInfo } from "../errors/error-info.js";
 import type { EventEmitter } from "../events/event-emitter.js";
@@ -26,7 +27,7 @@ import type { LlmClient } from "../llm/llm-client.js";
 import { emptyUsage, type LlmOptions, type Message, type ToolCall } from "../llm/types.js";
 import { toWellFormed } from "../llm/well-formed-message.js";
 import type { SecretRedactor } from "../text/secret-redactor.js";
-import type { ToolSet } from "../tools/tool-set.js";
+import type { HeldApproval, ToolSet } from "../tools/tool-set.js";
 import type { Agent, ChatOptions, ChatResult, ResumeChatOptions } from "./agent-types.js";
 import { boundMachines } from "./bound-machines.js";
 import { ChatCancelledError, ChatFailedError } from "./chat-errors.js";
@@ -62,6 +63,8 @@ export interface AgentSessionParams {
   redactor: SecretRedactor;
   recordMessage(message: Message): void;
   post: ((text: string, options?: { type?: string; stackable?: boolean }) => void) | undefined;
+  /** The `traceparent` of a running tool call's span, when the session is traced. */
+  traceparentOf?: (toolCallId: string) => string | undefined;
   /** Asked as each chat starts (a tenant's token budget); undefined: no budget. */
   checkBudget: (() => BudgetCheck) | undefined;
   /** Publish StateChanged for every machine (only when someone reads the events). */
@@ -99,6 +102,12 @@ export class AgentSession implements Agent {
   #manager!: ContextManager;
   /** Depth of the running chat's agent-to-agent nesting (its tools see it). */
   #depth = 0;
+  /** The running chat's place in an agent tree and the trace it joins (its tools see them). */
+  #lineage: ChatLineage | undefined;
+  /** When the running chat's time runs out (its tools hand it down). */
+  #deadline: number | undefined;
+  /** Calls held for approval further down this root chat's tree, by tool call id: who holds each. */
+  readonly #delegated = new Map<string, { agent: string; session: string }>();
   #queue: Promise<unknown> | undefined;
   /** Built at the session's first tool call (an idle session pays nothing for it). */
   #toolCallLimit: LimitFunction | undefined;
@@ -130,6 +139,17 @@ export class AgentSession implements Agent {
         agent: this.name,
         session: this.session,
         depth: this.#depth,
+        chatId: params.events.chatId,
+        ...(this.#deadline === undefined ? {} : { deadline: this.#deadline }),
+        // Only the root of a tree takes its approvals: the chats in between pass them up.
+        ...(this.#lineage === undefined
+          ? {
+              delegateApproval: (held: HeldApproval, pending: boolean) => {
+                if (pending) this.#delegated.set(held.toolCallId, held.holder);
+                else this.#delegated.delete(held.toolCallId);
+              },
+            }
+          : { lineage: this.#lineage }),
         approvalRequired: this.#approvalChain(),
         ...(params.post ? { post: params.post } : {}),
       }),
@@ -146,6 +166,7 @@ export class AgentSession implements Agent {
       announceApprovals: (iteration, requests) => this.#toolApprovals().announce(iteration, requests),
       redactor: params.redactor,
       now: Date.now,
+      ...(params.traceparentOf === undefined ? {} : { traceparentOf: params.traceparentOf }),
       ...(journal
         ? { noteToolStart: (call: ToolCall) => journal.toolStarting(call.id, this.#isIdempotent(call)) }
         : {}),
@@ -263,6 +284,10 @@ export class AgentSession implements Agent {
       await this.#manager.clear();
       for (const set of this.#params.toolSets) set.reset();
     });
+  }
+
+  delegatedApproval(toolCallId: string): { agent: string; session: string } | undefined {
+    return this.#delegated.get(toolCallId);
   }
 
   decideToolCall(decision: ToolApprovalDecision): Promise<ApprovalOutcome> {
@@ -449,7 +474,14 @@ export class AgentSession implements Agent {
         throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
       }
       events.chatId = resumed?.chatId ?? createId();
-      this.#depth = options.depth ?? 0;
+      this.#depth = Math.max(options.depth ?? 0, options.lineage?.depth ?? 0);
+      this.#lineage = options.lineage;
+      this.#deadline = options.deadline ?? options.lineage?.deadline;
+      // Every event of this chat names who asked it and the root of its tree.
+      events.lineage =
+        options.lineage === undefined
+          ? undefined
+          : { parent: options.lineage.parent, root: options.lineage.root };
       const manager = this.#manager;
       const context = manager.context;
       if (resumed === undefined) {
@@ -459,6 +491,7 @@ export class AgentSession implements Agent {
           tokenUsed: context.tokenUsed,
           tokenLimit: manager.tokenLimit,
           contextCompactRatio: settings.contextCompactRatio,
+          ...(options.traceparent === undefined ? {} : { traceparent: options.traceparent }),
         });
       }
       if (resumed?.continueFrom === undefined) {
@@ -523,6 +556,10 @@ export class AgentSession implements Agent {
       throw new ChatFailedError(this.#params.redactor.redactValue(error), output.usage);
     } finally {
       if (onEvent !== undefined) listeners.splice(listeners.indexOf(onEvent), 1);
+      this.#params.events.lineage = undefined;
+      this.#lineage = undefined;
+      this.#deadline = undefined;
+      this.#delegated.clear();
     }
   }
 

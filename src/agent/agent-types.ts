@@ -1,6 +1,7 @@
 import type { InspectionEvent } from "xstate";
 import type { BudgetCheck } from "../../machines/chat.machine.js";
 import type { ContextHistory } from "../context/context-history.js";
+import type { ChatLineage } from "../contract/chat-lineage.js";
 import type { AgentEvent, EventBody } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
 import type { SessionJournal } from "../journal/session-journal.js";
@@ -117,6 +118,18 @@ export interface ChatOptions {
   signal?: AbortSignal;
   /** Depth of nested agent-to-agent calls (ask_agent). */
   depth?: number;
+  /**
+   * This chat's place in an agent tree, when another agent asked it (`ask_agent`): its events carry
+   * `parent` and `root`, and the agents it asks in turn inherit the chain (cycles are refused).
+   */
+  lineage?: ChatLineage;
+  /** The W3C `traceparent` of the span that asked: this chat's spans join that trace. */
+  traceparent?: string;
+  /**
+   * When this chat's time runs out (ms since the epoch; its caller cancels it then): the chats it
+   * asks get it as their deadline too, so a child never outlives its parent's time.
+   */
+  deadline?: number;
   /** Sees this chat's events only (e.g. to stream its text to one caller); exceptions swallowed. */
   onEvent?: (event: AgentEvent) => void;
   /**
@@ -174,6 +187,12 @@ export interface Agent {
   reportCancelledChat?(text: string, reason: string): void;
   /** Approves or denies a tool call the running (or parked) chat holds for approval. */
   decideToolCall?(decision: ToolApprovalDecision): Promise<ApprovalOutcome>;
+  /**
+   * The session further down this chat's agent tree that holds the call `toolCallId` awaiting
+   * approval, when this session's running chat is the root that was told of it: a decision sent
+   * here is handed on to that session's control subject.
+   */
+  delegatedApproval?(toolCallId: string): { agent: string; session: string } | undefined;
   /** `stop`: cancels the chat awaiting approval, if any (parked ones included). */
   cancelPendingApproval?(): Promise<void>;
   /**

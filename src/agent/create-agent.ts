@@ -160,6 +160,7 @@ export async function createAgent(params: CreateAgentParams): Promise<Agent> {
     redactor: params.redactor ?? NO_SECRETS,
     recordMessage: swallow(options.onMessageRecorded),
     post: params.post,
+    ...(tracing === undefined ? {} : { traceparentOf: tracing.traceparentOf }),
     checkBudget: params.checkBudget,
     isOrderedByMailbox: params.isOrderedByMailbox ?? false,
     isReportingStates,

@@ -36,6 +36,8 @@ export interface SessionDeps {
   /** Hides the configured secrets in tool results (events are redacted by `events` itself). */
   redactor: SecretRedactor;
   now(): number;
+  /** The W3C `traceparent` of a started tool call's span, when tracing is on. */
+  traceparentOf?(toolCallId: string): string | undefined;
   /** Journals a call's start before it runs (after a crash, a call in doubt is never run again silently). */
   noteToolStart?(call: ToolCall): Promise<void>;
 }

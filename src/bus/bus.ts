@@ -42,6 +42,8 @@ export interface Subscription {
 export interface RequestOptions {
   timeoutMs?: number;
   signal?: AbortSignal;
+  /** Message headers sent with the request (e.g. an `ask_agent` child's lineage and trace parent). */
+  headers?: Record<string, string>;
 }
 
 /** See {@link Bus.connectivity}. */

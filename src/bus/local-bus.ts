@@ -118,7 +118,8 @@ export class LocalBus implements Bus {
       const timer = setTimeout(() => fail(new BusTimeoutError(subject, timeoutMs)), timeoutMs);
       signal?.addEventListener("abort", onAbort, { once: true });
       this.openRequests.add(fail);
-      if (this.dispatch(subject, data, undefined, inbox) === 0) fail(new NoRespondersError(subject));
+      const headers = options.headers === undefined ? undefined : { ...options.headers };
+      if (this.dispatch(subject, data, headers, inbox) === 0) fail(new NoRespondersError(subject));
     });
   }
 

@@ -351,7 +351,14 @@ export class NatsBus implements Bus {
         });
       }
       try {
-        return await this.requestNow(subject, data, Math.max(1, deadline - Date.now()), signal, timeoutMs);
+        return await this.requestNow(
+          subject,
+          data,
+          Math.max(1, deadline - Date.now()),
+          signal,
+          timeoutMs,
+          options.headers,
+        );
       } catch (error) {
         const now = Date.now();
         const mayBeReconnecting =
@@ -370,6 +377,7 @@ export class NatsBus implements Bus {
     timeoutMs: number,
     signal: AbortSignal | undefined,
     reportedTimeoutMs = timeoutMs,
+    headers?: Record<string, string>,
   ): Promise<BusMessage> {
     signal?.throwIfAborted();
     this.pendingRequestSubjects.set(subject, (this.pendingRequestSubjects.get(subject) ?? 0) + 1);
@@ -378,7 +386,10 @@ export class NatsBus implements Bus {
       if (pending > 0) this.pendingRequestSubjects.set(subject, pending);
       else this.pendingRequestSubjects.delete(subject);
     };
-    const request = this.connection.request(subject, data, { timeout: timeoutMs });
+    const request = this.connection.request(subject, data, {
+      timeout: timeoutMs,
+      ...(headers === undefined ? {} : { headers: toNatsHeaders(headers) }),
+    });
     // Kept until the status stream has had the refusal too: it arrives there after the rejection.
     request.then(settled, () => setImmediate(settled));
     const reply = request.then(toBusMessage, (error: unknown) => {

@@ -31,6 +31,8 @@ export interface RequestWithHeartbeatOptions {
   /** The request's overall limit (the bus default when unset). */
   timeoutMs?: number;
   signal?: AbortSignal;
+  /** Headers sent with the request. */
+  headers?: Record<string, string>;
 }
 
 /**
@@ -83,6 +85,7 @@ export async function requestWithHeartbeat(
     return await bus.request(subject, data, {
       signal,
       ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+      ...(options.headers === undefined ? {} : { headers: options.headers }),
     });
   } finally {
     clearTimeout(timer);

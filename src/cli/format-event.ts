@@ -101,9 +101,11 @@ function describeKnownEvent(event: AgentEvent, palette: Palette): string {
       return `${palette.cyan(event.toolName)} → ${oneLine(event.result, 120)} ${palette.dim(`${event.durationMs} ms`)}`;
     case "ToolCallFailed":
       return palette.red(`${event.toolName} failed: ${oneLine(event.error.message, 120)}`);
+    case "ToolCallProgress":
+      return `${palette.cyan(event.toolName)} ${palette.dim(event.toolCallId)} ← ${palette.magenta(`${event.source.agent}/${event.source.session}`)} ${progressText(event, palette)}`;
     case "ToolApprovalRequested":
       return palette.yellow(
-        `approve ${event.toolName}(${oneLine(event.arguments, 120)})? ${palette.dim(event.toolCallId)}`,
+        `approve ${event.toolName}(${oneLine(event.arguments, 120)})? ${palette.dim(event.toolCallId)}${event.heldBy === undefined ? "" : ` held by ${event.heldBy.agent}/${event.heldBy.session}`}`,
       );
     case "ToolApprovalResolved":
       return `${event.toolName} ${event.approved ? palette.green("approved") : palette.red("denied")}${event.reason ? `: ${oneLine(event.reason, 120)}` : ""} ${palette.dim(event.toolCallId)}`;
@@ -124,14 +126,27 @@ function describeKnownEvent(event: AgentEvent, palette: Palette): string {
   }
 }
 
-/** `12:04:05.123 bot/s42 #17 i1 ToolCallStarted current_time({}) call_1` */
+function progressText(event: Extract<AgentEvent, { kind: "ToolCallProgress" }>, palette: Palette): string {
+  const tool = event.tool === undefined ? "" : `${palette.cyan(event.tool)} `;
+  const text = event.text === undefined ? "" : oneLine(event.text, 120);
+  if (event.step === "text") return JSON.stringify(text);
+  if (event.step.endsWith("failed")) return palette.red(`${event.step} ${tool}${text}`);
+  return `${event.step} ${tool}${text}`.trimEnd();
+}
+
+/**
+ * `12:04:05.123 bot/s42 #17 i1 ToolCallStarted current_time({}) call_1`; with `depth` above 0 (a
+ * chat another agent asked), indented that many steps under the line of the call that asked.
+ */
 export function formatEventLine(
   event: AgentEvent | UnknownEvent,
   palette: Palette = createPalette(false),
+  depth = 0,
 ): string {
   const time =
     typeof event.ts === "string" && event.ts.length >= 23 ? event.ts.slice(11, 23) : String(event.ts);
   const where = palette.magenta(`${event.agent}/${event.session}`);
   const iteration = event.iteration > 0 ? ` i${event.iteration}` : "";
-  return `${palette.dim(time)} ${where} ${palette.dim(`#${event.seq}${iteration}`)} ${palette.bold(event.kind)} ${describeEvent(event, palette)}`;
+  const indent = depth > 0 ? `${"  ".repeat(depth - 1)}${palette.dim("└ ")}` : "";
+  return `${indent}${palette.dim(time)} ${where} ${palette.dim(`#${event.seq}${iteration}`)} ${palette.bold(event.kind)} ${describeEvent(event, palette)}`;
 }

@@ -6,6 +6,7 @@ import { describeError } from "../errors/describe-error.js";
 import { knownContextWindow, ProviderName } from "../llm/create-backend.js";
 import type { LlmBackend, ReasoningEffort } from "../llm/types.js";
 import { findMcpServerConflicts, McpServers } from "../mcp/mcp-server-config.js";
+import type { SupervisionPolicy } from "../tools/ask-agent.js";
 import type { ToolSet } from "../tools/tool-set.js";
 import type { RuntimeConfig } from "./runtime-config.js";
 import { TenantsSection } from "./tenant-limits.js";
@@ -47,6 +48,22 @@ export const AgentDefinition = z
      * (someone who may use the control subject) decides.
      */
     approval: z.object({ selfApprove: z.boolean().optional() }).strict().optional(),
+    /**
+     * What the agent does when an agent it asked (`ask_agent`) fails: `"report"` (the default) gives
+     * the model a typed tool error; `{ "retry": n, "backoffMs": ms }` asks again up to n times
+     * (waiting ms, doubling) before reporting. A cycle, the depth cap or a refusal is never retried.
+     */
+    onChildFailure: z
+      .union([
+        z.literal("report"),
+        z
+          .object({
+            retry: z.number().int().min(1).max(10),
+            backoffMs: z.number().int().min(0).max(60_000).optional(),
+          })
+          .strict(),
+      ])
+      .optional(),
   })
   .strict();
 export type AgentDefinition = z.infer<typeof AgentDefinition>;
@@ -95,6 +112,8 @@ export interface ResolvedAgentDefinition {
   needsApproval?: string[];
   /** The sender of an Agent Protocol prompt may answer its own chat's approval queries. */
   selfApprove?: boolean;
+  /** What `ask_agent` does when the asked agent fails (its agents-file `onChildFailure`); undefined: report. */
+  supervision?: SupervisionPolicy;
   /** From the CLI (`--stream-idle-timeout`); undefined: the backends' default. */
   streamIdleTimeoutMs?: number;
   /** ToolSets built in code (a config file, `startHost`), after the built-ins named in `tools`. */
@@ -251,6 +270,7 @@ export function resolveAgentDefinitions(
       ...(agent.mcpServers === undefined ? {} : { mcpServers: agent.mcpServers }),
       ...(agent.needsApproval === undefined ? {} : { needsApproval: agent.needsApproval }),
       ...(agent.approval?.selfApprove === true ? { selfApprove: true } : {}),
+      ...(agent.onChildFailure === undefined ? {} : { supervision: supervisionOf(agent.onChildFailure) }),
       ...(streamIdleTimeoutMs === undefined ? {} : { streamIdleTimeoutMs }),
     };
   });
@@ -275,4 +295,12 @@ export function describeIssue(issue: z.core.$ZodIssue): string {
     return `${where}unknown field${issue.keys.length === 1 ? "" : "s"} ${issue.keys.map((key) => `"${key}"`).join(", ")}`;
   }
   return field === "" ? issue.message : `${field}: ${issue.message}`;
+}
+
+/** Default wait before the first retry of an asked agent that failed (doubling after). */
+const DEFAULT_RETRY_BACKOFF_MS = 500;
+
+function supervisionOf(policy: NonNullable<AgentDefinition["onChildFailure"]>): SupervisionPolicy {
+  if (policy === "report") return { kind: "report" };
+  return { kind: "retry", times: policy.retry, backoffMs: policy.backoffMs ?? DEFAULT_RETRY_BACKOFF_MS };
 }

@@ -299,6 +299,14 @@ export function idleTimeoutFrom(flags: Flags, env: NodeJS.ProcessEnv): number | 
   return parseDuration(pick(flags, "idle-timeout", env, "AGENTLOOP_IDLE_TIMEOUT"), "--idle-timeout");
 }
 
+/**
+ * `--max-chat-time` / `AGENTLOOP_MAX_CHAT_TIME` (e.g. `10m`): the longest a chat may run before it is
+ * cancelled; the agents it asks get what is left of it. Undefined: no limit.
+ */
+export function maxChatTimeFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
+  return parseDuration(pick(flags, "max-chat-time", env, "AGENTLOOP_MAX_CHAT_TIME"), "--max-chat-time");
+}
+
 /** Where a host keeps its sessions' histories: `sqlite` (the `--db` file, else memory) or `nats` (JetStream). */
 export type HistoryBackendName = "sqlite" | "nats";
 

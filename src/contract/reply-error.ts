@@ -27,6 +27,11 @@ export const ERROR_CODES = [
    * even retried.
    */
   "unavailable",
+  /**
+   * An agent asked another (`ask_agent`) whose session is already waiting higher up the same chain:
+   * answering would wait on itself. Refused at once. Not retryable.
+   */
+  "cycle",
 ] as const;
 
 /** The `code` of a failed reply. */

@@ -87,6 +87,17 @@ export const ERROR_CODE_TABLE = {
   tool_cancelled: failure,
   mcp_server_not_running: failure,
   mcp_tool_call: failure,
+  // An agent asking another (ask_agent): the typed tool errors the model reads.
+  /** The asked session already waits higher up the chain: it would wait on itself. */
+  cycle: { reply: "cycle", exitCode: EXIT_FAILURE },
+  /** The chain of agents asking agents is at its depth cap. */
+  depth_exceeded: failure,
+  // `unavailable` (above) also names an asked agent that is not there: no host serves it, its host
+  // went silent, or it did not answer in time.
+  /** A person denied the asked agent's tool call, or a rule refused the question. */
+  denied: failure,
+  /** The asked agent's chat failed (its own error follows in the message). */
+  agent_failed: failure,
   /** Anything not of the hierarchy. */
   internal: failure,
 } as const satisfies Record<string, ErrorCodeMapping>;

@@ -14,8 +14,20 @@ export interface EventEmitter {
   emit(iteration: number, body: EventBody, chatId?: string): void;
   /** The chat id the next events carry. */
   chatId: string;
+  /**
+   * The current chat's place in an agent tree: set while a chat another agent asked runs, so every
+   * event of that chat (not the session-level ones, emitted with another `chatId`) carries
+   * `parent` and `root`.
+   */
+  lineage: EventLineage | undefined;
   /** The seq of the last event emitted. */
   readonly seq: number;
+}
+
+/** What {@link EventEmitter.lineage} adds to each event of a child chat. */
+export interface EventLineage {
+  parent: { agent: string; session: string; chatId: string; toolCallId?: string };
+  root: { agent: string; session: string; chatId: string };
 }
 
 /** The fields the emitter stamps on every event, in the order the event carries them. */
@@ -103,6 +115,7 @@ export function createEventEmitter({
   const stamp: EventStamp = { agent, session, host, chatId: "", seq: 0, ts: "", iteration: 0 };
   const emitter: EventEmitter = {
     chatId: "",
+    lineage: undefined,
     get seq() {
       return seq;
     },
@@ -121,7 +134,13 @@ export function createEventEmitter({
       const ts = timestamp();
       // Events leave the process (NATS, JetStream files, the UI): a tool call's arguments, an
       // error message or a delta may quote a key. Only the body carries free text.
-      const eventBody = redactor.isActive ? redactor.redactValue(body) : body;
+      const redacted = redactor.isActive ? redactor.redactValue(body) : body;
+      const { lineage } = emitter;
+      // Only a child chat's own events: the body's fields come after the stamp, as a reader expects.
+      const eventBody =
+        lineage === undefined || chatId !== emitter.chatId
+          ? redacted
+          : ({ ...redacted, parent: lineage.parent, root: lineage.root } as unknown as EventBody);
       if (listeners.length === 1) {
         const takeStamped = (listeners[0] as EventListenerOffer)[TAKES_STAMPED_EVENTS];
         if (takeStamped !== undefined) {

@@ -31,6 +31,17 @@ export const EventTokenUsage = z.object({
   cached: z.number(),
 });
 
+/**
+ * A chat of an agent tree (`ask_agent`): its agent, session and chat id, and for a `parent` the
+ * tool call that asked.
+ */
+export const EventChatRef = z.object({
+  agent: z.string(),
+  session: z.string(),
+  chatId: z.string(),
+  toolCallId: z.string().optional(),
+});
+
 /** Fields every event carries, whatever its kind. */
 export const EventBase = z.object({
   agent: z.string(),
@@ -44,6 +55,10 @@ export const EventBase = z.object({
   ts: z.string(),
   /** 1-based iteration, 0 for chat-level events. */
   iteration: z.number(),
+  /** On every event of a chat another agent asked (`ask_agent`): the asking chat and its tool call. */
+  parent: EventChatRef.optional(),
+  /** With `parent`: the chat at the top of the tree, the one a person (or a program) asked. */
+  root: EventChatRef.optional(),
 });
 
 /** The common fields with any non-empty `kind`: what a reader can say of an event of a kind it does not know. */
@@ -63,6 +78,11 @@ export const EVENT_BODY_SCHEMAS = {
     tokenLimit: z.number().optional(),
     /** The ratio tokenUsed / tokenLimit at which the context is compacted after a chat. */
     contextCompactRatio: z.number().optional(),
+    /**
+     * The W3C trace context of the tool call that asked this chat (`ask_agent`, when tracing is on
+     * there): this chat's spans belong to that trace, under that call's span.
+     */
+    traceparent: z.string().optional(),
   }),
   ModelRequest: z.object({ kind: z.literal("ModelRequest"), final: z.boolean(), messageCount: z.number() }),
   ModelStreamSegmentStart: z.object({ kind: z.literal("ModelStreamSegmentStart"), attempt: z.number() }),
@@ -106,6 +126,39 @@ export const EVENT_BODY_SCHEMAS = {
     result: z.string(),
     durationMs: z.number(),
   }),
+  /**
+   * A step of the chat this tool call asked (`ask_agent`), or of a chat that one asked in turn:
+   * `source` names the chat that made it. Text deltas arrive coalesced (`text`, at most one event
+   * per source every few hundred ms); the other steps as they happen. `chat_started` names the
+   * asked chat as soon as it begins (its `ChatStarted` names this call as its `parent`).
+   */
+  ToolCallProgress: z.object({
+    kind: z.literal("ToolCallProgress"),
+    toolName: z.string(),
+    toolCallId: z.string(),
+    source: EventChatRef,
+    step: z.enum([
+      "chat_started",
+      "text",
+      "tool_started",
+      "tool_completed",
+      "tool_failed",
+      "approval_requested",
+      "approval_resolved",
+      "chat_completed",
+      "chat_failed",
+    ]),
+    /** The text of a `text` step; the error message of a `*_failed` step. */
+    text: z.string().optional(),
+    /** The tool of a `tool_*` or `approval_requested` step. */
+    tool: z.string().optional(),
+    /** The tool call of a `tool_*` or `approval_*` step. */
+    sourceToolCallId: z.string().optional(),
+    /** The arguments an `approval_requested` step is about (JSON text). */
+    arguments: z.string().optional(),
+    /** The decision of an `approval_resolved` step. */
+    approved: z.boolean().optional(),
+  }),
   /** A call waits for a person: answer `approve` / `deny` with this toolCallId on the control subject. */
   ToolApprovalRequested: z.object({
     kind: z.literal("ToolApprovalRequested"),
@@ -113,6 +166,11 @@ export const EVENT_BODY_SCHEMAS = {
     toolCallId: z.string(),
     /** The exact arguments the approval is about (JSON text, as the model sent them). */
     arguments: z.string(),
+    /**
+     * Set on the copy published on the root session's subject for a call of a chat further down the
+     * tree: the session that holds the call. Approve it on the root's control subject all the same.
+     */
+    heldBy: z.object({ agent: z.string(), session: z.string(), chatId: z.string() }).optional(),
   }),
   ToolApprovalResolved: z.object({
     kind: z.literal("ToolApprovalResolved"),
@@ -120,6 +178,8 @@ export const EVENT_BODY_SCHEMAS = {
     toolCallId: z.string(),
     approved: z.boolean(),
     reason: z.string().optional(),
+    /** As on `ToolApprovalRequested`: the session further down the tree that held the call. */
+    heldBy: z.object({ agent: z.string(), session: z.string(), chatId: z.string() }).optional(),
   }),
   /**
    * An unfinished chat goes on after its host stopped (a restart, or the session's next owner),

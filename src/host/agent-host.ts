@@ -6,13 +6,15 @@ import {
   type ControlRequest,
   errorReply,
   parseChatRequest,
+  parseControlReply,
   parseControlRequest,
 } from "../bus/contract.js";
 import { isOverMaxPayload } from "../bus/payload-size.js";
-import { DEFAULT_PREFIX, parseRequestSubject } from "../bus/subjects.js";
+import { controlSubject, DEFAULT_PREFIX, parseRequestSubject } from "../bus/subjects.js";
 import type { AgentRouting } from "../cluster/agent-routing.js";
 import { forwardHopsOf, hostSubject, type SessionCluster } from "../cluster/session-cluster.js";
 import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
+import { type ChatLineage, describeChain, isOnChain, readLineageHeaders } from "../contract/chat-lineage.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestApprovals } from "./request-approvals.js";
 import { readRequestDepth } from "./request-depth.js";
@@ -26,6 +28,9 @@ import {
   SessionManagerClosedError,
   SessionManagerOverloadedError,
 } from "./session-manager.js";
+
+/** How long a decision handed down an agent tree waits for the holding session's answer. */
+const DECIDE_BELOW_TIMEOUT_MS = 10_000;
 
 /** How long `close()` lets running chats finish by default before cancelling them. */
 export const DEFAULT_GRACE_MS = 30_000;
@@ -89,6 +94,12 @@ export interface AgentHostOptions {
    */
   cluster?: SessionCluster;
   /**
+   * The longest a chat may run (`--max-chat-time`), then it is cancelled; the chats it asks
+   * (`ask_agent`) get what is left of it as their deadline. Default: no limit (a child is still
+   * bound by its parent's deadline).
+   */
+  maxChatTimeMs?: number;
+  /**
    * On NATS: passes a request for an agent this host does not serve to a host that does (hosts
    * with different agents may share a prefix). Without it such a request gets `unknown_agent`.
    */
@@ -115,7 +126,14 @@ export interface HostSessionListing {
 
 /** A request the host serves, checked: its agent, its session and what it asks. */
 type CheckedRequest = { agent: string; session: string } & (
-  | { verb: "chat"; chat: ChatRequest; depth: number; approvals: string[] }
+  | {
+      verb: "chat";
+      chat: ChatRequest;
+      depth: number;
+      approvals: string[];
+      lineage: ChatLineage | undefined;
+      traceparent: string | undefined;
+    }
   | { verb: "control"; control: ControlRequest }
 );
 
@@ -160,6 +178,8 @@ export class AgentHost {
   #forwarded: Subscription | undefined;
   /** How long a drained shard's requests may take: the grace of `close()` once it was called. */
   #drainGraceMs: number;
+  readonly #maxChatTimeMs: number | undefined;
+  readonly #now: () => number;
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
 
@@ -185,6 +205,8 @@ export class AgentHost {
     });
     this.#cluster = options.cluster;
     this.#routing = options.routing;
+    this.#maxChatTimeMs = options.maxChatTimeMs;
+    this.#now = options.now ?? Date.now;
     this.sessions = new SessionManager({
       createSession: createSessionFactory({
         createAgent: options.createAgent,
@@ -449,11 +471,17 @@ export class AgentHost {
               while (actor.isStopped) actor = await this.sessions.open(agent, session, { isChat: true });
               // The asking agent's approvals hold here too, before this chat is even queued.
               if (request.approvals.length > 0) actor.agent.inheritApprovals?.(request.approvals);
+              const deadline = this.#deadlineOf(request.lineage);
               outcome = await actor.chat({
+                ...(deadline === undefined
+                  ? {}
+                  : { deadline, signal: AbortSignal.timeout(Math.max(0, deadline - this.#now())) }),
                 text: chat.text,
                 type: chat.type,
                 stackable: chat.stackable,
                 depth: request.depth,
+                ...(request.lineage === undefined ? {} : { lineage: request.lineage }),
+                ...(request.traceparent === undefined ? {} : { traceparent: request.traceparent }),
                 // Journaled with the chat: a chat resumed elsewhere answers this id's retries.
                 ...(step === undefined || chat.id === undefined ? {} : { requestId: chat.id }),
               });
@@ -526,13 +554,23 @@ export class AgentHost {
     const approvals = readRequestApprovals(message.data);
     if (!approvals.ok) return { verb: "refused", reply: { ...approvals, ...echo } };
     const { session } = parsed.value;
+    const tree = readLineageHeaders(message.headers);
+    if (!tree.ok) return { verb: "refused", reply: { ...errorReply("bad_request", tree.message), ...echo } };
+    const { lineage } = tree;
+    if (lineage !== undefined && isOnChain(lineage.chain, agent, session)) {
+      // That session is waiting, higher up, for this very question's answer: it would wait on itself.
+      const message = `${agent}/${session} is already waiting on this chain (${describeChain(lineage.chain)}): asking it again would wait on itself`;
+      return { verb: "refused", reply: { ...errorReply("cycle", message), ...echo } };
+    }
     return {
       verb: "chat",
       agent,
       session,
       chat: parsed.value,
-      depth: depth.value,
+      depth: Math.max(depth.value, lineage?.depth ?? 0),
       approvals: approvals.value,
+      lineage,
+      traceparent: tree.traceparent,
     };
   }
 
@@ -600,6 +638,9 @@ export class AgentHost {
       while (actor.isStopped) actor = await this.sessions.open(agent, session);
       if (control.command === "new") return await actor.reset();
       if (control.command === "compact") return await actor.compact(control.topic);
+      // A call held further down this session's agent tree: decided where it is held.
+      const holder = actor.agent.delegatedApproval?.(control.toolCallId ?? "");
+      if (holder !== undefined) return await this.#decideBelow(holder, control);
       // The session may have had to be built: its approval may be parked in the history (a restart).
       return await actor.decideToolCall({
         toolCallId: control.toolCallId ?? "",
@@ -609,6 +650,41 @@ export class AgentHost {
       });
     } catch (error) {
       return { ok: false, error: sessionStartError(error) };
+    }
+  }
+
+  /** When a chat starting now must end: its own `--max-chat-time`, or its parent's deadline if sooner. */
+  #deadlineOf(lineage: ChatLineage | undefined): number | undefined {
+    const own = this.#maxChatTimeMs === undefined ? undefined : this.#now() + this.#maxChatTimeMs;
+    const inherited = lineage?.deadline;
+    if (own === undefined) return inherited;
+    return inherited === undefined ? own : Math.min(own, inherited);
+  }
+
+  /**
+   * Hands an approval decision taken at the root of an agent tree to the session below that holds
+   * the call (its own one-time, argument-bound check decides), and answers with its answer.
+   */
+  async #decideBelow(
+    holder: { agent: string; session: string },
+    control: ControlRequest,
+  ): Promise<ControlReply> {
+    const { session: _root, ...decision } = control;
+    try {
+      const reply = await this.#bus.request(
+        controlSubject(this.prefix, holder.agent),
+        JSON.stringify({ ...decision, session: holder.session }),
+        { timeoutMs: DECIDE_BELOW_TIMEOUT_MS },
+      );
+      const parsed = parseControlReply(reply.data);
+      if (parsed.ok) return parsed.value;
+      return errorReply("internal", `${holder.agent}/${holder.session} sent an unreadable answer`);
+    } catch (error) {
+      const reason = describeFailure(error).message;
+      return errorReply(
+        "internal",
+        `cannot reach ${holder.agent}/${holder.session}, which holds the call: ${reason}`,
+      );
     }
   }
 

@@ -101,6 +101,7 @@ export function createHostToolSetRegistry(
         prefix: options.prefix ?? DEFAULT_PREFIX,
         ...(context.agent === undefined ? {} : { agent: context.agent }),
         ...(options.peers === undefined ? {} : { peers: options.peers }),
+        ...(context.supervision === undefined ? {} : { supervision: context.supervision }),
         ...options.askAgent,
       });
     })
@@ -161,6 +162,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
         agent: definition.name,
         bus: options.bus,
         ...(definition.shellEnv === undefined ? {} : { shellEnv: definition.shellEnv }),
+        ...(definition.supervision === undefined ? {} : { supervision: definition.supervision }),
       }),
       ...(definition.toolSets ?? []),
       ...(options.mcpServers?.toolSetsFor(definition.name) ?? []),

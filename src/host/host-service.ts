@@ -43,6 +43,8 @@ export interface HostServiceOptions {
   onEvent?: (event: AgentEvent) => void;
   /** Passed to the host (tests shorten them). */
   idleTimeoutMs?: number;
+  /** The longest a chat may run (`--max-chat-time`); its asked agents get what is left. Default: no limit. */
+  maxChatTimeMs?: number;
   maxSessions?: number;
   /** The live sessions' messages in memory, all together / each (`--max-memory-bytes`, `--max-session-bytes`). */
   maxMemoryBytes?: number;
@@ -239,6 +241,7 @@ async function startOnBus(
         ...(cluster === undefined ? {} : { cluster }),
         ...(bus instanceof NatsBus ? { routing: new AgentRouting(bus.connection, prefix) } : {}),
         ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
+        ...(options.maxChatTimeMs === undefined ? {} : { maxChatTimeMs: options.maxChatTimeMs }),
         ...(unit.maxSessions === undefined ? {} : { maxSessions: unit.maxSessions }),
         ...(options.maxMemoryBytes === undefined ? {} : { maxMemoryBytes: options.maxMemoryBytes }),
         ...(options.maxSessionBytes === undefined ? {} : { maxSessionBytes: options.maxSessionBytes }),

@@ -329,7 +329,14 @@ export class SessionActor {
         depth: request.depth ?? 0,
       }),
       true,
-      { signal: request.signal, onEvent: request.onEvent, requestId: request.requestId },
+      {
+        signal: request.signal,
+        onEvent: request.onEvent,
+        requestId: request.requestId,
+        lineage: request.lineage,
+        traceparent: request.traceparent,
+        deadline: request.deadline,
+      },
       // Made the caller's answer where the mailbox settles it, not in a step of its own.
       chatOutcomeOfSettlement,
     );

@@ -50,6 +50,8 @@ export interface StartHostOptions {
   onEvent?: (event: AgentEvent) => void;
   /** Idle sessions are passivated (their memory freed; the next message restores them) after this long. @defaultValue 43_200_000 (12 h) */
   idleTimeoutMs?: number;
+  /** The longest a chat may run, then it is cancelled; the agents it asks get what is left. @defaultValue no limit */
+  maxChatTimeMs?: number;
   /** Live sessions at most; past it a new session is refused with `overloaded`. @defaultValue 10_000 */
   maxSessions?: number;
   /**
@@ -148,6 +150,7 @@ export async function startHost(options: StartHostOptions): Promise<RunningHost>
     log: options.log ?? (() => {}),
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
     ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
+    ...(options.maxChatTimeMs === undefined ? {} : { maxChatTimeMs: options.maxChatTimeMs }),
     ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
     ...(options.maxMemoryBytes === undefined ? {} : { maxMemoryBytes: options.maxMemoryBytes }),
     ...(options.maxSessionBytes === undefined ? {} : { maxSessionBytes: options.maxSessionBytes }),

@@ -1,4 +1,9 @@
-import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import {
+  headers as createNatsHeaders,
+  type Msg,
+  type NatsConnection,
+  type Subscription,
+} from "@nats-io/transport-node";
 import { createConnectionInbox } from "../bus/connection-inbox.js";
 import { isValidSubject } from "../bus/subjects.js";
 import { AgentloopError } from "../errors/agentloop-error.js";
@@ -61,11 +66,14 @@ export class AmbiguousTargetError extends AgentProtocolError {
 /** The agent answered with an error reply (`Nats-Service-Error-Code`, §9). */
 export class AgentServiceError extends AgentProtocolError {
   readonly description: string;
+  /** The error body's own code, when it has one (an agentloop host's, e.g. `cycle`). */
+  readonly reason: string | undefined;
 
   /** @param status The agent's `Nats-Service-Error-Code` (read it back as `status`). */
-  constructor(status: number, description: string) {
+  constructor(status: number, description: string, reason?: string) {
     super(`the agent answered with error ${status}: ${description}`, { status });
     this.description = description;
+    this.reason = reason;
   }
 }
 
@@ -108,6 +116,12 @@ export interface PromptAgentOptions {
    * inactivity limit still catches one of them dying. Default: none.
    */
   heartbeatSubject?: string;
+  /**
+   * Headers sent with the prompt: an agentloop caller sends its lineage (depth, the chain of
+   * sessions waiting on the answer) and `traceparent`, so an agentloop host refuses a cycle at once
+   * and the asked chat joins the trace. Other agents ignore them.
+   */
+  headers?: Record<string, string>;
 }
 
 /**
@@ -180,7 +194,14 @@ export async function* promptAgent(
     });
     signal?.addEventListener("abort", onAbort, { once: true });
     armTimer();
-    connection.publish(subject, prompt, { reply: inbox });
+    const { headers } = options;
+    if (headers === undefined || Object.keys(headers).length === 0) {
+      connection.publish(subject, prompt, { reply: inbox });
+    } else {
+      const natsHeaders = createNatsHeaders();
+      for (const [key, value] of Object.entries(headers)) natsHeaders.set(key, value);
+      connection.publish(subject, prompt, { reply: inbox, headers: natsHeaders });
+    }
     while (true) {
       const item = pending.shift();
       if (item === undefined) {
@@ -192,7 +213,7 @@ export async function* promptAgent(
       }
       if (item.type === "failed") throw item.error;
       if (item.type === "end") return;
-      if (item.type === "error") throw new AgentServiceError(item.code, item.description);
+      if (item.type === "error") throw new AgentServiceError(item.code, item.description, item.reason);
       if (item.type === "ignored") continue;
       yield item;
     }

@@ -10,6 +10,7 @@ import {
 import { toBusMessage } from "../bus/inbound-message.js";
 import { isValidName, NAME_PATTERN } from "../bus/subjects.js";
 import { FORWARD_HOPS_HEADER, MAX_FORWARD_HOPS } from "../cluster/session-cluster.js";
+import { describeChain, isOnChain, readLineageHeaders } from "../contract/chat-lineage.js";
 import { type AgentHost, sessionStartError } from "../host/agent-host.js";
 import type { ChatOutcome, SessionActor } from "../host/session-actor.js";
 import { VERSION } from "../version.js";
@@ -257,6 +258,15 @@ export class AgentProtocolHost {
       return this.#refuse(replySubject, 400, "bad_request", inbound.malformed);
     const parsed = parsePromptPayload(inbound.data);
     if (!parsed.ok) return this.#refuse(replySubject, 400, "bad_request", parsed.reason);
+    // An agentloop caller's place in its agent tree: a question coming back to a session already
+    // waiting on this chain is refused at once (else both would wait on each other until a timeout).
+    const tree = readLineageHeaders(inbound.headers);
+    if (!tree.ok) return this.#refuse(replySubject, 400, "bad_request", tree.message);
+    const { lineage, traceparent } = tree;
+    if (lineage !== undefined && isOnChain(lineage.chain, agent, session)) {
+      const reason = `${agent}/${session} is already waiting on this chain (${describeChain(lineage.chain)}): asking it again would wait on itself`;
+      return this.#refuse(replySubject, errorStatusOf("cycle"), "cycle", reason);
+    }
     if ((parsed.value.attachments?.length ?? 0) > 0) {
       return this.#refuse(
         replySubject,
@@ -324,6 +334,8 @@ export class AgentProtocolHost {
         return actor.chat({
           text: parsed.value.prompt,
           signal: stream.signal,
+          ...(lineage === undefined ? {} : { lineage, depth: lineage.depth }),
+          ...(traceparent === undefined ? {} : { traceparent }),
           onEvent: (event) => {
             // A held tool call is asked mid-stream (§7); a decision from anywhere ends the question.
             if (event.kind === "ToolApprovalRequested") queries.ask(event);

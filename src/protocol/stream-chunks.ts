@@ -32,7 +32,7 @@ export type ProtocolErrorStatus = 400 | 403 | 404 | 409 | 429 | 500 | 503;
 
 /**
  * Our contract's error codes as §9 status codes: the caller's mistake 400, not allowed 403, nothing there 404, a
- * full mailbox or host, or a spent token budget, 429, a chat ended by `stop` / `new` / a superseding message / shutdown 409
+ * full mailbox or host, or a spent token budget, 429, a chat ended by `stop` / `new` / a superseding message / shutdown, or a question that would come back to a session already waiting on it (`cycle`), 409
  * (the session's state changed under it), a store that did not answer in time 503 (retryable), a model or host failure 500.
  */
 export function errorStatusOf(code: string): ProtocolErrorStatus {
@@ -49,6 +49,7 @@ export function errorStatusOf(code: string): ProtocolErrorStatus {
     case "budget_exceeded":
       return 429;
     case "cancelled":
+    case "cycle":
       return 409;
     case "unavailable":
       return 503;

@@ -85,7 +85,13 @@ export type ReplyChunk =
   /** The agent asks the caller something mid-stream (§7). */
   | { type: "query"; id: string | undefined; replySubject: string; prompt: string }
   /** An error reply (headers `Nats-Service-Error-Code` / `Nats-Service-Error`). */
-  | { type: "error"; code: number; description: string }
+  | {
+      type: "error";
+      code: number;
+      description: string;
+      /** The body's `code` when it carries one (an agentloop host's: `cycle`, `cancelled` …). */
+      reason?: string;
+    }
   /** The terminator: an empty body and no headers. */
   | { type: "end" }
   /** An unknown chunk type or a body that is not a chunk: callers ignore it. */
@@ -102,10 +108,12 @@ export function parseReplyChunk(
   const code = headers === undefined ? undefined : headerValue(headers, ERROR_CODE_HEADER);
   if (code !== undefined) {
     const numeric = Number.parseInt(code, 10);
+    const reason = errorBodyCode(data);
     return {
       type: "error",
       code: Number.isFinite(numeric) ? numeric : 500,
       description: (headers && headerValue(headers, ERROR_HEADER)) || "the agent reported an error",
+      ...(reason === undefined ? {} : { reason }),
     };
   }
   const hasHeaders = headers !== undefined && Object.keys(headers).length > 0;
@@ -151,4 +159,15 @@ function headerValue(headers: Readonly<Record<string, string>>, name: string): s
   const wanted = name.toLowerCase();
   for (const key of Object.keys(headers)) if (key.toLowerCase() === wanted) return headers[key];
   return undefined;
+}
+
+/** The `code` of an error body `{"code": …, "message": …}` (an agentloop host sends one), if any. */
+function errorBodyCode(data: string): string | undefined {
+  if (data === "") return undefined;
+  try {
+    const code = (JSON.parse(data) as { code?: unknown } | null)?.code;
+    return typeof code === "string" && code.length <= 64 ? code : undefined;
+  } catch {
+    return undefined;
+  }
 }

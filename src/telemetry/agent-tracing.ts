@@ -47,6 +47,8 @@ export interface AgentTracingParams extends AgentTracingOptions {
 export interface AgentTracing {
   listener: EventListener;
   llm: LlmClient;
+  /** The `traceparent` of a running tool call's span (a chat it asks joins the trace). */
+  traceparentOf(toolCallId: string): string | undefined;
 }
 
 /**
@@ -82,6 +84,7 @@ export function createAgentTracing(params: AgentTracingParams): AgentTracing | u
   });
   return {
     listener: recorder.listener,
+    traceparentOf: (toolCallId) => recorder.traceparentOf(toolCallId),
     llm: new TracedLlmClient(llm, tracer, { recorder, session: params.session, captureContent }),
   };
 }

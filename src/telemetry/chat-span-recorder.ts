@@ -2,7 +2,9 @@ import {
   type Attributes,
   type Context,
   context as otelContext,
+  ROOT_CONTEXT,
   type Span,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
   type Tracer,
@@ -197,12 +199,29 @@ export class ChatSpanRecorder {
       [ATTR_AGENTLOOP_CHAT_ID]: event.chatId,
     };
     if (captureContent) attributes[ATTR_GEN_AI_INPUT_MESSAGES] = textContent("user", event.text);
+    // Asked by another agent's traced tool call: this chat joins that trace, under that call.
+    const remote = event.traceparent === undefined ? undefined : spanContextOf(event.traceparent);
+    const parent =
+      remote === undefined
+        ? undefined
+        : { span: trace.wrapSpanContext(remote), context: trace.setSpanContext(ROOT_CONTEXT, remote) };
     this.#chat = this.#start(
       `${GEN_AI_OPERATION.invokeAgent} ${agent}`,
       SpanKind.INTERNAL,
       attributes,
-      undefined,
+      parent,
     );
+  }
+
+  /**
+   * The W3C `traceparent` of a tool call's open span (version 00), for the chat it asks on another
+   * host to join the trace under it; undefined when the call has no span (not started, or ended).
+   */
+  traceparentOf(toolCallId: string): string | undefined {
+    const span = this.#tools.get(toolCallId);
+    if (span === undefined) return undefined;
+    const { traceId, spanId, traceFlags } = span.spanContext();
+    return `00-${traceId}-${spanId}-${(traceFlags & 0xff).toString(16).padStart(2, "0")}`;
   }
 
   #iterationStarted(event: EventOf<"ModelRequest">): void {
@@ -335,4 +354,16 @@ export class ChatSpanRecorder {
     this.#endIteration(error);
     this.#endCompaction(error);
   }
+}
+
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/** A remote parent's span context from a W3C `traceparent`; undefined for one that is malformed or all zeros. */
+function spanContextOf(traceparent: string): SpanContext | undefined {
+  const match = TRACEPARENT.exec(traceparent.trim());
+  if (match === null || match[1] === "ff") return undefined;
+  const traceId = match[2]!;
+  const spanId = match[3]!;
+  if (/^0+$/.test(traceId) || /^0+$/.test(spanId)) return undefined;
+  return { traceId, spanId, traceFlags: Number.parseInt(match[4]!, 16), isRemote: true };
 }

@@ -4,12 +4,21 @@ import type { Bus, BusMessage } from "../bus/bus.js";
 import { BusTimeoutError, NoRespondersError } from "../bus/bus-errors.js";
 import { parseChatReply } from "../bus/contract.js";
 import { HostSilentError, requestWithHeartbeat } from "../bus/request-with-heartbeat.js";
-import { chatSubject, DEFAULT_PREFIX, NAME_PATTERN, sessionHeartbeatSubject } from "../bus/subjects.js";
+import {
+  chatSubject,
+  controlSubject,
+  DEFAULT_PREFIX,
+  NAME_PATTERN,
+  sessionHeartbeatSubject,
+} from "../bus/subjects.js";
+import { type ChatLineage, describeChain, isOnChain, lineageHeaders } from "../contract/chat-lineage.js";
 import { describeError } from "../errors/describe-error.js";
 import { askProtocolTarget, type ProtocolCallSettings, ProtocolTarget } from "./ask-protocol-agent.js";
+import { relayChildProgress } from "./child-progress.js";
 import { createToolSet, type StatefulToolSet } from "./create-tool-set.js";
 import { defineTool } from "./define-tool.js";
-import { ToolCancelledError, ToolError } from "./tool-errors.js";
+import { AgentCallError, type AgentCallErrorCode, ToolCancelledError, ToolError } from "./tool-errors.js";
+import type { ToolContext } from "./tool-set.js";
 
 /** Nested agent-to-agent calls allowed below a user's message, so agents asking each other cannot loop forever. */
 export const DEFAULT_ASK_AGENT_MAX_DEPTH = 3;
@@ -46,7 +55,25 @@ export interface AskAgentToolSetOptions {
   heartbeatTimeoutMs?: number;
   /** How `target` calls reach agents on the NATS agent protocol. */
   protocol?: ProtocolCallSettings;
+  /** What the asking chat does when the asked agent fails; default: the model gets the error. */
+  supervision?: SupervisionPolicy;
+  /** How often an asked chat's text is reported as progress at most; default 250 ms. */
+  progressIntervalMs?: number;
 }
+
+/**
+ * What an asking chat does when the agent it asked fails (its chat failed, or it was not there):
+ * `report` gives the model the failure as a typed tool error (the default); `retry` asks again up
+ * to `times` more times, waiting `backoffMs` × 2^(n−1) before the n-th retry, then reports. A
+ * cycle, the depth cap and a refusal are never retried: asking again cannot change them.
+ */
+export type SupervisionPolicy = { kind: "report" } | { kind: "retry"; times: number; backoffMs: number };
+
+/** The default {@link SupervisionPolicy}: the model gets the failure and decides. */
+export const DEFAULT_SUPERVISION: SupervisionPolicy = { kind: "report" };
+
+/** How long the stop sent to an asked chat waits for its host's answer (nobody waits on it). */
+const STOP_TIMEOUT_MS = 5_000;
 
 /**
  * The `ask_agent` ToolSet: `{ agent, message }` asks another agent over the bus
@@ -65,6 +92,7 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const maxDepth = options.maxDepth ?? DEFAULT_ASK_AGENT_MAX_DEPTH;
   const timeoutMs = options.timeoutMs ?? DEFAULT_ASK_AGENT_TIMEOUT_MS;
+  const supervision = options.supervision ?? DEFAULT_SUPERVISION;
   const peers = (options.peers ?? []).filter((peer) => peer !== options.agent);
   const known = peers.length > 0 ? ` Agents you can ask: ${peers.join(", ")}.` : "";
 
@@ -75,88 +103,224 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
     description: `Asks another agent a question and returns its answer. The other agent does not see this conversation: put everything it needs in the message.${known} To ask an agent outside this system (any agent on the NATS agent protocol), give target instead of agent.`,
     parameters: AskAgentArguments,
     execute: async ({ agent, target, message }, context) => {
-      if (agent !== undefined && target !== undefined) {
-        throw new ToolError(
-          "give either agent (an agent of this system) or target (a protocol agent), not both",
+      const asked = resolveTarget(agent, target);
+      const depth = context.depth ?? 0;
+      if (depth >= maxDepth) {
+        throw new AgentCallError(
+          "depth_exceeded",
+          `cannot ask ${describeTarget(asked)}: nested agent calls are capped at depth ${maxDepth} and this chat is at depth ${depth}`,
+          { toolName: TOOL_NAME },
+        );
+      }
+      const lineage = childLineage(context);
+      const guarded = context.approvalRequired ?? [];
+      if (asked.kind === "protocol") {
+        if (guarded.length > 0) {
+          // A protocol agent cannot be told to ask for approval: it could run them unasked.
+          throw new AgentCallError(
+            "denied",
+            `cannot ask a protocol agent from this chat: its calls to ${guarded.join(", ")} need approval, and an agent outside this system cannot be made to ask for it`,
+            { toolName: TOOL_NAME },
+          );
+        }
+        return askProtocolTarget(bus, asked.target, message, context.signal, {
+          ...options.protocol,
+          headers: lineageHeaders(lineage, context.traceparent),
+        });
+      }
+      const self = options.agent ?? context.agent;
+      if (asked.agent === self) {
+        throw new AgentCallError(
+          "cycle",
+          `an agent may not ask itself ("${asked.agent}"): answer directly instead`,
           {
             toolName: TOOL_NAME,
           },
         );
       }
-      if (target !== undefined) {
-        const depth = context.depth ?? 0;
-        if (depth >= maxDepth) {
-          throw new ToolError(
-            `cannot ask a protocol agent: nested agent calls are capped at depth ${maxDepth} and this chat is at depth ${depth}`,
-            { toolName: TOOL_NAME },
-          );
-        }
-        const guarded = context.approvalRequired ?? [];
-        if (guarded.length > 0) {
-          // A protocol agent cannot be told to ask for approval: it could run them unasked.
-          throw new ToolError(
-            `cannot ask a protocol agent from this chat: its calls to ${guarded.join(", ")} need approval, and an agent outside this system cannot be made to ask for it`,
-            { toolName: TOOL_NAME },
-          );
-        }
-        return askProtocolTarget(bus, target, message, context.signal, options.protocol);
-      }
-      if (agent === undefined) {
-        throw new ToolError("give agent (an agent of this system) or target (a protocol agent)", {
-          toolName: TOOL_NAME,
-        });
-      }
-      const self = options.agent ?? context.agent;
-      if (agent === self) {
-        throw new ToolError(`an agent may not ask itself ("${agent}"): answer directly instead`, {
-          toolName: TOOL_NAME,
-        });
-      }
-      const depth = context.depth ?? 0;
-      if (depth >= maxDepth) {
-        throw new ToolError(
-          `cannot ask "${agent}": nested agent calls are capped at depth ${maxDepth} and this chat is at depth ${depth}`,
+      const session = askAgentSession(context.agent, context.session);
+      if (isOnChain(lineage.chain, asked.agent, session)) {
+        throw new AgentCallError(
+          "cycle",
+          `${asked.agent}/${session} is already waiting on this chain (${describeChain(lineage.chain)}): asking it would wait on itself`,
           { toolName: TOOL_NAME },
         );
       }
-      const guarded = context.approvalRequired ?? [];
-      const request = {
-        session: askAgentSession(context.agent, context.session),
-        text: message,
-        depth: depth + 1,
-        // What needs approval here needs it there too: asking another agent is no way round it.
-        ...(guarded.length === 0 ? {} : { approvalRequired: guarded }),
-      };
-      let reply: BusMessage;
-      try {
-        reply = await requestWithHeartbeat(bus, chatSubject(prefix, agent), JSON.stringify(request), {
-          heartbeatSubject: sessionHeartbeatSubject(prefix, agent, request.session),
-          timeoutMs,
-          signal: context.signal,
-          ...(options.heartbeatTimeoutMs === undefined
-            ? {}
-            : { heartbeatTimeoutMs: options.heartbeatTimeoutMs }),
-        });
-      } catch (error) {
-        throw requestError(agent, error, context.signal, timeoutMs);
+      const question: AgentQuestion = { agent: asked.agent, session, message, depth, guarded, lineage };
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await askOnce(question, context);
+        } catch (error) {
+          const retry =
+            supervision.kind === "retry" && attempt <= supervision.times && isWorthRetrying(error);
+          if (!retry || context.signal.aborted) throw error;
+          await pause(supervision.backoffMs * 2 ** (attempt - 1), context.signal);
+        }
       }
-      const parsed = parseChatReply(reply.data);
-      if (!parsed.ok) {
-        throw new ToolError(`agent "${agent}" sent an unreadable reply (${parsed.error.message})`, {
-          toolName: TOOL_NAME,
-        });
-      }
-      if (!parsed.value.ok) {
-        const { code, message: reason } = parsed.value.error;
-        throw new ToolError(`agent "${agent}" could not answer (${code}): ${reason}`, {
-          toolName: TOOL_NAME,
-        });
-      }
-      return parsed.value.result;
     },
   });
 
+  /** One question to an agent of this system, with its progress relayed and its stop cascaded. */
+  async function askOnce(question: AgentQuestion, context: ToolContext): Promise<string> {
+    const { agent, session, lineage } = question;
+    const request = {
+      session,
+      text: question.message,
+      // Kept in the body for hosts that predate the lineage header.
+      depth: question.depth + 1,
+      // What needs approval here needs it there too: asking another agent is no way round it.
+      ...(question.guarded.length === 0 ? {} : { approvalRequired: question.guarded }),
+    };
+    const relay =
+      context.progress === undefined || context.toolCallId === undefined
+        ? undefined
+        : relayChildProgress({
+            bus,
+            prefix,
+            agent,
+            session,
+            parentChatId: lineage.parent.chatId,
+            parentToolCallId: context.toolCallId,
+            report: context.progress,
+            ...(context.delegateApproval === undefined ? {} : { onApproval: context.delegateApproval }),
+            ...(options.progressIntervalMs === undefined ? {} : { intervalMs: options.progressIntervalMs }),
+          });
+    // Stopping this call stops the chat it asked, on whichever host runs it, and that one's in turn.
+    const stopChild = (): void => {
+      const stop = JSON.stringify({ session, command: "stop" });
+      bus.request(controlSubject(prefix, agent), stop, { timeoutMs: STOP_TIMEOUT_MS }).catch(() => {});
+    };
+    context.signal.addEventListener("abort", stopChild, { once: true });
+    let reply: BusMessage;
+    try {
+      await relay?.ready;
+      reply = await requestWithHeartbeat(bus, chatSubject(prefix, agent), JSON.stringify(request), {
+        heartbeatSubject: sessionHeartbeatSubject(prefix, agent, session),
+        timeoutMs,
+        signal: context.signal,
+        headers: lineageHeaders(lineage, context.traceparent),
+        ...(options.heartbeatTimeoutMs === undefined
+          ? {}
+          : { heartbeatTimeoutMs: options.heartbeatTimeoutMs }),
+      });
+    } catch (error) {
+      throw requestError(agent, error, context.signal, timeoutMs);
+    } finally {
+      context.signal.removeEventListener("abort", stopChild);
+      relay?.close();
+    }
+    const parsed = parseChatReply(reply.data);
+    if (!parsed.ok) {
+      throw new AgentCallError(
+        "agent_failed",
+        `agent "${agent}" sent an unreadable reply (${parsed.error.message})`,
+        {
+          toolName: TOOL_NAME,
+        },
+      );
+    }
+    if (!parsed.value.ok) {
+      const { code, message: reason } = parsed.value.error;
+      throw new AgentCallError(
+        callErrorCodeOf(code),
+        `agent "${agent}" could not answer (${code}): ${reason}`,
+        {
+          toolName: TOOL_NAME,
+        },
+      );
+    }
+    return parsed.value.result;
+  }
+
   return createToolSet({ name: TOOL_NAME, tools: [tool] });
+}
+
+/** What `ask_agent` was asked to reach: one kind per way of reaching an agent. */
+type AskedTarget = { kind: "agent"; agent: string } | { kind: "protocol"; target: ProtocolTarget };
+
+/** A question to an agent of this system, ready to send. */
+interface AgentQuestion {
+  agent: string;
+  session: string;
+  message: string;
+  /** The asking chat's depth. */
+  depth: number;
+  guarded: readonly string[];
+  lineage: ChatLineage;
+}
+
+function resolveTarget(agent: string | undefined, target: ProtocolTarget | undefined): AskedTarget {
+  if (agent !== undefined && target !== undefined) {
+    throw new ToolError(
+      "give either agent (an agent of this system) or target (a protocol agent), not both",
+      {
+        toolName: TOOL_NAME,
+      },
+    );
+  }
+  if (target !== undefined) return { kind: "protocol", target };
+  if (agent === undefined) {
+    throw new ToolError("give agent (an agent of this system) or target (a protocol agent)", {
+      toolName: TOOL_NAME,
+    });
+  }
+  return { kind: "agent", agent };
+}
+
+function describeTarget(asked: AskedTarget): string {
+  return asked.kind === "agent" ? `"${asked.agent}"` : "a protocol agent";
+}
+
+/**
+ * The lineage a chat asked by this call gets: one deeper, the asking session added to the chain,
+ * this chat and call as its parent, and the root (this chat, when nobody asked it) and deadline
+ * handed down.
+ */
+export function childLineage(context: ToolContext): ChatLineage {
+  const chatId = context.chatId || "unknown";
+  const own = { agent: context.agent, session: context.session, chatId };
+  const above = context.lineage;
+  const deadline = context.deadline ?? above?.deadline;
+  return {
+    depth: (context.depth ?? 0) + 1,
+    chain: [...(above?.chain ?? []), { agent: context.agent, session: context.session }],
+    parent: { ...own, ...(context.toolCallId === undefined ? {} : { toolCallId: context.toolCallId }) },
+    root: above?.root ?? own,
+    ...(deadline === undefined ? {} : { deadline }),
+  };
+}
+
+/** The typed tool error for an asked agent's failed reply. */
+function callErrorCodeOf(code: string): AgentCallErrorCode {
+  switch (code) {
+    case "cycle":
+      return "cycle";
+    case "forbidden":
+      return "denied";
+    case "unknown_agent":
+    case "overloaded":
+    case "queue_overflow":
+      return "unavailable";
+    default:
+      return "agent_failed";
+  }
+}
+
+/** A retry may help an agent that was not there or failed; never a cycle, the depth cap or a refusal. */
+function isWorthRetrying(error: unknown): boolean {
+  return error instanceof AgentCallError && (error.code === "unavailable" || error.code === "agent_failed");
+}
+
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
 }
 
 /**
@@ -174,16 +338,21 @@ function requestError(agent: string, error: unknown, signal: AbortSignal, timeou
   if (signal.aborted) return new ToolCancelledError(TOOL_NAME);
   if (error instanceof BusTimeoutError) {
     const limit = timeoutMs < 1_000 ? `${timeoutMs} ms` : `${Math.round(timeoutMs / 1000)} s`;
-    return new ToolError(`agent "${agent}" did not answer within ${limit}`, {
+    return new AgentCallError("unavailable", `agent "${agent}" did not answer within ${limit}`, {
       toolName: TOOL_NAME,
       cause: error,
     });
   }
   if (error instanceof NoRespondersError) {
-    return new ToolError(`no host serves agent "${agent}"`, { toolName: TOOL_NAME, cause: error });
+    return new AgentCallError("unavailable", `no host serves agent "${agent}"`, {
+      toolName: TOOL_NAME,
+      cause: error,
+    });
   }
   if (error instanceof HostSilentError) {
-    return new ToolError(
+    return new AgentCallError(
+      "unavailable",
+
       `the host of agent "${agent}" stopped responding (no heartbeat for ${error.silentFor}); it may have crashed`,
       { toolName: TOOL_NAME, cause: error },
     );

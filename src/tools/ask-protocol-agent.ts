@@ -12,7 +12,7 @@ import {
 } from "../protocol/agent-client.js";
 import { describeAgent } from "../protocol/discovery.js";
 import { isProtocolToken } from "../protocol/protocol-subjects.js";
-import { ToolCancelledError, ToolError } from "./tool-errors.js";
+import { AgentCallError, ToolCancelledError, ToolError } from "./tool-errors.js";
 import { TOOL_RESULT_LIMIT } from "./tool-runner.js";
 
 const TOOL_NAME = "ask_agent";
@@ -43,6 +43,8 @@ export interface ProtocolCallSettings {
   discoveryWindowMs?: number;
   /** A reply stream silent this long fails (default 60 s). */
   inactivityMs?: number;
+  /** Headers sent with the prompt (the asked chat's lineage and trace parent). */
+  headers?: Record<string, string>;
 }
 
 /**
@@ -74,6 +76,7 @@ export async function askProtocolTarget(
         ? {}
         : { discovery: { windowMs: settings.discoveryWindowMs } }),
       ...(settings.inactivityMs === undefined ? {} : { inactivityMs: settings.inactivityMs }),
+      ...(settings.headers === undefined ? {} : { headers: settings.headers }),
     });
     return answer.text === "" ? `(${describeAgent(answer.agent)} answered with no text)` : answer.text;
   } catch (error) {
@@ -85,10 +88,15 @@ export async function askProtocolTarget(
 function protocolToolError(error: unknown): ToolError {
   const options = { toolName: TOOL_NAME, cause: error };
   if (error instanceof AgentServiceError) {
-    return new ToolError(`the agent could not answer (${error.status}): ${error.description}`, options);
+    const message = `the agent could not answer (${error.status}): ${error.description}`;
+    if (error.reason === "cycle") return new AgentCallError("cycle", message, options);
+    if (error.status === 403) return new AgentCallError("denied", message, options);
+    if (error.status === 404 || error.status === 429)
+      return new AgentCallError("unavailable", message, options);
+    return new AgentCallError("agent_failed", message, options);
   }
   if (error instanceof AgentStreamTimeoutError || error instanceof AgentNoRespondersError) {
-    return new ToolError(`${error.message}: it may have stopped`, options);
+    return new AgentCallError("unavailable", `${error.message}: it may have stopped`, options);
   }
   if (error instanceof AgentProtocolError) return new ToolError(error.message, options);
   const reason = describeError(error);

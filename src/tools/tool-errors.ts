@@ -19,7 +19,8 @@ export class ToolError extends AgentloopError {
     | "tool_arguments"
     | "tool_cancelled"
     | "mcp_server_not_running"
-    | "mcp_tool_call" = "tool";
+    | "mcp_tool_call"
+    | AgentCallErrorCode = "tool";
   readonly retryable = false;
   readonly toolName: string | undefined;
 
@@ -72,5 +73,23 @@ export class BackgroundTaskCancelledError extends ToolError {
     super(reason === "cancelled" ? "the task was cancelled" : "the session was reset");
     this.taskId = taskId;
     this.reason = reason;
+  }
+}
+
+/** Why asking another agent (`ask_agent`) failed, as the model reads it in the result's `code`. */
+export type AgentCallErrorCode = "cycle" | "depth_exceeded" | "unavailable" | "denied" | "agent_failed";
+
+/**
+ * Asking another agent failed in a way the model can act on: the asked session already waits
+ * higher up the chain (`cycle`), the chain is at its depth cap (`depth_exceeded`), the agent is not
+ * there or did not answer (`unavailable`), the question or the asked agent's call was refused
+ * (`denied`), or the asked agent's chat failed (`agent_failed`). Its result is
+ * `{"error": message, "code": code}`.
+ */
+export class AgentCallError extends ToolError {
+  override readonly code: AgentCallErrorCode;
+  constructor(code: AgentCallErrorCode, message: string, options: ToolErrorOptions = {}) {
+    super(message, options);
+    this.code = code;
   }
 }

@@ -3,7 +3,7 @@ import type { Message, ToolCall } from "../llm/types.js";
 import { toWellFormed } from "../llm/well-formed-message.js";
 import { NO_SECRETS, type SecretRedactor } from "../text/secret-redactor.js";
 import { sliceCodePoints, truncateText } from "../text/truncate-text.js";
-import { ToolCancelledError, ToolNotFoundError } from "./tool-errors.js";
+import { AgentCallError, ToolCancelledError, ToolNotFoundError } from "./tool-errors.js";
 import type { ToolContext, ToolSet } from "./tool-set.js";
 
 /** Results longer than this reach the model truncated, with a marker, so one tool cannot fill the context. */
@@ -154,7 +154,10 @@ function failedOutcome(call: ToolCall, error: unknown, redactor: SecretRedactor)
     toolName: call.name,
     ok: false,
     cancelled: false,
-    result: JSON.stringify({ error: message }),
+    // A typed failure of asking another agent tells the model which kind it was.
+    result: JSON.stringify(
+      error instanceof AgentCallError ? { error: message, code: error.code } : { error: message },
+    ),
     error: { ...toErrorInfo(error), message },
   };
 }

@@ -1,4 +1,24 @@
+import type { ChatLineage } from "../contract/chat-lineage.js";
+import type { EventBase, EventOf } from "../events/types.js";
 import type { Message, ToolCall, ToolDefinition } from "../llm/types.js";
+
+/** A call held for approval further down an agent tree, as the asking call learns of it. */
+export interface HeldApproval {
+  /** The chat that holds the call. */
+  holder: { agent: string; session: string; chatId: string };
+  toolCallId: string;
+  toolName: string;
+  /** The arguments the approval is about (JSON text; empty for a decision). */
+  arguments: string;
+  /** The decision, once there is one. */
+  approved?: boolean;
+}
+
+/** A step of an asked chat, reported as the calling tool call's `ToolCallProgress` (see {@link ToolContext.progress}). */
+export type ToolProgress = Omit<
+  EventOf<"ToolCallProgress">,
+  keyof EventBase | "kind" | "toolName" | "toolCallId"
+>;
 
 /** What a tool gets besides its arguments. */
 export interface ToolContext {
@@ -18,6 +38,24 @@ export interface ToolContext {
   redact?: (text: string) => string;
   /** Depth of nested agent-to-agent calls that led to this chat (0 for a user's message). */
   depth?: number;
+  /** The id of this tool call (as the model gave it). */
+  toolCallId?: string;
+  /** The id of the chat running this call. */
+  chatId?: string;
+  /** The running chat's place in an agent tree, when another agent asked it (see `ChatOptions.lineage`). */
+  lineage?: ChatLineage;
+  /** When the running chat's time runs out (ms since the epoch): a chat it asks must end by then. */
+  deadline?: number;
+  /** The W3C `traceparent` of this call's span, when tracing is on: a chat it asks joins the trace. */
+  traceparent?: string;
+  /**
+   * Set in a chat at the top of its tree: a call of a chat this call asked (or one further down)
+   * waits for approval (`pending`), or was decided. The session then takes the decision on its own
+   * control subject and hands it to the session holding the call.
+   */
+  delegateApproval?: (held: HeldApproval, pending: boolean) => void;
+  /** Reports a step of work this call started elsewhere (an asked agent's) as a `ToolCallProgress` event. */
+  progress?: (step: ToolProgress) => void;
   /**
    * Names of the tools that need approval in this chat's chain: the agent's own (its list, and
    * tools that may ask), plus those inherited from the agents that asked it (`ask_agent`). An

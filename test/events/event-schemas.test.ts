@@ -97,8 +97,9 @@ describe("the event schemas", () => {
         expect(parsed.event).toEqual(JSON.parse(payload.data));
       }
     }
-    // Every kind but the two a resumed chat publishes (checked in test/journal/resume.test.ts).
-    const resumeKinds = new Set(["ChatResumed", "ToolCallInDoubt"]);
+    // Every kind but the two a resumed chat publishes (checked in test/journal/resume.test.ts) and
+    // the progress of an asked agent (test/tools/agent-tree.test.ts, where each level parses it).
+    const resumeKinds = new Set(["ChatResumed", "ToolCallInDoubt", "ToolCallProgress"]);
     expect([...kinds].sort()).toEqual(EVENT_KINDS.filter((kind) => !resumeKinds.has(kind)).sort());
   });
 

@@ -8,6 +8,7 @@ import {
   historyBackendFrom,
   hostIdFrom,
   idleTimeoutFrom,
+  maxChatTimeFrom,
   maxSessionsFrom,
   memoryLimitsFrom,
   natsHoldBytesFrom,
@@ -58,6 +59,7 @@ export const serveCommand: Command = async (context) => {
     typeof context.flags.agents === "string" ? await readTenantLimits(context.flags.agents) : {};
   // Every flag is checked before connecting: a typo is a usage error, not a NATS problem.
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
+  const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const memoryLimits = memoryLimitsFrom(context.flags, context.env);
   const maxHeldBytes = natsHoldBytesFrom(context.flags, context.env);
@@ -101,6 +103,7 @@ export const serveCommand: Command = async (context) => {
       env: context.env,
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+      ...(maxChatTimeMs === undefined ? {} : { maxChatTimeMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
       ...memoryLimits,
       ...(hostId === undefined ? {} : { hostId }),

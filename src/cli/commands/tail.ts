@@ -49,6 +49,7 @@ export function createEventLogger(options: {
 }): EventLogger {
   const palette = createPalette(options.stdout.isTTY === true);
   const skip = new Set(options.skipKinds ?? []);
+  const depths = createTreeDepths();
   let file: WriteStream | undefined;
   if (options.jsonlPath !== undefined) {
     const path = options.jsonlPath;
@@ -69,7 +70,10 @@ export function createEventLogger(options: {
   return {
     write(event) {
       file?.write(`${JSON.stringify(event)}\n`);
-      if (!skip.has(event.kind as EventKind)) options.stdout.write(`${formatEventLine(event, palette)}\n`);
+      const depth = depths.of(event);
+      if (!skip.has(event.kind as EventKind)) {
+        options.stdout.write(`${formatEventLine(event, palette, depth)}\n`);
+      }
     },
     close: () =>
       new Promise<void>((resolve) => {
@@ -238,4 +242,30 @@ export function patternsOverlap(first: string, second: string): boolean {
     if (left !== "*" && right !== "*" && left !== right) return false;
   }
   return true;
+}
+
+/** Chats remembered for nesting at most; the oldest are forgotten first. */
+const MAX_TRACKED_CHATS = 10_000;
+
+/**
+ * How deep each event's chat sits in its agent tree, for indenting: a chat with a `parent` one
+ * step below the parent's chat (known from the parent's own events, else directly below a root).
+ */
+function createTreeDepths(): { of(event: AgentEvent | UnknownEvent): number } {
+  const depths = new Map<string, number>();
+  return {
+    of(event) {
+      const parent = (event as { parent?: { chatId?: unknown } }).parent;
+      if (parent === undefined || typeof parent.chatId !== "string") return 0;
+      const known = depths.get(event.chatId);
+      if (known !== undefined) return known;
+      const depth = (depths.get(parent.chatId) ?? 0) + 1;
+      if (depths.size >= MAX_TRACKED_CHATS) {
+        const oldest = depths.keys().next().value;
+        if (oldest !== undefined) depths.delete(oldest);
+      }
+      depths.set(event.chatId, depth);
+      return depth;
+    },
+  };
 }

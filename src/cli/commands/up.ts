@@ -7,6 +7,7 @@ import {
   historyBackendFrom,
   hostIdFrom,
   idleTimeoutFrom,
+  maxChatTimeFrom,
   maxSessionsFrom,
   memoryLimitsFrom,
   natsHoldBytesFrom,
@@ -38,6 +39,7 @@ export const upCommand: Command = async (context) => {
   const port = parsePort(context.flags.port);
   const definitions = await loadAgentsFromFlags(context);
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
+  const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const memoryLimits = memoryLimitsFrom(context.flags, context.env);
   const maxHeldBytes = natsHoldBytesFrom(context.flags, context.env);
@@ -77,6 +79,7 @@ export const upCommand: Command = async (context) => {
       env: context.env,
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+      ...(maxChatTimeMs === undefined ? {} : { maxChatTimeMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
       ...memoryLimits,
       ...(hostId === undefined ? {} : { hostId }),

@@ -1,5 +1,6 @@
 import type { Bus } from "../../bus/bus.js";
 import { ConfigurationError } from "../../errors/configuration-error.js";
+import type { SupervisionPolicy } from "../ask-agent.js";
 import type { ToolSet } from "../tool-set.js";
 import { createCurrentTimeToolSet } from "./current-time.js";
 import { createTodoListToolSet } from "./todo-list.js";
@@ -12,6 +13,8 @@ export interface ToolSetFactoryContext {
   now?: () => Date;
   /** Environment variables the agent's shell commands may see (its agents-file `shellEnv`). */
   shellEnv?: readonly string[];
+  /** What `ask_agent` does when the asked agent fails (its agents-file `onChildFailure`). */
+  supervision?: SupervisionPolicy;
 }
 
 /** Builds a fresh ToolSet (the agent's template; sessions `copy()` it). */
