@@ -16,6 +16,19 @@ const onSignal = () => {
   else if (interrupts === 2) urgent.abort();
   else process.exit(130);
 };
+/**
+ * A reader that went away (`agentloop tail | head -1`) is the end of the command, not a failure:
+ * the output has nowhere to go, so it exits 0 without a word (as `cat` and `grep` do). Anything a
+ * host holds survives that as it survives `kill -9` (histories, journals, parked approvals).
+ */
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(0);
+    if (stream === process.stdout)
+      process.stderr.write(`agentloop: cannot write the output: ${error.message}\n`);
+    process.exit(1);
+  });
+}
 process.on("SIGINT", onSignal);
 process.on("SIGTERM", onSignal);
 main(process.argv.slice(2), {

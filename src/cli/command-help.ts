@@ -115,7 +115,7 @@ export const FLAG_HELP: Readonly<Record<string, FlagHelp>> = {
 /** Each command's line of what it does and its two examples. */
 export const COMMAND_HELP: Readonly<Record<string, CommandHelp>> = {
   up: {
-    summary: "Run the agent host, the event logger and the web UI in one process (NATS when reachable).",
+    summary: "Run the agent host, the event logger and the web UI in one process (on NATS when it answers).",
     examples: ["agentloop up", "agentloop up --port 0 --agents agents.json --db agentloop.db"],
   },
   serve: {
@@ -189,7 +189,7 @@ export function renderCommandHelp(
 ): string {
   const help = COMMAND_HELP[name];
   const lines: string[] = [];
-  lines.push(`agentloop ${name}: ${help?.summary ?? ""}`.trimEnd(), "");
+  lines.push(...wrapWords(`agentloop ${name}: ${help?.summary ?? ""}`, HELP_WIDTH, ""), "");
   lines.push(...wrapUsage(`Usage: agentloop ${usage}`, HELP_WIDTH));
   const own = flags.filter((flag) => !sharedFlags.has(flag));
   if (own.length > 0) {
