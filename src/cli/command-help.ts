@@ -115,7 +115,7 @@ export const FLAG_HELP: Readonly<Record<string, FlagHelp>> = {
 /** Each command's line of what it does and its two examples. */
 export const COMMAND_HELP: Readonly<Record<string, CommandHelp>> = {
   up: {
-    summary: "Run the agent host, the event logger and the web UI in one process (on NATS when it answers).",
+    summary: "Run the agent host, the event logger and the web UI in one process.",
     examples: ["agentloop up", "agentloop up --port 0 --agents agents.json --db agentloop.db"],
   },
   serve: {
