@@ -126,7 +126,7 @@ export const COMMAND_HELP: Readonly<Record<string, CommandHelp>> = {
     ],
   },
   chat: {
-    summary: "Send one message to an agent and print its answer (through a host, or --local in-process).",
+    summary: "Send one message to an agent (through a host, or --local in this process).",
     examples: [
       'agentloop chat --local "what time is it?"',
       'agentloop chat --agent support --session s1 --events pretty "where is order 42?"',
@@ -141,7 +141,7 @@ export const COMMAND_HELP: Readonly<Record<string, CommandHelp>> = {
     examples: ["agentloop ui", 'agentloop ui --port 0 --host 0.0.0.0 --ui-token "$(openssl rand -hex 24)"'],
   },
   sessions: {
-    summary: "List the live sessions of every host on the NATS system (from the lease bucket).",
+    summary: "List the live sessions of every host on the NATS system.",
     examples: ["agentloop sessions", "agentloop sessions --json --nats nats://10.0.0.5:4222"],
   },
   agents: {
@@ -157,7 +157,7 @@ export const COMMAND_HELP: Readonly<Record<string, CommandHelp>> = {
     examples: ["agentloop pending", "agentloop pending --agent support --json"],
   },
   approve: {
-    summary: "Approve a held tool call (the id may be left out when the session holds exactly one).",
+    summary: "Approve a held tool call (the id may be left out when only one waits).",
     examples: [
       "agentloop approve assistant s1",
       "agentloop approve support s1 call_1 --reason 'checked the order'",
