@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { processEnvironment } from "../config/process-environment.js";
 import { main } from "./main.js";
+import { nodeAdvice } from "./node-advice.js";
 
 /**
  * The `agentloop` executable: signals become AbortSignals, the exit code comes from main. The first
@@ -30,6 +31,8 @@ for (const stream of [process.stdout, process.stderr]) {
   });
 }
 process.on("SIGINT", onSignal);
+const advice = nodeAdvice(process.version, process.env);
+if (advice !== undefined) process.stderr.write(`${advice}\n`);
 process.on("SIGTERM", onSignal);
 main(process.argv.slice(2), {
   stdout: process.stdout,

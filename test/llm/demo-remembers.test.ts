@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDemoReply } from "../../src/llm/demo/demo-reply.js";
-import type { Message } from "../../src/llm/types.js";
+import type { LlmOptions, Message } from "../../src/llm/types.js";
 import { runCli } from "../support/cli.js";
 
 /** The demo model shows that a session remembers: it quotes an earlier message of the session. */
@@ -18,6 +18,7 @@ afterAll(async () => {
   await rm(directory, { recursive: true, force: true });
 });
 
+const OPTIONS: LlmOptions = { model: "demo" };
 const user = (content: string): Message => ({ role: "user", content });
 const assistant = (content: string): Message => ({ role: "assistant", content });
 
@@ -29,13 +30,13 @@ describe("the demo model remembers", () => {
       user("I like <b>tea</b>"),
       assistant("[demo] noted"),
     ];
-    expect(createDemoReply([...conversation, user("what did I say first?")], {}).text).toBe(
+    expect(createDemoReply([...conversation, user("what did I say first?")], OPTIONS).text).toBe(
       '[demo] Your first message in this session was: "my name is Ada" (1 of the 2 messages you sent before this one).',
     );
-    expect(createDemoReply([...conversation, user("What was my last message?")], {}).text).toBe(
+    expect(createDemoReply([...conversation, user("What was my last message?")], OPTIONS).text).toBe(
       '[demo] Your previous message was: "I like <b>tea</b>" (2 of the 2 messages you sent before this one).',
     );
-    expect(createDemoReply([user("what did I say first?")], {}).text).toBe(
+    expect(createDemoReply([user("what did I say first?")], OPTIONS).text).toBe(
       "[demo] This is the first message of this session: there is nothing earlier to quote.",
     );
   });
