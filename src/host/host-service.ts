@@ -429,7 +429,9 @@ async function openNatsHistories(
 export function describeAgents(definitions: readonly ResolvedAgentDefinition[]): string {
   // An agent given its own backend (a config file's `backend`) runs that, whatever the provider says.
   const isDemoAgent = (definition: ResolvedAgentDefinition) =>
-    definition.backend === undefined ? definition.provider === "demo" : definition.backend.provider === "demo";
+    definition.backend === undefined
+      ? definition.provider === "demo"
+      : definition.backend.provider === "demo";
   const names = definitions.map((definition) => {
     let model: string;
     if (isDemoAgent(definition)) model = "demo model";

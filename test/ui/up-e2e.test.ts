@@ -404,7 +404,9 @@ describe("agentloop up: NATS and a provider stream that is cut, then one that is
     const run = await up!.stop();
     expect(run.code).toBe(0);
     // The cut stream was retried and the stop answered without a warning or a stack trace.
-    expect(run.stderr).toBe("agentloop up: stopping: closing the UI, finishing running chats (signal again to cancel them)\n");
+    expect(run.stderr).toBe(
+      "agentloop up: stopping: closing the UI, finishing running chats (signal again to cancel them)\n",
+    );
     expect(run.stdout).toMatch(/assistant\/retry-1 #\d+ ChatCompleted/);
     expect(run.stdout).toMatch(/assistant\/slow-1 #\d+ ChatFailed/);
   });
