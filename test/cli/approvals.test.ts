@@ -77,7 +77,7 @@ async function chatThatLeaves(session: string): Promise<void> {
   leave.abort();
   const run = await chat;
   expect(run.code).toBe(130);
-  expect(run.stderr).toContain("waits for approval");
+  expect(run.stderr).toMatch(/waits for approval: run `agentloop approve assistant \S+ \S+` \(or deny\)/);
 }
 
 describe("agentloop pending / approve / deny", () => {
