@@ -1,3 +1,4 @@
+import { createServer } from "node:net";
 import { BusConfigError } from "../bus/bus-errors.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { redactNatsUrl } from "../bus/nats-url.js";
@@ -22,9 +23,12 @@ export function untilAborted(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
 }
 
-/** `--port N`: 0 (the default) picks a free port. */
-export function parsePort(value: string | boolean | undefined, flag = "--port"): number {
-  if (value === undefined) return 0;
+/** The web UI's port when `--port` is not given (`--port 0` picks a free one). */
+export const DEFAULT_UI_PORT = 4280;
+
+/** `--port N` (or the flag named): 0 picks a free port; absent: `defaultPort`. */
+export function parsePort(value: string | boolean | undefined, defaultPort = 0, flag = "--port"): number {
+  if (value === undefined) return defaultPort;
   const port = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : Number.NaN;
   if (!Number.isInteger(port) || port < 0 || port > 65_535) {
     throw new UsageError(`${flag} must be a number from 0 to 65535, got "${String(value)}"`);
@@ -57,4 +61,49 @@ export async function connectCommandToNats(context: CliContext, command: string)
     );
     return 1;
   }
+}
+
+/**
+ * Fails with one line (a {@link UsageError}: exit 2) when `port` cannot be listened on at `host`:
+ * in use, or not allowed. Checked before anything else starts, so a busy port is the only thing
+ * said; the real listen reports the same way through {@link describeListenFailure}.
+ */
+export async function assertPortFree(host: string, port: number, isDefault: boolean): Promise<void> {
+  if (port === 0) return;
+  const probe = createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      probe.once("error", reject);
+      probe.listen({ port, host, exclusive: true }, () => resolve());
+    });
+  } catch (error) {
+    throw describeListenFailure(error, host, port, isDefault) ?? error;
+  } finally {
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+  }
+}
+
+/** A listen error as one line for the user (a busy or forbidden port), or undefined for others. */
+export function describeListenFailure(
+  error: unknown,
+  host: string,
+  port: number,
+  isDefault: boolean,
+): UsageError | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  const which = isDefault ? `the UI's default port ${port}` : `port ${port}`;
+  if (code === "EADDRINUSE") {
+    return new UsageError(
+      `${which} on ${host} is in use (another agentloop?): pick another with --port N, or --port 0 for any free port`,
+    );
+  }
+  if (code === "EACCES") {
+    return new UsageError(
+      `${which} on ${host} is not allowed for this user: pick one above 1023, or --port 0`,
+    );
+  }
+  if (code === "EADDRNOTAVAIL") {
+    return new UsageError(`--host ${host} is not an address of this machine`);
+  }
+  return undefined;
 }

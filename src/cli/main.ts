@@ -6,7 +6,10 @@ import { NO_SECRETS } from "../text/secret-redactor.js";
 import { truncateText } from "../text/truncate-text.js";
 import { VERSION } from "../version.js";
 import { type CliContext, type Command, UsageError } from "./cli-context.js";
+import { closestMatch } from "./closest-match.js";
+import { COMMAND_HELP, HELP_WIDTH, renderCommandHelp, renderOptions, wrapWords } from "./command-help.js";
 import { agentsCommand } from "./commands/agents.js";
+import { approveCommand, denyCommand, pendingCommand } from "./commands/approvals.js";
 import { chatCommand } from "./commands/chat.js";
 import { serveCommand } from "./commands/serve.js";
 import { sessionsCommand } from "./commands/sessions.js";
@@ -33,6 +36,9 @@ const GLOBAL_FLAGS: Record<string, FlagKind> = {
   help: "boolean",
   version: "boolean",
 };
+
+/** The flags every command takes: a command's help names them once instead of describing each. */
+const SHARED_FLAGS: ReadonlySet<string> = new Set(Object.keys(GLOBAL_FLAGS));
 
 /** A host's identity and where it keeps histories (serve, up). */
 const HOST_FLAGS: Record<string, FlagKind> = {
@@ -112,8 +118,16 @@ const COMMANDS: Record<
   },
   chat: {
     run: withTelemetry(chatCommand),
-    flags: { agent: "string", session: "string", local: "boolean", events: "string" },
-    usage: "chat [--agent NAME] [--session ID] [--local] [--events jsonl|pretty|none] MESSAGE",
+    flags: {
+      agent: "string",
+      session: "string",
+      local: "boolean",
+      events: "string",
+      agents: "string",
+      config: "string",
+    },
+    usage:
+      "chat [--agent NAME] [--session ID] [--local [--agents FILE | --config FILE]] [--events jsonl|pretty|none] MESSAGE",
   },
   tail: {
     run: tailCommand,
@@ -144,38 +158,44 @@ const COMMANDS: Record<
     usage: "viz [--machine chat|iteration|session|compaction] [--format mermaid|json|svg]",
     arguments: false,
   },
+  pending: {
+    run: pendingCommand,
+    flags: { agent: "string", json: "boolean" },
+    usage: "pending [--agent NAME] [--json] [--nats URL]",
+    arguments: false,
+  },
+  approve: {
+    run: approveCommand,
+    flags: { reason: "string" },
+    usage: "approve <agent> <session> [toolCallId] [--reason TEXT] [--nats URL]",
+  },
+  deny: {
+    run: denyCommand,
+    flags: { reason: "string" },
+    usage: "deny <agent> <session> [toolCallId] [--reason TEXT] [--nats URL]",
+  },
 };
 
-const HELP = `agentloop: the agentic loop as statecharts, sessions as actors, events on NATS
-
-Usage: agentloop <command> [options]
-
-Commands:
-${Object.values(COMMANDS)
-  .map((command) => `  agentloop ${command.usage}`)
-  .join("\n")}
-
-Provider and shared options (flags win over the environment):
-  --provider anthropic|openai-chat|openai-responses|demo   (AGENTLOOP_PROVIDER; default: by key, else demo)
-  --model NAME            (AGENTLOOP_MODEL)
-  --base-url URL          (ANTHROPIC_BASE_URL / OPENAI_BASE_URL); keys: ANTHROPIC_API_KEY / OPENAI_API_KEY
-  --max-iterations N      iterations per chat (default 20)
-  --reasoning-effort low|medium|high
-  --context-window N      (AGENTLOOP_CONTEXT_WINDOW) tokens the compaction ratio is measured against
-  --stream-idle-timeout D (AGENTLOOP_STREAM_IDLE_TIMEOUT) a stream silent this long fails (default 120s)
-  --nats URL              (NATS_URL, default nats://127.0.0.1:4222); --nats-creds FILE (NATS_CREDS)
-  --inbox-prefix P        (AGENTLOOP_INBOX_PREFIX) reply inboxes on P.> instead of _INBOX.> (default _INBOX)
-  --db PATH               (AGENTLOOP_DB) SQLite history file
-  --prefix NAME           (AGENTLOOP_PREFIX) subject prefix, default agentloop
-
-Web UI options (ui, up, and serve with --http PORT: the UI and the protocol doors on that port):
-  --host ADDR             address to listen on (default 127.0.0.1); any other needs a token
-  --ui-token T            (AGENTLOOP_UI_TOKEN) token every API call must carry, even on loopback;
-                          default: none on loopback, a random one (printed in the URL) elsewhere
-  --ui-allowed-hosts a,b  (AGENTLOOP_UI_ALLOWED_HOSTS) names the page may be reached by, besides
-                          loopback and this machine's addresses (name or name:port)
-  --ui-max-streams N      (AGENTLOOP_UI_MAX_STREAMS) live event streams open at once (default 256)
-`;
+const HELP = [
+  "agentloop: the agentic loop as statecharts, sessions as actors, events on NATS",
+  "",
+  "Usage: agentloop <command> [options]      agentloop <command> --help: its options and examples",
+  "",
+  "Commands:",
+  ...Object.keys(COMMANDS).flatMap((name) =>
+    wrapWords(COMMAND_HELP[name]?.summary ?? "", HELP_WIDTH, " ".repeat(14)).map((line, index) =>
+      index === 0 ? `  ${name.padEnd(10)}  ${line.trimStart()}` : line,
+    ),
+  ),
+  "",
+  "Shared options (flags win over the environment; keys come from ANTHROPIC_API_KEY, OPENAI_API_KEY):",
+  ...renderOptions(Object.keys(GLOBAL_FLAGS)),
+  "",
+  "Examples:",
+  "  agentloop up                                   host + logger + UI; open the URL it prints",
+  '  agentloop chat --local "what did I say first?"   one message, no host, no NATS',
+  "",
+].join("\n");
 
 /** Runs the CLI and resolves with the exit code. Never throws: errors become one line on stderr. */
 export async function main(
@@ -192,13 +212,27 @@ export async function main(
       io.stdout.write(`agentloop ${VERSION}\n`);
       return 0;
     }
-    if (first.command === undefined || first.flags.help || first.command === "help") {
+    // `agentloop help chat` is `agentloop chat --help`.
+    const helpFor = first.command === "help" ? first.positionals[0] : first.command;
+    if (
+      first.command === undefined ||
+      helpFor === undefined ||
+      (first.command === "help" && COMMANDS[helpFor] === undefined)
+    ) {
       io.stdout.write(HELP);
       return first.command === undefined && !first.flags.help ? 2 : 0;
     }
-    const command = COMMANDS[first.command];
-    if (!command)
-      throw new UsageError(`unknown command "${first.command}" (try: ${Object.keys(COMMANDS).join(", ")})`);
+    const command = COMMANDS[first.command === "help" ? helpFor : first.command];
+    if (!command) {
+      const match = closestMatch(first.command, Object.keys(COMMANDS));
+      throw new UsageError(
+        `unknown command "${first.command}" (${match === undefined ? "" : `did you mean ${match}? `}commands: ${Object.keys(COMMANDS).join(", ")})`,
+      );
+    }
+    if (first.flags.help || first.command === "help") {
+      io.stdout.write(renderCommandHelp(helpFor, command.usage, Object.keys(command.flags), SHARED_FLAGS));
+      return 0;
+    }
     const parsed = parseArgs(argv, { ...GLOBAL_FLAGS, ...command.flags });
     if (command.arguments === false && parsed.positionals.length > 0) {
       throw new UsageError(

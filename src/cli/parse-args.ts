@@ -1,4 +1,5 @@
 import { UsageError } from "./cli-context.js";
+import { closestMatch } from "./closest-match.js";
 
 /** How a flag takes its value. */
 export type FlagKind = "string" | "boolean";
@@ -33,11 +34,12 @@ export function parseArgs(argv: readonly string[], known: Readonly<Record<string
       flags.help = true;
       continue;
     }
-    if (!arg.startsWith("--")) throw new UsageError(`unknown option ${arg}`);
+    if (!arg.startsWith("--"))
+      throw new UsageError(`unknown option ${arg}${didYouMean(arg.replace(/^-+/, ""), known)}`);
     const equals = arg.indexOf("=");
     const name = arg.slice(2, equals === -1 ? undefined : equals);
     const kind = known[name];
-    if (kind === undefined) throw new UsageError(`unknown option --${name}`);
+    if (kind === undefined) throw new UsageError(`unknown option --${name}${didYouMean(name, known)}`);
     if (kind === "boolean") {
       if (equals !== -1) throw new UsageError(`--${name} takes no value`);
       flags[name] = true;
@@ -55,4 +57,10 @@ export function parseArgs(argv: readonly string[], known: Readonly<Record<string
     flags[name] = value;
   }
   return { command, positionals, flags };
+}
+
+/** ` (did you mean --local?)` for a near miss of a known flag; empty when none is close. */
+function didYouMean(name: string, known: Readonly<Record<string, FlagKind>>): string {
+  const match = closestMatch(name, Object.keys(known));
+  return match === undefined ? "" : ` (did you mean --${match}?)`;
 }

@@ -8,6 +8,7 @@ import type { LlmBackend, ReasoningEffort } from "../llm/types.js";
 import { findMcpServerConflicts, McpServers } from "../mcp/mcp-server-config.js";
 import type { SupervisionPolicy } from "../tools/ask-agent.js";
 import type { ToolSet } from "../tools/tool-set.js";
+import { plainIssueMessage } from "./plain-issue.js";
 import type { RuntimeConfig } from "./runtime-config.js";
 import { TenantsSection } from "./tenant-limits.js";
 import { checkUniqueAgentNames } from "./unique-agent-names.js";
@@ -294,7 +295,8 @@ export function describeIssue(issue: z.core.$ZodIssue): string {
     const where = field === "" ? "" : `${field}: `;
     return `${where}unknown field${issue.keys.length === 1 ? "" : "s"} ${issue.keys.map((key) => `"${key}"`).join(", ")}`;
   }
-  return field === "" ? issue.message : `${field}: ${issue.message}`;
+  const message = plainIssueMessage(issue);
+  return field === "" ? `the top level ${message}` : `${field}: ${message}`;
 }
 
 /** Default wait before the first retry of an asked agent that failed (doubling after). */

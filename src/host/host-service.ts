@@ -429,11 +429,18 @@ async function openNatsHistories(
 
 /** `bot, helper (demo model: offline and deterministic)`: the agents line `serve` and `up` print. */
 export function describeAgents(definitions: readonly ResolvedAgentDefinition[]): string {
+  // An agent given its own backend (a config file's `backend`) runs that, whatever the provider says.
+  const isDemoAgent = (definition: ResolvedAgentDefinition) =>
+    definition.backend === undefined
+      ? definition.provider === "demo"
+      : definition.backend.provider === "demo";
   const names = definitions.map((definition) => {
-    const model =
-      definition.provider === "demo" ? "demo model" : `${definition.provider} ${definition.model}`;
+    let model: string;
+    if (isDemoAgent(definition)) model = "demo model";
+    else if (definition.backend !== undefined) model = `its own ${definition.backend.provider} backend`;
+    else model = `${definition.provider} ${definition.model}`;
     return `${definition.name} (${model})`;
   });
-  const isDemo = definitions.some((definition) => definition.provider === "demo");
+  const isDemo = definitions.some(isDemoAgent);
   return `${names.join(", ")}${isDemo ? " — the demo model is offline and deterministic: set ANTHROPIC_API_KEY or OPENAI_API_KEY for a real one" : ""}`;
 }

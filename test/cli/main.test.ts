@@ -28,8 +28,9 @@ describe("main: help and version", () => {
     const run = await runCli(["--help"]);
     expect(run.code).toBe(0);
     expect(run.stderr).toBe("");
-    for (const command of ["up", "serve", "chat", "tail", "ui", "viz"]) {
-      expect(run.stdout).toContain(`agentloop ${command}`);
+    // Each command with its line of what it does (`agentloop <command> --help` tells the rest).
+    for (const command of ["up", "serve", "chat", "tail", "ui", "viz", "pending", "approve", "deny"]) {
+      expect(run.stdout).toMatch(new RegExp(`^ {2}${command} +[A-Z]`, "m"));
     }
     expect(run.stdout).toContain("--provider anthropic|openai-chat|openai-responses|demo");
   });

@@ -152,6 +152,7 @@ describe("agentloop up", () => {
     expect(run.code).toBe(0);
     expect(linesOf(run.stderr)).toEqual([
       "agentloop up: no NATS server at nats://127.0.0.1:1; using the in-process bus (same subjects, this process only; no $SRV services, so no Agent Protocol)",
+      "agentloop up: stopping: closing the UI, finishing running chats (signal again to cancel them)",
     ]);
     const lines = linesOf(run.stdout);
     expect(lines[0]).toBe(`agentloop up: UI ${base}/`);

@@ -133,15 +133,28 @@ describe("agent definitions", () => {
     await expect(loadAgentDefinitions(broken, config, { knownTools })).rejects.toThrow(
       "is not valid JSON (line 2, column 17)",
     );
-    expect(refusal({})).toBe(
-      "agents file agents.json: agents: Invalid input: expected array, received undefined",
+    // Plain words with the path, never zod's own ("Invalid input: expected array, received undefined").
+    expect(refusal({})).toBe("agents file agents.json: agents: is missing");
+    expect(refusal([])).toBe(
+      "agents file agents.json: the top level must be an object ({…}), not a list ([…])",
+    );
+    expect(refusal({ agents: {} })).toBe(
+      "agents file agents.json: agents: must be a list ([…]), not an object ({…})",
+    );
+    expect(refusal({ agents: [{ name: 7 }] })).toBe(
+      "agents file agents.json: agents[0].name: must be a text in quotes, not a number",
+    );
+    expect(refusal({ agents: [{ name: "a", maxIterations: 1.5 }] })).toBe(
+      "agents file agents.json: agents[0].maxIterations: must be a whole number",
     );
     expect(refusal({ agents: [] })).toBe("agents file agents.json: agents: must list at least one agent");
     expect(refusal({ agents: [{ name: "a.b" }] })).toMatch(
       /^agents file agents.json: agents\[0\]\.name: must match/,
     );
     expect(refusal({ agents: [{ name: "a", maxIterations: 0 }] })).toMatch(/agents\[0\]\.maxIterations: /);
-    expect(refusal({ agents: [{ name: "a", provider: "gemini" }] })).toMatch(/agents\[0\]\.provider: /);
+    expect(refusal({ agents: [{ name: "a", provider: "gemini" }] })).toMatch(
+      /agents\[0\]\.provider: must be one of "anthropic", /,
+    );
     expect(refusal({ agents: [{ name: "a", reasoningEffort: "max" }] })).toMatch(
       /agents\[0\]\.reasoningEffort: /,
     );

@@ -57,7 +57,7 @@ export function createApprovalPrompt(params: ApprovalPromptParams) {
     const line = await nextLine();
     if (line === undefined) {
       output.write(
-        `\nagentloop: ${call} waits for approval: send {"session":"${session}","command":"approve","toolCallId":"${request.toolCallId}"} (or "deny") to ${controlSubject(prefix, agent)}\n`,
+        `\nagentloop: ${call} waits for approval: run \`agentloop approve ${agent} ${session} ${request.toolCallId}\` (or deny), or send {"session":"${session}","command":"approve","toolCallId":"${request.toolCallId}"} to ${controlSubject(prefix, agent)}\n`,
       );
       return;
     }

@@ -67,7 +67,7 @@ export const serveCommand: Command = async (context) => {
   const hostId = hostIdFrom(context.flags, context.env);
   const history = historyBackendFrom(context.flags, context.env);
   const cluster = clusterSettingsFrom(context.flags, context.env);
-  const httpPort = context.flags.http === undefined ? undefined : parsePort(context.flags.http, "--http");
+  const httpPort = context.flags.http === undefined ? undefined : parsePort(context.flags.http, 0, "--http");
   const host = typeof context.flags.host === "string" ? context.flags.host : undefined;
   const uiSettings = uiSettingsFrom(context.flags, context.env);
   if (httpPort === undefined && (host !== undefined || Object.keys(uiSettings).length > 0)) {

@@ -5,7 +5,14 @@ import { redactNatsUrl } from "../../bus/nats-url.js";
 import { createHttpDoors } from "../../doors/http-doors.js";
 import { startUiServer, type UiServer } from "../../ui/ui-server.js";
 import type { CliContext, Command } from "../cli-context.js";
-import { natsIdentityOptions, parsePort, untilAborted } from "../command-helpers.js";
+import {
+  assertPortFree,
+  DEFAULT_UI_PORT,
+  describeListenFailure,
+  natsIdentityOptions,
+  parsePort,
+  untilAborted,
+} from "../command-helpers.js";
 import { uiSettingsFrom } from "../ui-settings.js";
 
 /** How long `ui` waits for a NATS server before falling back to the in-process bus. */
@@ -16,9 +23,12 @@ const NATS_PROBE_TIMEOUT_MS = 2_000;
  * the UI service on its own, watching the bus.
  */
 export const uiCommand: Command = async (context) => {
-  const port = parsePort(context.flags.port);
+  const port = parsePort(context.flags.port, DEFAULT_UI_PORT);
+  const listenHost = typeof context.flags.host === "string" ? context.flags.host : "127.0.0.1";
+  const isDefaultPort = context.flags.port === undefined;
   const host = typeof context.flags.host === "string" ? context.flags.host : undefined;
   const settings = uiSettingsFrom(context.flags, context.env);
+  await assertPortFree(listenHost, port, isDefaultPort);
   const nats = await NatsBus.tryConnect(context.config.natsUrl, NATS_PROBE_TIMEOUT_MS, {
     name: "agentloop ui",
     ...natsIdentityOptions(context.config),
@@ -43,6 +53,8 @@ export const uiCommand: Command = async (context) => {
       ...settings,
       doors: createHttpDoors(),
       log: (line) => context.stderr.write(`agentloop ui: ${line}\n`),
+    }).catch((error: unknown) => {
+      throw describeListenFailure(error, listenHost, port, isDefaultPort) ?? error;
     });
     context.stdout.write(`agentloop ui: ${server.url} (bus: ${bus.kind})\n`);
     announceOtherAddresses(server, "agentloop ui:", context.stdout, context.stderr);

@@ -18,7 +18,14 @@ import { describeAgents, startHostService } from "../../host/host-service.js";
 import { startUiServer } from "../../ui/ui-server.js";
 import type { Command } from "../cli-context.js";
 import { clusterSettingsFrom } from "../cluster-settings.js";
-import { natsIdentityOptions, parsePort, untilAborted } from "../command-helpers.js";
+import {
+  assertPortFree,
+  DEFAULT_UI_PORT,
+  describeListenFailure,
+  natsIdentityOptions,
+  parsePort,
+  untilAborted,
+} from "../command-helpers.js";
 import { uiSettingsFrom } from "../ui-settings.js";
 import { loadAgentsFromFlags } from "./serve.js";
 import { createEventLogger, followEvents, NOISY_EVENT_KINDS } from "./tail.js";
@@ -36,7 +43,9 @@ const NATS_PROBE_TIMEOUT_MS = 2_000;
  */
 export const upCommand: Command = async (context) => {
   const { config } = context;
-  const port = parsePort(context.flags.port);
+  const port = parsePort(context.flags.port, DEFAULT_UI_PORT);
+  const listenHost = typeof context.flags.host === "string" ? context.flags.host : "127.0.0.1";
+  const isDefaultPort = context.flags.port === undefined;
   const definitions = await loadAgentsFromFlags(context);
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
@@ -48,6 +57,8 @@ export const upCommand: Command = async (context) => {
   const history = historyBackendFrom(context.flags, context.env);
   const cluster = clusterSettingsFrom(context.flags, context.env);
   const uiSettings = uiSettingsFrom(context.flags, context.env);
+  // Checked before anything starts: a busy port is then the one thing said.
+  await assertPortFree(listenHost, port, isDefaultPort);
   const url = redactNatsUrl(config.natsUrl);
   const log = (line: string) => context.stderr.write(`agentloop up: ${line}\n`);
   const nats = await NatsBus.tryConnect(config.natsUrl, NATS_PROBE_TIMEOUT_MS, {
@@ -104,19 +115,26 @@ export const upCommand: Command = async (context) => {
         ...uiSettings,
         doors: createHttpDoors(),
         log: (line) => log(`UI ${line}`),
+      }).catch((error: unknown) => {
+        throw describeListenFailure(error, listenHost, port, isDefaultPort) ?? error;
       });
       const where = nats === undefined ? "in-process" : `${url} (nats)`;
       context.stdout.write(`agentloop up: UI ${ui.url}\n`);
       announceOtherAddresses(ui, "agentloop up: UI", context.stdout, context.stderr);
       context.stdout.write(`agentloop up: bus ${where}; agents: ${describeAgents(definitions)}\n`);
       await untilAborted(context.signal);
+      log("stopping: closing the UI, finishing running chats (signal again to cancel them)");
       await ui.close();
     } finally {
-      await service.close(context.urgentSignal === undefined ? {} : { hurry: context.urgentSignal });
+      const hurry = context.urgentSignal;
+      const onHurry = () => log("cancelling running chats");
+      hurry?.addEventListener("abort", onHurry, { once: true });
+      await service.close(hurry === undefined ? {} : { hurry });
+      hurry?.removeEventListener("abort", onHurry);
       stopLogger.abort();
       await following;
     }
-    return 0;
+    return context.urgentSignal?.aborted === true ? 130 : 0;
   } finally {
     stopLogger.abort();
     await logger.close();

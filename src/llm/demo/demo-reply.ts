@@ -17,6 +17,10 @@ export const DEMO_LABEL = "[demo] ";
 const TIME_WORDS = /\b(?:time|clock|date)\b/i;
 const PLAN_WORDS = /\b(?:plan|todo|to-do|steps)\b/i;
 const SUMMARY_WORDS = /\bsummar(?:y|ies|ise|ize|ising|izing)\b/i;
+/** "what did I say first?", "what was my last message?", "do you remember what I asked?" */
+const RECALL_WORDS =
+  /\b(?:what did i (?:say|write|ask|tell you)|what (?:was|were) my (?:\w+ )?(?:message|question|words)|(?:do you )?remember what i)\b/i;
+const FIRST_WORDS = /\b(?:first|start|beginning)\b/i;
 const CONVERSATION_WORDS = /\b(?:conversation|chat|discussion|dialogue|history)\b/i;
 /**
  * Blocks that ToolSets inject before the user's text (e.g. `<TODO_LIST_REMINDER>`): they are the
@@ -48,6 +52,9 @@ export function createDemoReply(messages: readonly Message[], options: LlmOption
 
   const toolResults = since.filter((message) => message.role === "tool");
   if (toolResults.length > 0) return reportToolResults(toolResults, messages);
+
+  if (RECALL_WORDS.test(prompt))
+    return recallEarlierMessage(prompt, messages.slice(0, Math.max(lastUserIndex, 0)));
 
   if (canCallTools(options)) {
     const offered = new Set((options.tools ?? []).map((tool) => tool.name));
@@ -148,6 +155,34 @@ function plainAnswer(prompt: string, toolsOffered: boolean): DemoReply {
   return {
     reasoning: `The user wrote ${words} words. No tool is needed, so I will answer directly.`,
     text: `${DEMO_LABEL}${opening} I am the offline demo model: no LLM provider is configured, so my answers are canned.${hint}`,
+    toolCalls: [],
+  };
+}
+
+/**
+ * Shows that a session remembers: quotes the user's first message (when asked for the first),
+ * else the one before this, from the conversation the model was sent (the history the session
+ * restored, or the summary a compaction left).
+ */
+function recallEarlierMessage(prompt: string, earlier: readonly Message[]): DemoReply {
+  const said = earlier
+    .filter((message) => message.role === "user")
+    .map((message) => userWords(textOf(message.content)))
+    .filter((text) => text !== "");
+  if (said.length === 0) {
+    return {
+      reasoning: "The user asks what they said before, and this session holds no earlier message.",
+      text: `${DEMO_LABEL}This is the first message of this session: there is nothing earlier to quote.`,
+      toolCalls: [],
+    };
+  }
+  const isFirst = FIRST_WORDS.test(prompt);
+  const index = isFirst ? 0 : said.length - 1;
+  const which = isFirst ? "Your first message in this session was" : "Your previous message was";
+  const quoted = shorten(said[index]!.replace(/\s+/g, " "), 300);
+  return {
+    reasoning: `The user asks what they said ${isFirst ? "first" : "last"}. The session holds ${said.length} earlier ${said.length === 1 ? "message" : "messages"} from them; I quote it.`,
+    text: `${DEMO_LABEL}${which}: "${quoted}" (${index + 1} of the ${said.length} ${said.length === 1 ? "message" : "messages"} you sent before this one).`,
     toolCalls: [],
   };
 }
