@@ -87,9 +87,12 @@ class AguiRuns {
     this.#prefix = context.prefix;
     this.#options = options;
     this.#jetStream =
-      context.natsConnection === undefined ? undefined : new JetStreamEventSource(context.natsConnection, context.prefix);
+      context.natsConnection === undefined
+        ? undefined
+        : new JetStreamEventSource(context.natsConnection, context.prefix);
     // Without JetStream the buffer must listen from the start: a reconnect can only get what it saw.
-    if (this.#jetStream === undefined) this.#memory = new MemoryEventSource(this.#bus, this.#prefix, options.memory);
+    if (this.#jetStream === undefined)
+      this.#memory = new MemoryEventSource(this.#bus, this.#prefix, options.memory);
   }
 
   close(): void {
@@ -104,6 +107,14 @@ class AguiRuns {
       throw new HttpError(404, "not_found", "no such agent: an agent name matches [A-Za-z0-9_-]{1,64}");
     }
     const sse = new AguiSse(response, this.#options.keepAliveMs ?? 15_000);
+    try {
+      await this.#handleRun(agent, sse, { request, response, url, params });
+    } finally {
+      sse.end();
+    }
+  }
+
+  async #handleRun(agent: string, sse: AguiSse, { request, response, url }: RouteRequest): Promise<void> {
     let body: unknown;
     try {
       body = await readJsonBody(request, MAX_PAYLOAD_BYTES);
@@ -118,7 +129,11 @@ class AguiRuns {
     if (lastEventId !== null && lastEventId !== undefined) {
       last = parseEventId(lastEventId);
       if (last === undefined) {
-        return runError(sse, "bad_request", `Last-Event-ID ${JSON.stringify(lastEventId)} is not an id of this door`);
+        return runError(
+          sse,
+          "bad_request",
+          `Last-Event-ID ${JSON.stringify(lastEventId)} is not an id of this door`,
+        );
       }
     }
     // The feed follows the client: gone, it stops reading. The chat itself is not the client's to stop.
@@ -134,7 +149,6 @@ class AguiRuns {
     } finally {
       this.#open.delete(reading);
       reading.abort();
-      sse.end();
     }
   }
 
@@ -155,10 +169,13 @@ class AguiRuns {
     const baseline = await source.lastSeq();
     const feed = source.feed(agent, input.threadId, run.signal)[Symbol.asyncIterator]();
     const beat = new Promise<"beat">((resolve) => {
-      const subscription = this.#bus.subscribe(sessionHeartbeatSubject(this.#prefix, agent, input.threadId), () => {
-        subscription.unsubscribe();
-        resolve("beat");
-      });
+      const subscription = this.#bus.subscribe(
+        sessionHeartbeatSubject(this.#prefix, agent, input.threadId),
+        () => {
+          subscription.unsubscribe();
+          resolve("beat");
+        },
+      );
       run.signal.addEventListener("abort", () => subscription.unsubscribe(), { once: true });
     });
     await this.#bus.flush();
@@ -201,7 +218,11 @@ class AguiRuns {
     for (const decision of decisions) {
       const named = parseInterruptId(decision.interruptId);
       if (named === undefined) {
-        return runError(run.sse, "bad_request", `interrupt ${JSON.stringify(decision.interruptId)} is not one of this door's`);
+        return runError(
+          run.sse,
+          "bad_request",
+          `interrupt ${JSON.stringify(decision.interruptId)} is not one of this door's`,
+        );
       }
       wanted.set(named.seq, { decision, toolCallId: named.toolCallId });
     }
@@ -213,7 +234,11 @@ class AguiRuns {
       if ("caughtUp" in result.value) break;
       held.push(result.value);
     }
-    const approvals: Array<{ seq: number; event: Extract<AgentEvent, { kind: "ToolApprovalRequested" }>; decision: ResumeDecision }> = [];
+    const approvals: Array<{
+      seq: number;
+      event: Extract<AgentEvent, { kind: "ToolApprovalRequested" }>;
+      decision: ResumeDecision;
+    }> = [];
     for (const [seq, { decision, toolCallId }] of wanted) {
       const event = held.find((item) => item.seq === seq)?.event;
       if (event?.kind !== "ToolApprovalRequested" || event.toolCallId !== toolCallId) {
@@ -264,8 +289,13 @@ class AguiRuns {
       const isAnchor =
         item.seq === last.anchor && (event.kind === "ChatStarted" || event.kind === "ToolApprovalRequested");
       if (!isAnchor) {
-        const held = source.kind === "memory" ? " (this door keeps events in memory: a restart forgets them)" : "";
-        return runError(run.sse, "bad_request", `Last-Event-ID ${formatEventId(last)} names no run of this thread${held}`);
+        const held =
+          source.kind === "memory" ? " (this door keeps events in memory: a restart forgets them)" : "";
+        return runError(
+          run.sse,
+          "bad_request",
+          `Last-Event-ID ${formatEventId(last)} names no run of this thread${held}`,
+        );
       }
       run.sse.open();
       const answered = event.kind === "ToolApprovalRequested" ? [event.toolCallId] : [];
@@ -311,7 +341,12 @@ class AguiRuns {
     };
     emit(
       [
-        { type: EventType.RUN_STARTED, threadId: input.threadId, runId: input.runId, protocolVersion: PROTOCOL_VERSION },
+        {
+          type: EventType.RUN_STARTED,
+          threadId: input.threadId,
+          runId: input.runId,
+          protocolVersion: PROTOCOL_VERSION,
+        },
         { type: EventType.MESSAGES_SNAPSHOT, messages: history.messages() },
         { type: EventType.STATE_SNAPSHOT, snapshot: history.state() },
       ],

@@ -6,10 +6,7 @@ import { NAME_PATTERN } from "../../bus/subjects.js";
 export type AguiRunRequest = {
   threadId: string;
   runId: string;
-} & (
-  | { kind: "chat"; text: string }
-  | { kind: "resume"; resume: ResumeDecision[] }
-);
+} & ({ kind: "chat"; text: string } | { kind: "resume"; resume: ResumeDecision[] });
 
 /** One answered interrupt: the approval it names and the decision. */
 export interface ResumeDecision {
@@ -24,12 +21,17 @@ export interface ResumeDecision {
  * answers approvals instead and sends no text. `state`, `tools`, `context` and `forwardedProps` are
  * not used: an agentloop agent's tools and state are the host's (documented in the README).
  */
-export function parseRunInput(body: unknown): { ok: true; value: AguiRunRequest } | { ok: false; message: string } {
+export function parseRunInput(
+  body: unknown,
+): { ok: true; value: AguiRunRequest } | { ok: false; message: string } {
   const parsed = RunAgentInputSchema.safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const field = issue?.path.map(String).join(".") ?? "";
-    return { ok: false, message: `RunAgentInput${field === "" ? "" : `.${field}`}: ${issue?.message ?? "invalid"}` };
+    return {
+      ok: false,
+      message: `RunAgentInput${field === "" ? "" : `.${field}`}: ${issue?.message ?? "invalid"}`,
+    };
   }
   const input = parsed.data as RunAgentInput;
   if (!NAME_PATTERN.test(input.threadId)) {
@@ -66,12 +68,18 @@ export function parseRunInput(body: unknown): { ok: true; value: AguiRunRequest 
  */
 function readDecision(entry: ResumeEntry): ResumeDecision | string {
   const { interruptId } = entry;
-  if (entry.status === "cancelled") return { interruptId, approved: false, reason: "the approval was cancelled" };
+  if (entry.status === "cancelled")
+    return { interruptId, approved: false, reason: "the approval was cancelled" };
   const payload: unknown = entry.payload;
   if (typeof payload === "boolean") return { interruptId, approved: payload };
-  if (typeof payload === "object" && payload !== null && typeof (payload as { approved?: unknown }).approved === "boolean") {
+  if (
+    typeof payload === "object" &&
+    payload !== null &&
+    typeof (payload as { approved?: unknown }).approved === "boolean"
+  ) {
     const { approved, reason } = payload as { approved: boolean; reason?: unknown };
-    if (reason !== undefined && typeof reason !== "string") return `resume ${interruptId}: payload.reason must be a string`;
+    if (reason !== undefined && typeof reason !== "string")
+      return `resume ${interruptId}: payload.reason must be a string`;
     return { interruptId, approved, ...(typeof reason === "string" && reason !== "" ? { reason } : {}) };
   }
   return `resume ${interruptId}: payload must be { approved: boolean, reason?: string } (or a boolean)`;

@@ -96,12 +96,20 @@ export class AguiRunMapper {
         if (event.delta === "") break;
         this.#closeText(out);
         if (this.#reasoning === undefined) {
-          const id = messageIds.reasoning(this.#options.chatId, event.iteration, this.#attempt(event.iteration));
+          const id = messageIds.reasoning(
+            this.#options.chatId,
+            event.iteration,
+            this.#attempt(event.iteration),
+          );
           this.#reasoning = id;
           out.push({ type: EventType.REASONING_START, messageId: id });
           out.push({ type: EventType.REASONING_MESSAGE_START, messageId: id, role: "reasoning" });
         }
-        out.push({ type: EventType.REASONING_MESSAGE_CONTENT, messageId: this.#reasoning, delta: event.delta });
+        out.push({
+          type: EventType.REASONING_MESSAGE_CONTENT,
+          messageId: this.#reasoning,
+          delta: event.delta,
+        });
         break;
       case "ModelStreamSegmentReset": {
         const messageId = this.#text;

@@ -8,6 +8,7 @@ import { type Event as AguiEvent, EventType } from "@ag-ui/core";
  */
 export class OpenFraming {
   #runStarted: AguiEvent | undefined;
+  #state: unknown;
   readonly #steps = new Set<string>();
   readonly #texts = new Map<string, AguiEvent>();
   readonly #reasoningSpans = new Set<string>();
@@ -17,6 +18,12 @@ export class OpenFraming {
     switch (event.type) {
       case EventType.RUN_STARTED:
         this.#runStarted = event;
+        break;
+      case EventType.STATE_SNAPSHOT:
+        this.#state = structuredClone(event.snapshot);
+        break;
+      case EventType.STATE_DELTA:
+        this.#state = applyAdds(this.#state, event.delta);
         break;
       case EventType.STEP_STARTED:
         this.#steps.add(event.stepName);
@@ -52,12 +59,42 @@ export class OpenFraming {
     if (next.type === EventType.RUN_STARTED || this.#runStarted === undefined) return [];
     return [
       this.#runStarted,
+      // A client that comes back without its state (a reload) gets it as it was at the last id.
+      ...(this.#state === undefined
+        ? []
+        : [{ type: EventType.STATE_SNAPSHOT, snapshot: this.#state } as AguiEvent]),
       ...[...this.#steps].map((stepName): AguiEvent => ({ type: EventType.STEP_STARTED, stepName })),
       ...this.#texts.values(),
-      ...[...this.#reasoningSpans].map((messageId): AguiEvent => ({ type: EventType.REASONING_START, messageId })),
+      ...[...this.#reasoningSpans].map(
+        (messageId): AguiEvent => ({ type: EventType.REASONING_START, messageId }),
+      ),
       ...[...this.#reasoningMessages].map(
         (messageId): AguiEvent => ({ type: EventType.REASONING_MESSAGE_START, messageId, role: "reasoning" }),
       ),
     ];
   }
+}
+
+/** The `add` operations of a patch applied to a copy of `state` (the run mapper makes no other kind). */
+function applyAdds(
+  state: unknown,
+  patch: ReadonlyArray<{ op: string; path: string; value?: unknown }>,
+): unknown {
+  const next = structuredClone(state ?? {}) as Record<string, unknown>;
+  for (const operation of patch) {
+    if (operation.op !== "add") continue;
+    const tokens = operation.path
+      .split("/")
+      .slice(1)
+      .map((token) => token.replace(/~1/g, "/").replace(/~0/g, "~"));
+    let target = next;
+    for (const token of tokens.slice(0, -1)) {
+      const child = target[token];
+      if (typeof child !== "object" || child === null) target[token] = {};
+      target = target[token] as Record<string, unknown>;
+    }
+    const leaf = tokens.at(-1);
+    if (leaf !== undefined) target[leaf] = structuredClone(operation.value);
+  }
+  return next;
 }

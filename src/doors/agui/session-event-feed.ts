@@ -1,4 +1,4 @@
-import { DeliverPolicy, jetstream, type JetStreamManager, jetstreamManager } from "@nats-io/jetstream";
+import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Bus, Subscription } from "../../bus/bus.js";
 import { eventStreamName } from "../../bus/event-log.js";
@@ -61,7 +61,11 @@ export class JetStreamEventSource implements SessionEventSource {
     return info.state.last_seq;
   }
 
-  async *feed(agent: string, session: string, signal: AbortSignal): AsyncGenerator<FeedItem, void, undefined> {
+  async *feed(
+    agent: string,
+    session: string,
+    signal: AbortSignal,
+  ): AsyncGenerator<FeedItem, void, undefined> {
     const consumer = await jetstream(this.#connection).consumers.get(this.#stream, {
       filter_subjects: sessionEventsPattern(this.#prefix, agent, session),
       deliver_policy: DeliverPolicy.All,
@@ -129,7 +133,11 @@ export class MemoryEventSource implements SessionEventSource {
     return this.#seq;
   }
 
-  async *feed(agent: string, session: string, signal: AbortSignal): AsyncGenerator<FeedItem, void, undefined> {
+  async *feed(
+    agent: string,
+    session: string,
+    signal: AbortSignal,
+  ): AsyncGenerator<FeedItem, void, undefined> {
     const key = `${agent}/${session}`;
     const queue: Array<{ seq: number; event: AgentEvent }> = [];
     let wake: (() => void) | undefined;
@@ -139,7 +147,10 @@ export class MemoryEventSource implements SessionEventSource {
     };
     const onAbort = (): void => wake?.();
     let listeners = this.#listeners.get(key);
-    if (listeners === undefined) this.#listeners.set(key, (listeners = new Set()));
+    if (listeners === undefined) {
+      listeners = new Set();
+      this.#listeners.set(key, listeners);
+    }
     listeners.add(listener);
     signal.addEventListener("abort", onAbort, { once: true });
     try {
