@@ -109,6 +109,10 @@ class AguiRuns {
     const sse = new AguiSse(response, this.#options.keepAliveMs ?? 15_000);
     try {
       await this.#handleRun(agent, sse, { request, response, url, params });
+    } catch (error) {
+      // A failure of the door itself (the event log unreachable…): the protocol's error, not a cut stream.
+      if (error instanceof HttpError && !sse.isOpen) throw error;
+      runError(sse, "internal", describeError(error));
     } finally {
       sse.end();
     }

@@ -144,10 +144,12 @@ describe("AguiRunMapper", () => {
     const failed = mapAll(newMapper(), [
       event(0, {
         kind: "ChatFailed",
-        error: { code: "model_error", message: "the model failed", retryable: false },
+        error: { code: "server_error", message: "the model failed", retryable: false },
         cancelled: false,
       }),
     ]);
-    expect(failed).toEqual([{ type: EventType.RUN_ERROR, code: "model_error", message: "the model failed" }]);
+    expect(failed).toEqual([
+      { type: EventType.RUN_ERROR, code: "server_error", message: "the model failed" },
+    ]);
   });
 });
