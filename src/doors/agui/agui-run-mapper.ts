@@ -306,7 +306,7 @@ function approvalInterrupt(event: EventOf<"ToolApprovalRequested">, seq: number)
   return {
     id: formatInterruptId(seq, event.toolCallId),
     reason: "tool_approval",
-    message: `${event.toolName} wants to run with ${event.arguments}: approve or deny`,
+    message: `${event.toolName} wants to run with ${shorten(event.arguments, 500)}: approve or deny`,
     toolCallId: event.toolCallId,
     responseSchema: { ...APPROVAL_RESPONSE_SCHEMA },
     metadata: { agentloop: { toolName: event.toolName, arguments: event.arguments } },
@@ -320,4 +320,9 @@ function toTokenUsage(usage: EventOf<"ChatCompleted">["usage"]): TokenUsage {
     totalTokens: usage.total,
     cachedInputTokens: usage.cached,
   };
+}
+
+/** At most `limit` characters (the whole arguments stay in the interrupt's metadata). */
+function shorten(text: string, limit: number): string {
+  return text.length <= limit ? text : `${text.slice(0, limit)}…`;
 }
