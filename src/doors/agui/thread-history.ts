@@ -10,7 +10,7 @@ import { messageIds } from "./agui-ids.js";
  * Per chat: the user's text, then per model request the assistant's final text with its tool calls
  * (a request whose stream was reset counts with its last attempt), then each call's result (a
  * denied call's result is the `{"error":"denied"}` the model saw). Reasoning is not in the
- * snapshot: a client keeps the reasoning it streamed.
+ * snapshot: a client keeps the reasoning it streamed. A session reset (`new`) empties it.
  */
 export class ThreadHistory {
   readonly #messages: Message[] = [];
@@ -23,6 +23,8 @@ export class ThreadHistory {
   add(event: AgentEvent): void {
     if (event.kind === "StateChanged") {
       this.#states[event.machine] = event.state ?? null;
+      // `new` on the control subject: the session starts over, and so does the thread's conversation.
+      if (event.machine === "session" && event.state === "resetting") this.#clear();
       return;
     }
     if (event.chatId === "") return;
@@ -61,6 +63,13 @@ export class ThreadHistory {
       default:
         break;
     }
+  }
+
+  #clear(): void {
+    this.#messages.length = 0;
+    this.#assistants.clear();
+    this.#toolCalls.clear();
+    this.#attempts.clear();
   }
 
   /** The conversation so far, in order. */

@@ -102,6 +102,11 @@ describe("AguiRunMapper", () => {
       { id: "c2-user", role: "user", content: "hi" },
       { id: "c2-1-2", role: "assistant", content: "Hello" },
     ]);
+    // `new` resets the session: the thread's conversation starts over.
+    history.add(event(0, { kind: "StateChanged", machine: "session", state: "resetting" }, ""));
+    history.add(event(0, { kind: "ChatStarted", text: "again" }, "c3"));
+    expect(history.messages()).toEqual([{ id: "c3-user", role: "user", content: "again" }]);
+    expect(history.state()).toEqual({ statechart: { session: "resetting" } });
   });
 
   it("ends the run on an approval with one interrupt that names the held event, closing what is open", () => {
