@@ -12,6 +12,7 @@ import {
   natsHoldBytesFrom,
   protocolSettingsFrom,
 } from "../../config/runtime-config.js";
+import { profilesFromDefinitions } from "../../doors/a2a/a2a-agents.js";
 import { createHttpDoors } from "../../doors/http-doors.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
 import { startUiServer } from "../../ui/ui-server.js";
@@ -99,7 +100,7 @@ export const upCommand: Command = async (context) => {
         ...(typeof context.flags.host === "string" ? { host: context.flags.host } : {}),
         ...(nats === undefined ? {} : { natsConnection: nats.connection }),
         ...uiSettings,
-        doors: createHttpDoors(),
+        doors: createHttpDoors({ a2aAgents: profilesFromDefinitions(definitions, bus) }),
         log: (line) => log(`UI ${line}`),
       });
       const where = nats === undefined ? "in-process" : `${url} (nats)`;
