@@ -51,11 +51,15 @@ export interface A2aDoorOptions {
  */
 export function createA2aDoor(options: A2aDoorOptions): HttpDoor {
   const closing = new AbortController();
-  const profiles = typeof options.agents === "function" ? options.agents : () => options.agents as readonly A2aAgentProfile[];
+  const profiles =
+    typeof options.agents === "function"
+      ? options.agents
+      : () => options.agents as readonly A2aAgentProfile[];
   return {
     name: "a2a",
     pathPrefix: PATH_PREFIX,
-    isStreamPath: (path) => /\/rest\/(message:stream|tasks\/[^/]+:subscribe)$/.test(path) || JSON_RPC_PATH.test(path),
+    isStreamPath: (path) =>
+      /\/rest\/(message:stream|tasks\/[^/]+:subscribe)$/.test(path) || JSON_RPC_PATH.test(path),
     routes: (context) => a2aRoutes(context, profiles, closing.signal),
     close: async () => closing.abort(),
   };
@@ -71,7 +75,9 @@ function a2aRoutes(
     const connection = context.natsConnection;
     if (connection === undefined) {
       return Promise.reject(
-        new UnsupportedTasksError("A2A tasks need NATS with JetStream (their state is read from the event log)"),
+        new UnsupportedTasksError(
+          "A2A tasks need NATS with JetStream (their state is read from the event log)",
+        ),
       );
     }
     taskLog ??= TaskLog.open(connection, context.prefix).catch((error: unknown) => {
@@ -135,8 +141,18 @@ export function agentCard(profile: A2aAgentProfile, base: string): AgentCard {
     name: profile.name,
     description: profile.description,
     supportedInterfaces: [
-      { url: `${root}/jsonrpc`, protocolBinding: "JSONRPC", tenant: "", protocolVersion: A2A_PROTOCOL_VERSION },
-      { url: `${root}/rest`, protocolBinding: "HTTP+JSON", tenant: "", protocolVersion: A2A_PROTOCOL_VERSION },
+      {
+        url: `${root}/jsonrpc`,
+        protocolBinding: "JSONRPC",
+        tenant: "",
+        protocolVersion: A2A_PROTOCOL_VERSION,
+      },
+      {
+        url: `${root}/rest`,
+        protocolBinding: "HTTP+JSON",
+        tenant: "",
+        protocolVersion: A2A_PROTOCOL_VERSION,
+      },
     ],
     provider: undefined,
     version: "1.0.0",
@@ -168,7 +184,9 @@ function clientGone(response: ServerResponse): AbortSignal {
 function checkVersion(request: IncomingMessage): void {
   const version = request.headers[A2A_VERSION_HEADER.toLowerCase()];
   if (typeof version === "string" && version !== "" && version !== A2A_PROTOCOL_VERSION) {
-    throw new VersionNotSupportedError(`A2A version ${version} is not supported (this server speaks ${A2A_PROTOCOL_VERSION})`);
+    throw new VersionNotSupportedError(
+      `A2A version ${version} is not supported (this server speaks ${A2A_PROTOCOL_VERSION})`,
+    );
   }
 }
 
@@ -182,7 +200,8 @@ async function readBody(request: IncomingMessage): Promise<string> {
   let size = 0;
   for await (const chunk of request) {
     size += (chunk as Buffer).length;
-    if (size > MAX_PAYLOAD_BYTES) throw new RequestMalformedError(`the body is over ${MAX_PAYLOAD_BYTES} bytes`);
+    if (size > MAX_PAYLOAD_BYTES)
+      throw new RequestMalformedError(`the body is over ${MAX_PAYLOAD_BYTES} bytes`);
     chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks).toString("utf8");
@@ -211,11 +230,23 @@ async function handleJsonRpc(
     return sendA2aJson(response, 200, { jsonrpc: "2.0", id: null, error: toJsonRpcError(error) });
   }
   const id = idOf(body);
+  const invalid = invalidEnvelope(body);
+  if (invalid !== undefined) {
+    return sendA2aJson(response, 200, {
+      jsonrpc: "2.0",
+      id,
+      error: { code: A2A_ERROR_CODE.INVALID_REQUEST, message: invalid },
+    });
+  }
   let handler: A2aAgentHandler | undefined;
   try {
     handler = await handlerFor(request);
   } catch (error) {
-    return sendA2aJson(response, 200, { jsonrpc: "2.0", id, error: { code: A2A_ERROR_CODE.UNSUPPORTED_OPERATION, message: describeError(error) } });
+    return sendA2aJson(response, 200, {
+      jsonrpc: "2.0",
+      id,
+      error: { code: A2A_ERROR_CODE.UNSUPPORTED_OPERATION, message: describeError(error) },
+    });
   }
   if (handler === undefined) {
     return sendA2aJson(response, 404, {
@@ -236,7 +267,26 @@ async function handleJsonRpc(
   } catch (error) {
     return sendA2aJson(response, 200, { jsonrpc: "2.0", id, error: toJsonRpcError(error) });
   }
-  await streamSse(response, first, iterator, (item) => item, (error) => ({ jsonrpc: "2.0", id, error: toJsonRpcError(error) }));
+  await streamSse(
+    response,
+    first,
+    iterator,
+    (item) => item,
+    (error) => ({ jsonrpc: "2.0", id, error: toJsonRpcError(error) }),
+  );
+}
+
+/** Why `body` is no JSON-RPC 2.0 request (JSON-RPC's -32600), or undefined when it is one. */
+function invalidEnvelope(body: unknown): string | undefined {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    return "a JSON-RPC request is one JSON object (batches are not supported)";
+  }
+  const request = body as Record<string, unknown>;
+  if (request.jsonrpc !== "2.0") return 'jsonrpc must be "2.0"';
+  if (typeof request.method !== "string" || request.method === "") return "method must be a non-empty string";
+  if ("id" in request && idOf(body) === null && request.id !== null)
+    return "id must be a string, an integer or null";
+  return undefined;
 }
 
 function idOf(body: unknown): string | number | null {
@@ -281,7 +331,6 @@ async function handleRest(
   const { response, url } = request;
   const method = request.request.method === "HEAD" ? "GET" : (request.request.method ?? "GET");
   const rest = request.params[1] ?? "";
-  const context = new ServerCallContext({ requestedVersion: A2A_PROTOCOL_VERSION });
   try {
     checkVersion(request.request);
     const handler = await handlerFor(request);
@@ -302,10 +351,15 @@ async function handleRest(
       const result = await handler.listTasks({
         tenant: "",
         contextId: query.get("contextId") ?? "",
-        status: status === null ? TaskState.TASK_STATE_UNSPECIFIED : taskStateFromJSON(Number.isNaN(Number(status)) ? status : Number(status)),
+        status:
+          status === null
+            ? TaskState.TASK_STATE_UNSPECIFIED
+            : taskStateFromJSON(Number.isNaN(Number(status)) ? status : Number(status)),
         pageSize: query.has("pageSize") ? Number(query.get("pageSize")) : undefined,
         pageToken: query.get("pageToken") ?? "",
-        historyLength: query.has("historyLength") ? nonNegative(query.get("historyLength"), "historyLength") : undefined,
+        historyLength: query.has("historyLength")
+          ? nonNegative(query.get("historyLength"), "historyLength")
+          : undefined,
         statusTimestampAfter: query.get("statusTimestampAfter") ?? undefined,
         includeArtifacts: query.get("includeArtifacts") === "true",
       });
@@ -315,14 +369,22 @@ async function handleRest(
       const id = decodeURIComponent(task[1] ?? "");
       const verb = task[2];
       if (verb === "cancel" && method === "POST") {
-        return sendA2aJson(response, 200, Task.toJSON(await handler.cancelTask({ tenant: "", id, metadata: undefined })));
+        return sendA2aJson(
+          response,
+          200,
+          Task.toJSON(await handler.cancelTask({ tenant: "", id, metadata: undefined })),
+        );
       }
       if (verb === "subscribe") return await restStream(response, handler.resubscribe({ tenant: "", id }));
       if (verb === undefined && method === "GET") {
         const historyLength = url.searchParams.has("historyLength")
           ? nonNegative(url.searchParams.get("historyLength"), "historyLength")
           : undefined;
-        return sendA2aJson(response, 200, Task.toJSON(await handler.getTask({ tenant: "", id, historyLength })));
+        return sendA2aJson(
+          response,
+          200,
+          Task.toJSON(await handler.getTask({ tenant: "", id, historyLength })),
+        );
       }
     }
     return sendNotFound(request);
@@ -334,7 +396,6 @@ async function handleRest(
     const status = restStatusFor(error);
     sendA2aJson(response, status, toRestErrorBody(error, status));
   }
-  void context;
 }
 
 async function restStream(response: ServerResponse, stream: AsyncGenerator<StreamResponse>): Promise<void> {
@@ -363,7 +424,8 @@ function parseJsonObject(text: string): Record<string, unknown> {
 
 function nonNegative(value: string | null, name: string): number {
   const parsed = Number(value);
-  if (!Number.isInteger(parsed) || parsed < 0) throw new RequestMalformedError(`${name} must be a whole number ≥ 0`);
+  if (!Number.isInteger(parsed) || parsed < 0)
+    throw new RequestMalformedError(`${name} must be a whole number ≥ 0`);
   return parsed;
 }
 

@@ -78,7 +78,12 @@ export class A2aAgentHandler implements A2ARequestHandler {
   async *sendMessageStream(params: SendMessageRequest): AsyncGenerator<StreamResponse, void, undefined> {
     const started = await this.#start(params);
     yield { payload: { $case: "task", value: toA2aTask(started.record, started.progress) } };
-    for await (const item of this.#updates(started.record, started.progress, started.nextSeq, this.#options.closed)) {
+    for await (const item of this.#updates(
+      started.record,
+      started.progress,
+      started.nextSeq,
+      this.#options.closed,
+    )) {
       yield { payload: item.payload } as StreamResponse;
     }
   }
@@ -87,7 +92,9 @@ export class A2aAgentHandler implements A2ARequestHandler {
     const record = await this.#record(params.id);
     const { progress, nextSeq } = await this.#options.log.snapshot(record, this.#options.closed);
     if (isFinalPhase(progress.phase)) {
-      throw new UnsupportedOperationError(`task ${record.id} is ${progress.phase}: there is nothing to subscribe to`);
+      throw new UnsupportedOperationError(
+        `task ${record.id} is ${progress.phase}: there is nothing to subscribe to`,
+      );
     }
     yield { payload: { $case: "task", value: toA2aTask(record, progress) } };
     for await (const item of this.#updates(record, progress, nextSeq, this.#options.closed)) {
@@ -107,8 +114,10 @@ export class A2aAgentHandler implements A2ARequestHandler {
       throw new RequestMalformedError("pageSize must be a whole number from 1 to 100");
     }
     const offset = params.pageToken === "" ? 0 : Number(params.pageToken);
-    if (!Number.isInteger(offset) || offset < 0) throw new RequestMalformedError("pageToken is not one this server gave");
-    const after = params.statusTimestampAfter === undefined ? undefined : Date.parse(params.statusTimestampAfter);
+    if (!Number.isInteger(offset) || offset < 0)
+      throw new RequestMalformedError("pageToken is not one this server gave");
+    const after =
+      params.statusTimestampAfter === undefined ? undefined : Date.parse(params.statusTimestampAfter);
     let records = (await this.#options.log.list(this.#options.agent))
       .filter((record) => params.contextId === "" || record.contextId === params.contextId)
       .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || a.id.localeCompare(b.id));
@@ -132,7 +141,9 @@ export class A2aAgentHandler implements A2ARequestHandler {
         totalSize: tasks.length,
       };
     }
-    tasks = await Promise.all(records.slice(offset, offset + pageSize).map((record) => this.#task(record, view)));
+    tasks = await Promise.all(
+      records.slice(offset, offset + pageSize).map((record) => this.#task(record, view)),
+    );
     return {
       tasks,
       nextPageToken: offset + pageSize < records.length ? String(offset + pageSize) : "",
@@ -150,7 +161,12 @@ export class A2aAgentHandler implements A2ARequestHandler {
     await this.#control({ session: record.contextId, command: "stop" });
     // The stop ends the session's running chat (and its queue): wait for this task's end.
     let { progress } = snapshot;
-    for await (const item of this.#updates(record, progress, snapshot.nextSeq, AbortSignal.any([this.#options.closed, AbortSignal.timeout(CONTROL_TIMEOUT_MS)]))) {
+    for await (const item of this.#updates(
+      record,
+      progress,
+      snapshot.nextSeq,
+      AbortSignal.any([this.#options.closed, AbortSignal.timeout(CONTROL_TIMEOUT_MS)]),
+    )) {
       progress = item.progress;
     }
     return toA2aTask(record, progress);
@@ -177,7 +193,8 @@ export class A2aAgentHandler implements A2ARequestHandler {
   async #record(taskId: string): Promise<TaskRecord> {
     if (taskId.trim() === "") throw new RequestMalformedError("the task id is missing");
     const record = await this.#options.log.get(this.#options.agent, taskId);
-    if (record === undefined) throw new TaskNotFoundError(`no task ${taskId} of agent ${this.#options.agent}`);
+    if (record === undefined)
+      throw new TaskNotFoundError(`no task ${taskId} of agent ${this.#options.agent}`);
     return record;
   }
 
@@ -185,7 +202,9 @@ export class A2aAgentHandler implements A2ARequestHandler {
    * A new message: a new task (a chat in the context's session, new when none is named), or, on a
    * task waiting for input, the answer to its approval.
    */
-  async #start(params: SendMessageRequest): Promise<{ record: TaskRecord; progress: TaskProgress; nextSeq: number }> {
+  async #start(
+    params: SendMessageRequest,
+  ): Promise<{ record: TaskRecord; progress: TaskProgress; nextSeq: number }> {
     const message = params.message;
     if (message === undefined) throw new RequestMalformedError("message is required");
     if (message.messageId === "") throw new RequestMalformedError("message.messageId is required");
@@ -193,10 +212,13 @@ export class A2aAgentHandler implements A2ARequestHandler {
     const text = message.parts
       .flatMap((part) => (part.content?.$case === "text" ? [part.content.value] : []))
       .join("\n");
-    if (text.trim() === "") throw new RequestMalformedError("the message needs a text part that is not blank");
+    if (text.trim() === "")
+      throw new RequestMalformedError("the message needs a text part that is not blank");
     const contextId = message.contextId === "" ? randomUUID() : message.contextId;
     if (!isValidName(contextId)) {
-      throw new RequestMalformedError("contextId must match [A-Za-z0-9_-]{1,64}: it names the agent's session");
+      throw new RequestMalformedError(
+        "contextId must match [A-Za-z0-9_-]{1,64}: it names the agent's session",
+      );
     }
     const { agent, bus, prefix, log } = this.#options;
     const record: TaskRecord = {
@@ -212,7 +234,10 @@ export class A2aAgentHandler implements A2ARequestHandler {
     // The reply is only read for a refusal (no chat will run): the task's progress is in the events.
     const payload = JSON.stringify({ session: contextId, text, id: record.id });
     void bus
-      .request(chatSubject(prefix, agent), payload, { timeoutMs: CHAT_REQUEST_TIMEOUT_MS, signal: this.#options.closed })
+      .request(chatSubject(prefix, agent), payload, {
+        timeoutMs: CHAT_REQUEST_TIMEOUT_MS,
+        signal: this.#options.closed,
+      })
       .then((reply) => JSON.parse(reply.data) as { ok: boolean; error?: { code: string; message: string } })
       .then(async (reply) => {
         if (reply.ok || reply.error === undefined) return;
@@ -223,7 +248,9 @@ export class A2aAgentHandler implements A2ARequestHandler {
         if (this.#options.closed.aborted) return;
         const { progress } = await log.snapshot(record).catch(() => ({ progress: undefined }));
         if (progress !== undefined && progress.chatId === undefined) {
-          await log.put({ ...record, failure: { code: "unavailable", message: describeError(error) } }).catch(() => {});
+          await log
+            .put({ ...record, failure: { code: "unavailable", message: describeError(error) } })
+            .catch(() => {});
         }
       });
     return { record, progress: { phase: "submitted", timestamp: record.createdAt }, nextSeq: record.fromSeq };
@@ -270,7 +297,9 @@ export class A2aAgentHandler implements A2ARequestHandler {
       });
       reply = JSON.parse(message.data) as typeof reply;
     } catch (error) {
-      throw new UnsupportedOperationError(`the agent did not take the ${String(payload.command)}: ${describeError(error)}`);
+      throw new UnsupportedOperationError(
+        `the agent did not take the ${String(payload.command)}: ${describeError(error)}`,
+      );
     }
     if (!reply.ok) {
       const reason = reply.error === undefined ? "refused" : `${reply.error.code}: ${reply.error.message}`;

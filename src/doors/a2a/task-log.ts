@@ -79,7 +79,10 @@ export class TaskLog {
    * The task's progress from the events logged so far, and the sequence to follow on from
    * (`nextSeq`): a reader that follows from there misses nothing and sees nothing twice.
    */
-  async snapshot(record: TaskRecord, signal?: AbortSignal): Promise<{ progress: TaskProgress; nextSeq: number }> {
+  async snapshot(
+    record: TaskRecord,
+    signal?: AbortSignal,
+  ): Promise<{ progress: TaskProgress; nextSeq: number }> {
     let progress = initialProgress(record);
     let nextSeq = record.fromSeq;
     for await (const stored of replayEvents(this.#connection, {

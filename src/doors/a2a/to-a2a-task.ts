@@ -31,11 +31,21 @@ export function taskStateOf(phase: TaskProgress["phase"]): TaskState {
 }
 
 export function textPart(text: string): Part {
-  return { content: { $case: "text", value: text }, metadata: undefined, filename: "", mediaType: "text/plain" };
+  return {
+    content: { $case: "text", value: text },
+    metadata: undefined,
+    filename: "",
+    mediaType: "text/plain",
+  };
 }
 
 export function dataPart(value: Record<string, unknown>): Part {
-  return { content: { $case: "data", value }, metadata: undefined, filename: "", mediaType: "application/json" };
+  return {
+    content: { $case: "data", value },
+    metadata: undefined,
+    filename: "",
+    mediaType: "application/json",
+  };
 }
 
 function agentMessage(record: TaskRecord, id: string, parts: Part[]): Message {
@@ -71,7 +81,8 @@ export function userMessage(record: TaskRecord): Message {
  */
 function statusMessage(record: TaskRecord, progress: TaskProgress): Message | undefined {
   const { phase } = progress;
-  if (phase === "completed") return agentMessage(record, `${record.id}-answer`, [textPart(progress.result ?? "")]);
+  if (phase === "completed")
+    return agentMessage(record, `${record.id}-answer`, [textPart(progress.result ?? "")]);
   if ((phase === "failed" || phase === "canceled") && progress.error !== undefined) {
     return agentMessage(record, `${record.id}-error`, [textPart(progress.error)]);
   }
@@ -158,7 +169,14 @@ export function artifactUpdates(record: TaskRecord, event: AgentEvent): StreamRe
   const update = (artifact: Artifact, append: boolean, lastChunk: boolean): StreamResponse => ({
     payload: {
       $case: "artifactUpdate",
-      value: { taskId: record.id, contextId: record.contextId, artifact, append, lastChunk, metadata: undefined },
+      value: {
+        taskId: record.id,
+        contextId: record.contextId,
+        artifact,
+        append,
+        lastChunk,
+        metadata: undefined,
+      },
     },
   });
   const iterationArtifact = (text: string): Artifact => ({
