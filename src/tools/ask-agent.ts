@@ -6,6 +6,7 @@ import { parseChatReply } from "../bus/contract.js";
 import { HostSilentError, requestWithHeartbeat } from "../bus/request-with-heartbeat.js";
 import { chatSubject, DEFAULT_PREFIX, NAME_PATTERN, sessionHeartbeatSubject } from "../bus/subjects.js";
 import { describeError } from "../errors/describe-error.js";
+import { type A2aCallSettings, A2aTarget, askA2aTarget } from "./ask-a2a-agent.js";
 import { askProtocolTarget, type ProtocolCallSettings, ProtocolTarget } from "./ask-protocol-agent.js";
 import { createToolSet, type StatefulToolSet } from "./create-tool-set.js";
 import { defineTool } from "./define-tool.js";
@@ -25,7 +26,7 @@ export const AskAgentArguments = z.object({
     .regex(NAME_PATTERN, { error: "an agent name: letters, digits, _ and -" })
     .optional()
     .describe("The name of the agent to ask (an agent of this system). Leave it out when giving target."),
-  target: ProtocolTarget.optional(),
+  target: z.union([A2aTarget, ProtocolTarget]).optional(),
   message: z.string().min(1).describe("The complete question or task: the other agent sees nothing else."),
 });
 export type AskAgentArguments = z.infer<typeof AskAgentArguments>;
@@ -46,6 +47,8 @@ export interface AskAgentToolSetOptions {
   heartbeatTimeoutMs?: number;
   /** How `target` calls reach agents on the NATS agent protocol. */
   protocol?: ProtocolCallSettings;
+  /** How `target: { a2a }` calls reach A2A agents. */
+  a2a?: A2aCallSettings;
 }
 
 /**
@@ -72,7 +75,7 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
     name: TOOL_NAME,
     // Another agent acts on the question (its own tools, its own history): never asked twice silently.
     idempotent: false,
-    description: `Asks another agent a question and returns its answer. The other agent does not see this conversation: put everything it needs in the message.${known} To ask an agent outside this system (any agent on the NATS agent protocol), give target instead of agent.`,
+    description: `Asks another agent a question and returns its answer. The other agent does not see this conversation: put everything it needs in the message.${known} To ask an agent outside this system (any agent on the NATS agent protocol, or any A2A agent by its Agent Card URL), give target instead of agent.`,
     parameters: AskAgentArguments,
     execute: async ({ agent, target, message }, context) => {
       if (agent !== undefined && target !== undefined) {
@@ -98,6 +101,10 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
             `cannot ask a protocol agent from this chat: its calls to ${guarded.join(", ")} need approval, and an agent outside this system cannot be made to ask for it`,
             { toolName: TOOL_NAME },
           );
+        }
+        if ("a2a" in target) {
+          const contextId = askAgentSession(context.agent, context.session);
+          return askA2aTarget(target, message, contextId, context.signal, options.a2a);
         }
         return askProtocolTarget(bus, target, message, context.signal, options.protocol);
       }

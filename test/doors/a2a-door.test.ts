@@ -19,6 +19,7 @@ import { workerNatsServer } from "../support/nats-server.js";
  * worker's nats-server, the door on the UI's HTTP server, tasks read back from NATS.
  */
 
+const TIME_SKILL = { id: "current_time", name: "current_time", description: "time" };
 let bus: NatsBus;
 let host: RunningHost;
 let server: UiServer;
@@ -29,15 +30,24 @@ beforeAll(async () => {
   bus = await NatsBus.connect({ url: (await workerNatsServer()).url, name: "a2a door test" });
   const backend = new ScriptedBackend((request) => {
     const last = request.messages.at(-1);
+    if (last?.role === "tool" && String(last.content).startsWith("echo:"))
+      return { text: `relayed ${String(last.content)}` };
     if (last?.role === "tool") return { text: `the clock said ${String(last.content).slice(0, 4)}` };
     const text = String(last?.content ?? "");
     if (text.includes("time")) return { toolCalls: [{ name: "current_time" }] };
+    if (text.startsWith("relay:")) {
+      const target = { a2a: `${base}/a2a/assistant/.well-known/agent-card.json` };
+      return { toolCalls: [{ name: "ask_agent", arguments: { target, message: text.slice(6) } }] };
+    }
     return { text: `echo: ${text.slice(-20)}` };
   });
   host = await startHost({
     bus,
     prefix,
-    agents: [{ name: "assistant", tools: ["current_time"], needsApproval: ["current_time"], backend }],
+    agents: [
+      { name: "assistant", tools: ["current_time"], needsApproval: ["current_time"], backend },
+      { name: "asker", tools: ["ask_agent"], backend },
+    ],
   });
   server = await startUiServer({
     bus,
@@ -185,5 +195,100 @@ describe("the A2A door", () => {
       (await post(JSON.stringify({ jsonrpc: "2.0", id: 3, method: "GetTask", params: { id: "missing" } })))
         .error?.code,
     ).toBe(-32001);
+  });
+
+  it("answers unknown agents and bad REST requests in the binding's own error shapes", async () => {
+    const rpc = await fetch(`${base}/a2a/nobody/jsonrpc`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "GetTask", params: { id: "x" } }),
+    });
+    expect(rpc.status).toBe(404);
+    expect(await rpc.json()).toMatchObject({ jsonrpc: "2.0", id: 7, error: { code: -32601 } });
+    const rest = await fetch(`${base}/a2a/assistant/rest/message:send`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{oops",
+    });
+    expect(rest.status).toBe(400);
+    expect(await rest.json()).toMatchObject({ error: { code: 400, status: "INVALID_ARGUMENT" } });
+    const missing = await fetch(`${base}/a2a/assistant/rest/tasks/nope`);
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toMatchObject({ error: { code: 404 } });
+  });
+
+  it("another door on another connection answers for a task: its state is on NATS, not in a process", async () => {
+    const first = await client("HTTP+JSON");
+    const made = (await first.sendMessage(send(userText("what time is it now?")))) as Task;
+    expect(made.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    const otherBus = await NatsBus.connect({ url: (await workerNatsServer()).url, name: "a2a door two" });
+    const other = await startUiServer({
+      bus: otherBus,
+      prefix,
+      natsConnection: otherBus.connection,
+      doors: [
+        createA2aDoor({ agents: [{ name: "assistant", description: "test agent", skills: [TIME_SKILL] }] }),
+      ],
+    });
+    try {
+      const second = await new ClientFactory({
+        transports: [new JsonRpcTransportFactory()],
+      }).createFromUrl(`${new URL(other.url).origin}/a2a/assistant/.well-known/agent-card.json`, "");
+      const seen = await second.getTask({ tenant: "", id: made.id });
+      expect(seen.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+      // SubscribeToTask replays from the log, then follows it: a cancel through the first door ends it.
+      const items: StreamResponse[] = [];
+      const following = (async () => {
+        for await (const item of second.resubscribeTask({ tenant: "", id: made.id })) items.push(item);
+      })();
+      const cancelled = await first.cancelTask({ tenant: "", id: made.id, metadata: undefined });
+      expect(cancelled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+      await following;
+      expect(items[0]?.payload?.$case).toBe("task");
+      const last = items.at(-1)?.payload;
+      expect(last?.$case === "statusUpdate" ? last.value.status?.state : undefined).toBe(
+        TaskState.TASK_STATE_CANCELED,
+      );
+      await expect(second.cancelTask({ tenant: "", id: made.id, metadata: undefined })).rejects.toThrow(
+        /already canceled/,
+      );
+    } finally {
+      await other.close();
+      await otherBus.close();
+    }
+  });
+
+  it("ask_agent with target { a2a } asks an A2A agent (here this door) with the SDK's client", async () => {
+    const reply = await bus.request(
+      `${prefix}.agents.asker.chat`,
+      JSON.stringify({ session: "relay", text: "relay:ping over a2a" }),
+      { timeoutMs: 20_000 },
+    );
+    expect(JSON.parse(reply.data)).toMatchObject({ ok: true, result: "relayed echo: ping over a2a" });
+  });
+});
+
+describe("the A2A door without JetStream", () => {
+  it("shows the card, and answers task methods with UnsupportedOperation (a task's state needs the event log)", async () => {
+    const { LocalBus } = await import("../../src/bus/local-bus.js");
+    const local = await startUiServer({
+      bus: new LocalBus(),
+      doors: [createA2aDoor({ agents: [{ name: "assistant", description: "local", skills: [] }] })],
+    });
+    try {
+      const origin = new URL(local.url).origin;
+      expect((await fetch(`${origin}/a2a/assistant/.well-known/agent-card.json`)).status).toBe(200);
+      const response = await fetch(`${origin}/a2a/assistant/jsonrpc`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "GetTask", params: { id: "x" } }),
+      });
+      expect(await response.json()).toMatchObject({
+        id: 1,
+        error: { code: -32004, message: /NATS with JetStream/ },
+      });
+    } finally {
+      await local.close();
+    }
   });
 });

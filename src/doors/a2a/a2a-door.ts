@@ -19,6 +19,7 @@ import {
   restStatusFor,
   toJsonRpcError,
   toRestErrorBody,
+  UnsupportedOperationError,
   VersionNotSupportedError,
 } from "@a2a-js/sdk/errors";
 import { JsonRpcTransportHandler, ServerCallContext } from "@a2a-js/sdk/server";
@@ -75,14 +76,14 @@ function a2aRoutes(
     const connection = context.natsConnection;
     if (connection === undefined) {
       return Promise.reject(
-        new UnsupportedTasksError(
+        new UnsupportedOperationError(
           "A2A tasks need NATS with JetStream (their state is read from the event log)",
         ),
       );
     }
     taskLog ??= TaskLog.open(connection, context.prefix).catch((error: unknown) => {
       taskLog = undefined;
-      throw new UnsupportedTasksError(`A2A tasks need JetStream: ${describeError(error)}`);
+      throw new UnsupportedOperationError(`A2A tasks need JetStream: ${describeError(error)}`);
     });
     return taskLog;
   };
@@ -114,9 +115,6 @@ function a2aRoutes(
     { method: "GET", path: REST_PATH, handle: (request) => handleRest(request, handlerFor) },
   ];
 }
-
-/** Task operations on a bus without JetStream: A2A's UnsupportedOperation. */
-class UnsupportedTasksError extends RequestMalformedError {}
 
 function findProfile(profiles: readonly A2aAgentProfile[], raw: string): A2aAgentProfile | undefined {
   let name: string;
@@ -242,11 +240,7 @@ async function handleJsonRpc(
   try {
     handler = await handlerFor(request);
   } catch (error) {
-    return sendA2aJson(response, 200, {
-      jsonrpc: "2.0",
-      id,
-      error: { code: A2A_ERROR_CODE.UNSUPPORTED_OPERATION, message: describeError(error) },
-    });
+    return sendA2aJson(response, 200, { jsonrpc: "2.0", id, error: toJsonRpcError(error) });
   }
   if (handler === undefined) {
     return sendA2aJson(response, 404, {
