@@ -97,6 +97,7 @@ function a2aRoutes(
       prefix: context.prefix,
       log,
       closed: AbortSignal.any([closed, clientGone(request.response)]),
+      doorClosed: closed,
       card: () => agentCard(profile, baseUrl(request.request)),
     });
   };

@@ -22,7 +22,10 @@ import {
 } from "@a2a-js/sdk/errors";
 import type { A2ARequestHandler } from "@a2a-js/sdk/server";
 import type { Bus } from "../../bus/bus.js";
-import { chatSubject, controlSubject, isValidName } from "../../bus/subjects.js";
+import { NoRespondersError } from "../../bus/bus-errors.js";
+import { parseChatReply } from "../../bus/contract.js";
+import { HostSilentError, requestWithHeartbeat } from "../../bus/request-with-heartbeat.js";
+import { chatSubject, controlSubject, isValidName, sessionHeartbeatSubject } from "../../bus/subjects.js";
 import { describeError } from "../../errors/describe-error.js";
 import type { TaskLog } from "./task-log.js";
 import { advanceProgress, isFinalPhase, type TaskProgress, type TaskRecord } from "./task-progress.js";
@@ -32,6 +35,8 @@ import { artifactUpdates, statusUpdate, toA2aTask } from "./to-a2a-task.js";
 const CHAT_REQUEST_TIMEOUT_MS = 24 * 60 * 60 * 1000;
 const CONTROL_TIMEOUT_MS = 10_000;
 const DEFAULT_PAGE_SIZE = 50;
+/** Tries of a chat request whose host died on it (about a minute in all: a lease expires meanwhile). */
+const MAX_DELIVERY_ATTEMPTS = 12;
 
 export interface A2aAgentHandlerOptions {
   agent: string;
@@ -39,8 +44,10 @@ export interface A2aAgentHandlerOptions {
   prefix: string;
   log: TaskLog;
   card: () => AgentCard;
-  /** Aborted when the door closes: every stream and wait ends. */
+  /** Aborted when the door closes or the HTTP client goes: the request's streams and waits end. */
   closed: AbortSignal;
+  /** Aborted when the door closes: ends what outlives a request (a chat request's delivery). */
+  doorClosed: AbortSignal;
 }
 
 /**
@@ -220,7 +227,7 @@ export class A2aAgentHandler implements A2ARequestHandler {
         "contextId must match [A-Za-z0-9_-]{1,64}: it names the agent's session",
       );
     }
-    const { agent, bus, prefix, log } = this.#options;
+    const { agent, log } = this.#options;
     const record: TaskRecord = {
       id: randomUUID(),
       agent,
@@ -231,29 +238,44 @@ export class A2aAgentHandler implements A2ARequestHandler {
       fromSeq: await log.nextEventSeq(),
     };
     await log.put(record);
-    // The reply is only read for a refusal (no chat will run): the task's progress is in the events.
-    const payload = JSON.stringify({ session: contextId, text, id: record.id });
-    void bus
-      .request(chatSubject(prefix, agent), payload, {
-        timeoutMs: CHAT_REQUEST_TIMEOUT_MS,
-        signal: this.#options.closed,
-      })
-      .then((reply) => JSON.parse(reply.data) as { ok: boolean; error?: { code: string; message: string } })
-      .then(async (reply) => {
-        if (reply.ok || reply.error === undefined) return;
-        const { progress } = await log.snapshot(record);
-        if (progress.chatId === undefined) await log.put({ ...record, failure: reply.error });
-      })
-      .catch(async (error: unknown) => {
-        if (this.#options.closed.aborted) return;
-        const { progress } = await log.snapshot(record).catch(() => ({ progress: undefined }));
-        if (progress !== undefined && progress.chatId === undefined) {
-          await log
-            .put({ ...record, failure: { code: "unavailable", message: describeError(error) } })
-            .catch(() => {});
-        }
-      });
+    void this.#deliver(record);
     return { record, progress: { phase: "submitted", timestamp: record.createdAt }, nextSeq: record.fromSeq };
+  }
+
+  /**
+   * Sends the task's chat request and reads its reply, only for a refusal (no chat will run: the
+   * refusal goes into the record); the task's progress is in the events. A host that dies on it
+   * (its heartbeat stops) is asked again with the same `id`: the session's next owner resumes the
+   * journaled chat and answers, or says it was cancelled, and nothing runs twice.
+   */
+  async #deliver(record: TaskRecord): Promise<void> {
+    const { bus, prefix, agent, log, doorClosed } = this.#options;
+    const payload = JSON.stringify({ session: record.contextId, text: record.text, id: record.id });
+    const refuse = async (failure: { code: string; message: string }): Promise<void> => {
+      const { progress } = await log.snapshot(record);
+      if (progress.chatId === undefined) await log.put({ ...record, failure });
+    };
+    for (let attempt = 1; !doorClosed.aborted; attempt++) {
+      try {
+        const reply = await requestWithHeartbeat(bus, chatSubject(prefix, agent), payload, {
+          heartbeatSubject: sessionHeartbeatSubject(prefix, agent, record.contextId),
+          timeoutMs: CHAT_REQUEST_TIMEOUT_MS,
+          signal: doorClosed,
+        });
+        const parsed = parseChatReply(reply.data);
+        if (!parsed.ok) return await refuse({ code: "bad_reply", message: parsed.error.message });
+        if (!parsed.value.ok) await refuse(parsed.value.error);
+        return;
+      } catch (error) {
+        if (doorClosed.aborted) return;
+        const isHostGone = error instanceof HostSilentError || error instanceof NoRespondersError;
+        if (!isHostGone || attempt >= MAX_DELIVERY_ATTEMPTS) {
+          await refuse({ code: "unavailable", message: describeError(error) }).catch(() => {});
+          return;
+        }
+        await sleep(Math.min(attempt, 5) * 1_000, doorClosed);
+      }
+    }
   }
 
   /** A message on an existing task: the approval of its held tool call. */
@@ -403,4 +425,16 @@ export function approvalAnswer(message: Message): ApprovalAnswer {
   throw new RequestMalformedError(
     'a message on a task waiting for input must hold a data part { "approval": { "toolCallId": string, "approved": boolean, "reason"?: string, "arguments"?: string } }',
   );
+}
+
+function sleep(milliseconds: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, milliseconds);
+    signal.addEventListener("abort", done, { once: true });
+  });
 }
