@@ -59,8 +59,10 @@ beforeAll(async () => {
           {
             name: "assistant",
             description: "test agent",
-            skills: [{ id: "current_time", name: "current_time", description: "time" }],
+            skills: [TIME_SKILL],
           },
+          // On the card, but no host serves it: its chats are refused.
+          { name: "ghost", description: "nobody serves it", skills: [] },
         ],
       }),
     ],
@@ -256,6 +258,20 @@ describe("the A2A door", () => {
       await other.close();
       await otherBus.close();
     }
+  });
+
+  it("fails a task whose chat request is refused (no host serves the agent), with the reason", async () => {
+    const ghost = await new ClientFactory({ transports: [new JsonRpcTransportFactory()] }).createFromUrl(
+      `${base}/a2a/ghost/.well-known/agent-card.json`,
+      "",
+    );
+    const task = (await ghost.sendMessage(send(userText("anyone there?")))) as Task;
+    expect(task.status?.state).toBe(TaskState.TASK_STATE_FAILED);
+    const part = task.status?.message?.parts[0]?.content;
+    expect(part?.$case === "text" ? part.value : "").toMatch(/unknown_agent/);
+    expect((await ghost.getTask({ tenant: "", id: task.id })).status?.state).toBe(
+      TaskState.TASK_STATE_FAILED,
+    );
   });
 
   it("ask_agent with target { a2a } asks an A2A agent (here this door) with the SDK's client", async () => {
