@@ -488,6 +488,7 @@ export class AgentSession implements Agent {
         events.emit(0, {
           kind: "ChatStarted",
           text,
+          ...(options.requestId === undefined ? {} : { requestId: options.requestId }),
           tokenUsed: context.tokenUsed,
           tokenLimit: manager.tokenLimit,
           contextCompactRatio: settings.contextCompactRatio,

@@ -72,6 +72,11 @@ export const EVENT_BODY_SCHEMAS = {
   ChatStarted: z.object({
     kind: z.literal("ChatStarted"),
     text: z.string(),
+    /**
+     * The chat request's `id` (the one the hosts dedupe retries by), when it had one: ties the
+     * chat's events to the request, e.g. an A2A task to its chat on whichever host ran it.
+     */
+    requestId: z.string().optional(),
     /** The context's size before this chat (tokens). Absent from hosts before these fields. */
     tokenUsed: z.number().optional(),
     /** The token limit the compaction ratio is measured against. */

@@ -13,6 +13,7 @@ import {
 } from "../bus/subjects.js";
 import { type ChatLineage, describeChain, isOnChain, lineageHeaders } from "../contract/chat-lineage.js";
 import { describeError } from "../errors/describe-error.js";
+import { type A2aCallSettings, A2aTarget, askA2aTarget } from "./ask-a2a-agent.js";
 import { askProtocolTarget, type ProtocolCallSettings, ProtocolTarget } from "./ask-protocol-agent.js";
 import { relayChildProgress } from "./child-progress.js";
 import { createToolSet, type StatefulToolSet } from "./create-tool-set.js";
@@ -34,7 +35,7 @@ export const AskAgentArguments = z.object({
     .regex(NAME_PATTERN, { error: "an agent name: letters, digits, _ and -" })
     .optional()
     .describe("The name of the agent to ask (an agent of this system). Leave it out when giving target."),
-  target: ProtocolTarget.optional(),
+  target: z.union([A2aTarget, ProtocolTarget]).optional(),
   message: z.string().min(1).describe("The complete question or task: the other agent sees nothing else."),
 });
 export type AskAgentArguments = z.infer<typeof AskAgentArguments>;
@@ -59,6 +60,8 @@ export interface AskAgentToolSetOptions {
   supervision?: SupervisionPolicy;
   /** How often an asked chat's text is reported as progress at most; default 250 ms. */
   progressIntervalMs?: number;
+  /** How `target: { a2a }` calls reach A2A agents. */
+  a2a?: A2aCallSettings;
 }
 
 /**
@@ -100,7 +103,7 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
     name: TOOL_NAME,
     // Another agent acts on the question (its own tools, its own history): never asked twice silently.
     idempotent: false,
-    description: `Asks another agent a question and returns its answer. The other agent does not see this conversation: put everything it needs in the message.${known} To ask an agent outside this system (any agent on the NATS agent protocol), give target instead of agent.`,
+    description: `Asks another agent a question and returns its answer. The other agent does not see this conversation: put everything it needs in the message.${known} To ask an agent outside this system (any agent on the NATS agent protocol, or any A2A agent by its Agent Card URL), give target instead of agent.`,
     parameters: AskAgentArguments,
     execute: async ({ agent, target, message }, context) => {
       const asked = resolveTarget(agent, target);
@@ -127,6 +130,18 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
           ...options.protocol,
           headers: lineageHeaders(lineage, context.traceparent),
         });
+      }
+      if (asked.kind === "a2a") {
+        if (guarded.length > 0) {
+          // An A2A agent cannot be told to ask for approval either.
+          throw new AgentCallError(
+            "denied",
+            `cannot ask an A2A agent from this chat: its calls to ${guarded.join(", ")} need approval, and an agent outside this system cannot be made to ask for it`,
+            { toolName: TOOL_NAME },
+          );
+        }
+        const contextId = askAgentSession(context.agent, context.session);
+        return askA2aTarget(asked.target, message, contextId, context.signal, options.a2a);
       }
       const self = options.agent ?? context.agent;
       if (asked.agent === self) {
@@ -236,7 +251,10 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
 }
 
 /** What `ask_agent` was asked to reach: one kind per way of reaching an agent. */
-type AskedTarget = { kind: "agent"; agent: string } | { kind: "protocol"; target: ProtocolTarget };
+type AskedTarget =
+  | { kind: "agent"; agent: string }
+  | { kind: "protocol"; target: ProtocolTarget }
+  | { kind: "a2a"; target: A2aTarget };
 
 /** A question to an agent of this system, ready to send. */
 interface AgentQuestion {
@@ -249,7 +267,10 @@ interface AgentQuestion {
   lineage: ChatLineage;
 }
 
-function resolveTarget(agent: string | undefined, target: ProtocolTarget | undefined): AskedTarget {
+function resolveTarget(
+  agent: string | undefined,
+  target: ProtocolTarget | A2aTarget | undefined,
+): AskedTarget {
   if (agent !== undefined && target !== undefined) {
     throw new ToolError(
       "give either agent (an agent of this system) or target (a protocol agent), not both",
@@ -258,7 +279,7 @@ function resolveTarget(agent: string | undefined, target: ProtocolTarget | undef
       },
     );
   }
-  if (target !== undefined) return { kind: "protocol", target };
+  if (target !== undefined) return "a2a" in target ? { kind: "a2a", target } : { kind: "protocol", target };
   if (agent === undefined) {
     throw new ToolError("give agent (an agent of this system) or target (a protocol agent)", {
       toolName: TOOL_NAME,
@@ -268,7 +289,8 @@ function resolveTarget(agent: string | undefined, target: ProtocolTarget | undef
 }
 
 function describeTarget(asked: AskedTarget): string {
-  return asked.kind === "agent" ? `"${asked.agent}"` : "a protocol agent";
+  if (asked.kind === "agent") return `"${asked.agent}"`;
+  return asked.kind === "a2a" ? "an A2A agent" : "a protocol agent";
 }
 
 /**

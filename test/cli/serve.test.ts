@@ -189,6 +189,30 @@ describe("agentloop up", () => {
     });
     expect(answer.status).toBe(200);
     expect(await answer.json()).toMatchObject({ ok: true, session: "web1" });
+    // The A2A door is on the same server, behind the same token, with the agents file's agents.
+    const authorization = `Bearer ${token}`;
+    const card = await fetch(`${base}/a2a/assistant/.well-known/agent-card.json`, {
+      headers: { authorization },
+    });
+    expect(card.status).toBe(200);
+    expect(await card.json()).toMatchObject({
+      name: "assistant",
+      skills: expect.arrayContaining([expect.objectContaining({ name: "current_time" })]),
+    });
+    const sent = await fetch(`${base}/a2a/assistant/jsonrpc`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "SendMessage",
+        params: { message: { messageId: "m1", role: "ROLE_USER", parts: [{ text: "hello over a2a" }] } },
+      }),
+    });
+    expect(await sent.json()).toMatchObject({
+      id: 1,
+      result: { task: { status: { state: "TASK_STATE_COMPLETED" } } },
+    });
     const run = await serve.stop();
     expect(run.code).toBe(0);
     expect(linesOf(run.stdout)[1]).toBe(`agentloop serve: HTTP ${base}/?token=${token}`);

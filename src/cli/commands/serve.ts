@@ -15,6 +15,7 @@ import {
   protocolSettingsFrom,
 } from "../../config/runtime-config.js";
 import { readTenantLimits } from "../../config/tenant-limits.js";
+import { profilesFromDefinitions } from "../../doors/a2a/a2a-agents.js";
 import { createHttpDoors } from "../../doors/http-doors.js";
 import { describeError } from "../../errors/describe-error.js";
 import { EXIT_USER_MISTAKE } from "../../errors/error-code.js";
@@ -124,7 +125,7 @@ export const serveCommand: Command = async (context) => {
         ...(host === undefined ? {} : { host }),
         natsConnection: bus.connection,
         ...uiSettings,
-        doors: createHttpDoors(),
+        doors: createHttpDoors({ a2aAgents: profilesFromDefinitions(definitions, bus) }),
         log: (line) => log(`HTTP ${line}`),
       });
       context.stdout.write(`agentloop serve: HTTP ${http.url}\n`);

@@ -13,6 +13,7 @@ import {
   natsHoldBytesFrom,
   protocolSettingsFrom,
 } from "../../config/runtime-config.js";
+import { profilesFromDefinitions } from "../../doors/a2a/a2a-agents.js";
 import { createHttpDoors } from "../../doors/http-doors.js";
 import { describeAgents, startHostService } from "../../host/host-service.js";
 import { startUiServer } from "../../ui/ui-server.js";
@@ -113,7 +114,7 @@ export const upCommand: Command = async (context) => {
         ...(typeof context.flags.host === "string" ? { host: context.flags.host } : {}),
         ...(nats === undefined ? {} : { natsConnection: nats.connection }),
         ...uiSettings,
-        doors: createHttpDoors(),
+        doors: createHttpDoors({ a2aAgents: profilesFromDefinitions(definitions, bus) }),
         log: (line) => log(`UI ${line}`),
       }).catch((error: unknown) => {
         throw describeListenFailure(error, listenHost, port, isDefaultPort) ?? error;
