@@ -344,6 +344,7 @@ async function startOnBus(
     throw error;
   }
   const { host } = main;
+  const startedFactory = main.factory;
   if (bus instanceof NatsBus) {
     try {
       const selfApproving = new Set(
@@ -353,6 +354,7 @@ async function startOnBus(
         connection: bus.connection,
         host,
         canSelfApprove: (agent) => selfApproving.has(agent),
+        sessionExists: (agent, session) => startedFactory.hasSession(agent, session),
         log,
         ...options.protocol,
       });

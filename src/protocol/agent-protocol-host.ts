@@ -53,6 +53,13 @@ export interface AgentProtocolHostOptions {
   canSelfApprove?: (agent: string) => boolean;
   /** One-line notices: a refused approval answer, naming the rule it broke. Default: none. */
   log?: (line: string) => void;
+  /**
+   * Whether a session other than `default` was ever used (it has a stored history), for `status`:
+   * a session never used answers 404. A live session always counts. Default: only live ones;
+   * `undefined` from it means "cannot tell", answered as existing.
+   */
+  sessionExists?: (agent: string, session: string) => boolean | undefined;
+  /** Heartbeat period; `interval_s` says it in whole seconds (at least 1). */
   heartbeatIntervalMs?: number;
   keepAliveMs?: number;
   /** Stream coalescing: a `response` chunk per this long at most (default 50 ms)… */
@@ -90,6 +97,7 @@ export class AgentProtocolHost {
   readonly #now: () => Date;
   readonly #canSelfApprove: (agent: string) => boolean;
   readonly #log: (line: string) => void;
+  readonly #sessionExists: (agent: string, session: string) => boolean | undefined;
   readonly #services = new Map<string, Service>();
   readonly #streams = new Set<Promise<EndpointOutcome>>();
   #heartbeat: NodeJS.Timeout | undefined;
@@ -105,6 +113,7 @@ export class AgentProtocolHost {
     this.#now = options.now ?? (() => new Date());
     this.#canSelfApprove = options.canSelfApprove ?? (() => false);
     this.#log = options.log ?? (() => {});
+    this.#sessionExists = options.sessionExists ?? (() => false);
   }
 
   /** Registers every agent and starts the heartbeats. */
@@ -197,7 +206,8 @@ export class AgentProtocolHost {
       session,
       instance_id: this.#services.get(agent)?.info().id ?? "",
       ts: this.#now().toISOString(),
-      interval_s: this.#heartbeatIntervalMs / 1000,
+      // Callers read it as whole seconds (the reference SDKs parse an integer).
+      interval_s: Math.max(1, Math.round(this.#heartbeatIntervalMs / 1000)),
     };
   }
 
@@ -214,13 +224,22 @@ export class AgentProtocolHost {
 
   #status(agent: string, message: ServiceMsg): EndpointOutcome {
     const session = instanceOf(message.subject) ?? "";
-    if (!isValidName(session)) {
-      const reason = unknownSession(session);
+    if (!isValidName(session) || !this.#isKnownSession(agent, session)) {
+      const reason = isValidName(session)
+        ? `no session ${JSON.stringify(session)} of agent "${agent}": it was never used`
+        : unknownSession(session);
       message.respondError(404, reason, JSON.stringify({ code: "unknown_session", message: reason }));
       return { isError: true, reason };
     }
     message.respond(JSON.stringify(this.#heartbeatOf(agent, session)));
     return { isError: false };
+  }
+
+  /** `default` is advertised, so it always exists; another session once it is live or stored. */
+  #isKnownSession(agent: string, session: string): boolean {
+    if (session === DEFAULT_INSTANCE) return true;
+    if (this.#host.sessions.find(agent, session) !== undefined) return true;
+    return this.#sessionExists(agent, session) ?? true;
   }
 
   async #prompt(agent: string, message: ServiceMsg): Promise<EndpointOutcome> {
@@ -271,20 +290,26 @@ export class AgentProtocolHost {
     });
     let outcome: ChatOutcome;
     try {
-      outcome = await this.#host.sessions.use(agent, session, (actor) => {
-        sessionActor = actor;
-        return actor.chat({
-          text: parsed.value.prompt,
-          signal: stream.signal,
-          onEvent: (event) => {
-            // A held tool call is asked mid-stream (§7); a decision from anywhere ends the question.
-            if (event.kind === "ToolApprovalRequested") queries.ask(event);
-            else if (event.kind === "ToolApprovalResolved") queries.settled(event.toolCallId);
-            const released = gate.push(event);
-            if (released !== "") coalescer.push(released);
-          },
-        });
-      });
+      // A chat: the host's memory budget (--max-memory-bytes) is checked first, as on our contract.
+      outcome = await this.#host.sessions.use(
+        agent,
+        session,
+        (actor) => {
+          sessionActor = actor;
+          return actor.chat({
+            text: parsed.value.prompt,
+            signal: stream.signal,
+            onEvent: (event) => {
+              // A held tool call is asked mid-stream (§7); a decision from anywhere ends the question.
+              if (event.kind === "ToolApprovalRequested") queries.ask(event);
+              else if (event.kind === "ToolApprovalResolved") queries.settled(event.toolCallId);
+              const released = gate.push(event);
+              if (released !== "") coalescer.push(released);
+            },
+          });
+        },
+        { isChat: true },
+      );
     } catch (error) {
       outcome = { ok: false, error: sessionStartError(error) };
     } finally {
