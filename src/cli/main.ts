@@ -8,6 +8,7 @@ import { VERSION } from "../version.js";
 import { type CliContext, type Command, UsageError } from "./cli-context.js";
 import { agentsCommand } from "./commands/agents.js";
 import { chatCommand } from "./commands/chat.js";
+import { mcpCommand } from "./commands/mcp.js";
 import { serveCommand } from "./commands/serve.js";
 import { sessionsCommand } from "./commands/sessions.js";
 import { tailCommand } from "./commands/tail.js";
@@ -133,6 +134,12 @@ const COMMANDS: Record<
     run: agentsCommand,
     flags: { timeout: "string", json: "boolean" },
     usage: "agents [--nats URL] [--timeout 5s] [--json]",
+    arguments: false,
+  },
+  mcp: {
+    run: mcpCommand,
+    flags: {},
+    usage: "mcp [--nats URL] [--prefix P]   (an MCP server on stdio: one tool per agent)",
     arguments: false,
   },
   viz: {

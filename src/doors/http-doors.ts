@@ -1,4 +1,5 @@
 import type { HttpDoor } from "../http/http-door.js";
+import { createMcpDoor } from "./mcp/mcp-door.js";
 
 /**
  * The protocol doors every agentloop HTTP server offers (`up`, `ui`, `serve --http`), each under its
@@ -6,5 +7,5 @@ import type { HttpDoor } from "../http/http-door.js";
  * works the same whichever host owns a session.
  */
 export function createHttpDoors(): HttpDoor[] {
-  return [];
+  return [createMcpDoor()];
 }

@@ -17,6 +17,7 @@ import { ApprovalQueries } from "./approval-queries.js";
 import { parsePromptPayload } from "./prompt-envelope.js";
 import { PromptStream } from "./prompt-stream.js";
 import {
+  CONTRACT_PREFIX_METADATA,
   DEFAULT_INSTANCE,
   DEFAULT_OWNER,
   instanceOf,
@@ -156,7 +157,15 @@ export class AgentProtocolHost {
       name: PROTOCOL_SERVICE_NAME,
       version: VERSION,
       description: `agentloop agent ${agent}`,
-      metadata: { agent, owner: this.owner, protocol_version: PROTOCOL_VERSION, session: DEFAULT_INSTANCE },
+      metadata: {
+        agent,
+        owner: this.owner,
+        protocol_version: PROTOCOL_VERSION,
+        session: DEFAULT_INSTANCE,
+        // Unknown keys are kept by callers: this one tells agentloop's own doors (the MCP server)
+        // which subject prefix of our NATS contract reaches the agent.
+        [CONTRACT_PREFIX_METADATA]: this.#host.prefix,
+      },
       queue: PROMPT_QUEUE_GROUP,
       statsHandler: counts.statsHandler(),
     });

@@ -42,7 +42,8 @@ export type PromptParse = { ok: true; value: PromptEnvelope } | { ok: false; rea
  * - anything else is the prompt text itself, verbatim: a prompt of only spaces is a prompt.
  */
 export function parsePromptPayload(data: string): PromptParse {
-  if (data === "") return { ok: false, reason: "empty payload: a prompt is non-empty text or a JSON envelope" };
+  if (data === "")
+    return { ok: false, reason: "empty payload: a prompt is non-empty text or a JSON envelope" };
   let envelope: PromptEnvelope = { prompt: data };
   if (startsWithJsonObject(data)) {
     let json: unknown;
@@ -50,7 +51,10 @@ export function parsePromptPayload(data: string): PromptParse {
       json = JSON.parse(data);
     } catch (error) {
       const detail = error instanceof Error ? error.message : String(error);
-      return { ok: false, reason: `malformed JSON envelope (a payload starting with "{" is JSON): ${detail}` };
+      return {
+        ok: false,
+        reason: `malformed JSON envelope (a payload starting with "{" is JSON): ${detail}`,
+      };
     }
     const parsed = PromptEnvelope.safeParse(json);
     if (!parsed.success) {
