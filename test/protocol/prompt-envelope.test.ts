@@ -19,7 +19,10 @@ describe("parsePromptPayload (§5)", () => {
   });
 
   it("refuses an empty payload and an envelope with an empty prompt, as the reference decoders do", () => {
-    expect(parsePromptPayload("")).toMatchObject({ ok: false, reason: expect.stringMatching(/^empty payload/) });
+    expect(parsePromptPayload("")).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/^empty payload/),
+    });
     expect(parsePromptPayload(JSON.stringify({ prompt: "" }))).toMatchObject({
       ok: false,
       reason: expect.stringMatching(/^bad envelope: field "prompt": must be a non-empty string/),

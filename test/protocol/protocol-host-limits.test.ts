@@ -54,9 +54,9 @@ async function promptStream(subject: string, payload: string): Promise<Msg[]> {
 }
 
 function errorCodeOf(messages: Msg[]): string | undefined {
-  return messages.find((message) => message.headers?.get("Nats-Service-Error-Code"))?.headers?.get(
-    "Nats-Service-Error-Code",
-  );
+  return messages
+    .find((message) => message.headers?.get("Nats-Service-Error-Code"))
+    ?.headers?.get("Nats-Service-Error-Code");
 }
 
 describe("Agent Protocol host limits", () => {
