@@ -46,6 +46,7 @@ const PROTOCOL_FLAGS: Record<string, FlagKind> = {
   owner: "string",
   heartbeat: "string",
   "keep-alive": "string",
+  "liveness-query": "string",
 };
 
 /** Several hosts on one NATS system (serve, up). */

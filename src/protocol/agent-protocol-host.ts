@@ -14,6 +14,7 @@ import type { ChatOutcome, SessionActor } from "../host/session-actor.js";
 import { VERSION } from "../version.js";
 import { AnswerGate } from "./answer-gate.js";
 import { ApprovalQueries } from "./approval-queries.js";
+import { LivenessQueries } from "./liveness-queries.js";
 import { parsePromptPayload } from "./prompt-envelope.js";
 import { PromptStream } from "./prompt-stream.js";
 import {
@@ -63,6 +64,15 @@ export interface AgentProtocolHostOptions {
   /** Heartbeat period; `interval_s` says it in whole seconds (at least 1). */
   heartbeatIntervalMs?: number;
   keepAliveMs?: number;
+  /**
+   * `--liveness-query`: a chat that ran this long asks its caller a liveness `query` (and again
+   * this long after each answer); unanswered within {@link livenessReplyMs}, the chat is stopped.
+   * This is how a caller that cancels but stays connected (the official clients) stops its chat.
+   * Default: off (a caller that does not answer queries would lose its long chats).
+   */
+  livenessQueryMs?: number;
+  /** How long a liveness question waits for its answer (default 60 s). */
+  livenessReplyMs?: number;
   /** Stream coalescing: a `response` chunk per this long at most (default 50 ms)… */
   coalesceMs?: number;
   /** …or per this many bytes (default 4 KB). */
@@ -93,6 +103,8 @@ export class AgentProtocolHost {
   readonly #host: AgentHost;
   readonly #heartbeatIntervalMs: number;
   readonly #keepAliveMs: number;
+  readonly #livenessQueryMs: number | undefined;
+  readonly #livenessReplyMs: number | undefined;
   readonly #coalesceMs: number | undefined;
   readonly #coalesceBytes: number | undefined;
   readonly #now: () => Date;
@@ -109,6 +121,8 @@ export class AgentProtocolHost {
     this.#host = options.host;
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
     this.#keepAliveMs = options.keepAliveMs ?? DEFAULT_KEEP_ALIVE_MS;
+    this.#livenessQueryMs = options.livenessQueryMs;
+    this.#livenessReplyMs = options.livenessReplyMs;
     this.#coalesceMs = options.coalesceMs;
     this.#coalesceBytes = options.coalesceBytes;
     this.#now = options.now ?? (() => new Date());
@@ -297,6 +311,19 @@ export class AgentProtocolHost {
           error: { code: "bad_request", message: "the chat has ended" },
         },
     });
+    const liveness =
+      this.#livenessQueryMs === undefined
+        ? undefined
+        : new LivenessQueries({
+            connection: this.#connection,
+            send: (chunk) => {
+              coalescer.flush();
+              stream.send(chunk);
+            },
+            everyMs: this.#livenessQueryMs,
+            ...(this.#livenessReplyMs === undefined ? {} : { replyMs: this.#livenessReplyMs }),
+          });
+    const signal = liveness === undefined ? stream.signal : AbortSignal.any([stream.signal, liveness.signal]);
     let outcome: ChatOutcome;
     try {
       // A chat: the host's memory budget (--max-memory-bytes) is checked first, as on our contract.
@@ -307,7 +334,7 @@ export class AgentProtocolHost {
           sessionActor = actor;
           return actor.chat({
             text: parsed.value.prompt,
-            signal: stream.signal,
+            signal,
             onEvent: (event) => {
               // A held tool call is asked mid-stream (§7); a decision from anywhere ends the question.
               if (event.kind === "ToolApprovalRequested") queries.ask(event);
@@ -323,6 +350,7 @@ export class AgentProtocolHost {
       outcome = { ok: false, error: sessionStartError(error) };
     } finally {
       queries.close();
+      liveness?.close();
     }
     if (outcome.ok) coalescer.push(gate.remainder(outcome.result));
     coalescer.flush();

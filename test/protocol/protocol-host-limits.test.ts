@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { AgentProtocolHost } from "../../src/protocol/agent-protocol-host.js";
 import { protocolSubject } from "../../src/protocol/protocol-subjects.js";
-import { type HostFixture, SLOW, startHostFixture } from "../host/host-fixture.js";
+import { StreamChunk } from "../../src/protocol/stream-chunks.js";
+import { type HostFixture, SLOW, sleepText, startHostFixture } from "../host/host-fixture.js";
 import { waitFor } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
@@ -18,7 +19,10 @@ let server: NatsServer;
 let bus: NatsBus;
 let fixture: HostFixture;
 let protocol: AgentProtocolHost;
+let checking: AgentProtocolHost;
 const owner = "limits";
+/** The same agents under another owner, asking every running chat whether its caller still waits. */
+const checked = "liveness";
 
 beforeAll(async () => {
   server = await workerNatsServer();
@@ -30,12 +34,21 @@ beforeAll(async () => {
     owner,
     sessionExists: () => false,
   });
+  checking = await AgentProtocolHost.start({
+    connection: bus.connection,
+    host: fixture.host,
+    owner: checked,
+    livenessQueryMs: 150,
+    livenessReplyMs: 400,
+  });
 });
 
 afterAll(async () => {
   await protocol?.stop();
+  await checking?.stop();
   await fixture?.close();
   await protocol?.drained();
+  await checking?.drained();
   await bus?.close();
 });
 
@@ -91,5 +104,55 @@ describe("Agent Protocol host limits", () => {
     });
     expect(live.headers).toBeUndefined();
     expect(live.json()).toMatchObject({ agent: "bot", session: "s3", interval_s: 5 });
+  });
+});
+
+describe("Agent Protocol liveness queries (--liveness-query)", () => {
+  it("a caller that answers the liveness question gets its whole answer", async () => {
+    const inbox = createInbox();
+    const subscription = bus.connection.subscribe(inbox, { timeout: 20_000 });
+    bus.connection.publish(protocolSubject("prompt", "bot", checked, "alive"), sleepText(300), {
+      reply: inbox,
+    });
+    const chunks: StreamChunk[] = [];
+    for await (const message of subscription) {
+      if (message.data.length === 0 && message.headers === undefined) break;
+      expect(message.headers).toBeUndefined();
+      const chunk = StreamChunk.parse(message.json());
+      chunks.push(chunk);
+      if (chunk.type === "query") bus.connection.publish(chunk.data.reply_subject, "still here");
+    }
+    subscription.unsubscribe();
+    expect(chunks.some((chunk) => chunk.type === "query" && chunk.data.id.startsWith("liveness-"))).toBe(
+      true,
+    );
+    const text = chunks.flatMap((chunk) => (chunk.type === "response" ? [chunk.data] : [])).join("");
+    expect(text).toBe("woke");
+  });
+
+  it("stops the chat of a caller that cancelled on its connection's shared reply inbox", async () => {
+    // The official clients' way: a sentinel request on the connection's mux inbox, stopped early.
+    // The inbox keeps its subscriber, so only the unanswered question tells the host.
+    const replies = await bus.connection.requestMany(
+      protocolSubject("prompt", "bot", checked, "gone"),
+      SLOW,
+      {
+        strategy: "sentinel",
+        maxWait: 20_000,
+      },
+    );
+    for await (const message of replies) {
+      expect(StreamChunk.parse(message.json())).toEqual({ type: "status", data: "ack" });
+      break;
+    }
+    await waitFor(() =>
+      fixture.events.some(
+        (entry) =>
+          entry.event.kind === "ChatFailed" &&
+          entry.event.session === "gone" &&
+          entry.event.cancelled === true,
+      ),
+    );
+    expect(fixture.host.sessions.find("bot", "gone")?.isIdle).toBe(true);
   });
 });
