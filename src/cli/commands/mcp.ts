@@ -2,6 +2,7 @@ import type { Readable, Writable } from "node:stream";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
 import { createAgentCatalog } from "../../doors/mcp/agent-catalog.js";
+import { AgentTaskStore } from "../../doors/mcp/agent-task-store.js";
 import { createMcpAgentServer } from "../../doors/mcp/mcp-agent-server.js";
 import type { Command } from "../cli-context.js";
 import { connectCommandToNats } from "../command-helpers.js";
@@ -19,7 +20,8 @@ export const mcpCommand: Command = async (context) => {
   if (typeof bus === "number") return bus;
   try {
     const catalog = createAgentCatalog({ prefix: config.prefix, connection: bus.connection });
-    const server = createMcpAgentServer({ bus, prefix: config.prefix, catalog });
+    const taskStore = new AgentTaskStore();
+    const server = createMcpAgentServer({ bus, prefix: config.prefix, catalog, taskStore });
     const transport = new StdioServerTransport(
       (context.stdin ?? process.stdin) as Readable,
       context.stdout as Writable,
@@ -35,6 +37,8 @@ export const mcpCommand: Command = async (context) => {
     );
     await closed;
     await server.close();
+    // Finished tasks' expiry timers would keep the process alive.
+    taskStore.cleanup();
     return 0;
   } finally {
     await bus.close();
