@@ -35,8 +35,8 @@ interface McpSession {
 }
 
 /**
- * agentloop as an MCP server over Streamable HTTP at `POST /mcp` (and `GET /mcp` for a session's
- * server-to-client stream), next to the UI and behind its guard. **With sessions**: `initialize`
+ * agentloop as an MCP server over Streamable HTTP at `POST /mcp` (`GET /mcp` for a session's
+ * server-to-client stream, `DELETE /mcp` to end it), next to the UI and behind its guard. **With sessions**: `initialize`
  * opens one (its id in `Mcp-Session-Id`), later requests carry it. Sessions are what let the
  * server ask the client something mid-call (an approval as an elicitation) and get the answer
  * back on the same connection; tasks live in one store for the whole door.
@@ -143,6 +143,19 @@ export function createMcpDoor(options: McpDoorOptions = {}): HttpDoor {
                 -32000,
                 `a GET stream needs the ${SESSION_HEADER} header`,
               );
+            }
+            return session.transport.handleRequest(request.request, request.response);
+          },
+        },
+        {
+          // The client ends its session (Streamable HTTP's session termination).
+          method: "DELETE",
+          path: MCP_PATH,
+          handle: async (request) => {
+            const session = sessionOf(request);
+            if (session === "unknown") return sendSessionNotFound(request.response);
+            if (session === "none") {
+              return sendRpcError(request.response, 400, -32000, `DELETE needs the ${SESSION_HEADER} header`);
             }
             return session.transport.handleRequest(request.request, request.response);
           },

@@ -224,6 +224,24 @@ describe("MCP server over Streamable HTTP", () => {
     await iterator.return?.();
   });
 
+  it("ends a session on DELETE: its id is unknown afterwards", async () => {
+    const client = await connect();
+    const transport = client.transport as StreamableHTTPClientTransport;
+    const id = transport.sessionId;
+    expect(id).toBeDefined();
+    await transport.terminateSession();
+    const after = await fetch(endpoint, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-session-id": id!,
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+    });
+    expect(after.status).toBe(404);
+  });
+
   it("answers bad HTTP requests with JSON-RPC errors", async () => {
     const post = (body: string, headers: Record<string, string> = {}) =>
       fetch(endpoint, {
