@@ -11,6 +11,7 @@ import { COMMAND_HELP, HELP_WIDTH, renderCommandHelp, renderOptions, wrapWords }
 import { agentsCommand } from "./commands/agents.js";
 import { approveCommand, denyCommand, pendingCommand } from "./commands/approvals.js";
 import { chatCommand } from "./commands/chat.js";
+import { mcpCommand } from "./commands/mcp.js";
 import { serveCommand } from "./commands/serve.js";
 import { sessionsCommand } from "./commands/sessions.js";
 import { tailCommand } from "./commands/tail.js";
@@ -51,6 +52,7 @@ const PROTOCOL_FLAGS: Record<string, FlagKind> = {
   owner: "string",
   heartbeat: "string",
   "keep-alive": "string",
+  "liveness-query": "string",
 };
 
 /** Several hosts on one NATS system (serve, up). */
@@ -150,6 +152,12 @@ const COMMANDS: Record<
     run: agentsCommand,
     flags: { timeout: "string", json: "boolean" },
     usage: "agents [--nats URL] [--timeout 5s] [--json]",
+    arguments: false,
+  },
+  mcp: {
+    run: mcpCommand,
+    flags: {},
+    usage: "mcp [--nats URL] [--prefix P]   (an MCP server on stdio: one tool per agent)",
     arguments: false,
   },
   viz: {

@@ -203,11 +203,13 @@ function timerDuration(value: string | undefined, option: string): number | unde
   return milliseconds === undefined ? undefined : Math.ceil(milliseconds);
 }
 
-/** The Agent Protocol's settings of `serve` / `up`: `--owner`, `--heartbeat`, `--keep-alive`. */
+/** The Agent Protocol's settings of `serve` / `up`: `--owner`, `--heartbeat`, `--keep-alive`, `--liveness-query`. */
 export interface ProtocolSettings {
   owner?: string;
   heartbeatIntervalMs?: number;
   keepAliveMs?: number;
+  /** A running chat asks its caller whether it still waits, this often (off when unset). */
+  livenessQueryMs?: number;
 }
 
 /** `--owner` (AGENTLOOP_OWNER), `--heartbeat` (AGENTLOOP_HEARTBEAT), `--keep-alive` (AGENTLOOP_KEEP_ALIVE). */
@@ -223,9 +225,14 @@ export function protocolSettingsFrom(flags: Flags, env: NodeJS.ProcessEnv): Prot
     "--heartbeat",
   );
   const keepAliveMs = timerDuration(pick(flags, "keep-alive", env, "AGENTLOOP_KEEP_ALIVE"), "--keep-alive");
+  const livenessQueryMs = timerDuration(
+    pick(flags, "liveness-query", env, "AGENTLOOP_LIVENESS_QUERY"),
+    "--liveness-query",
+  );
   for (const [option, value] of [
     ["--heartbeat", heartbeatIntervalMs],
     ["--keep-alive", keepAliveMs],
+    ["--liveness-query", livenessQueryMs],
   ] as const) {
     if (value !== undefined && value <= 0) throw new UsageError(`${option} must be more than 0`);
   }
@@ -233,6 +240,7 @@ export function protocolSettingsFrom(flags: Flags, env: NodeJS.ProcessEnv): Prot
     ...(owner === undefined ? {} : { owner }),
     ...(heartbeatIntervalMs === undefined ? {} : { heartbeatIntervalMs }),
     ...(keepAliveMs === undefined ? {} : { keepAliveMs }),
+    ...(livenessQueryMs === undefined ? {} : { livenessQueryMs }),
   };
 }
 

@@ -146,6 +146,16 @@ export function listSessions(database: AgentDatabase, agent: string): SessionSum
   return z.array(SessionRow).parse(rows);
 }
 
+/** Whether `agent`'s session `session` has any stored message. */
+export function hasStoredSession(database: AgentDatabase, agent: string, session: string): boolean {
+  return (
+    statement(database, "SELECT 1 FROM messages WHERE agent = ? AND session = ? LIMIT 1").get(
+      agent,
+      session,
+    ) !== undefined
+  );
+}
+
 function schemaVersion(database: AgentDatabase): number {
   return z
     .number()

@@ -9,11 +9,13 @@ export interface HttpDoorsOptions {
   a2aAgents?: readonly A2aAgentProfile[];
 }
 
+import { createMcpDoor } from "./mcp/mcp-door.js";
+
 /**
  * The protocol doors every agentloop HTTP server offers (`up`, `ui`, `serve --http`), each under its
  * own path prefix and behind the UI's guard. A door reaches the agents over the bus contract, so it
  * works the same whichever host owns a session.
  */
 export function createHttpDoors(options: HttpDoorsOptions = {}): HttpDoor[] {
-  return [createAguiDoor(), createA2aDoor({ agents: options.a2aAgents ?? [] })];
+  return [createAguiDoor(), createA2aDoor({ agents: options.a2aAgents ?? [] }), createMcpDoor()];
 }

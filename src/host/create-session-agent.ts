@@ -6,7 +6,7 @@ import { type BusEventPublisher, createBusEventPublisher } from "../bus/event-pu
 import { DEFAULT_PREFIX } from "../bus/subjects.js";
 import { fenceHistory, fenceLlm } from "../cluster/lease-fence.js";
 import type { ResolvedAgentDefinition } from "../config/agent-definitions.js";
-import { type AgentDatabase, openAgentDatabase } from "../context/agent-database.js";
+import { type AgentDatabase, hasStoredSession, openAgentDatabase } from "../context/agent-database.js";
 import type { ContextHistory } from "../context/context-history.js";
 import { InMemoryContextHistory } from "../context/in-memory-history.js";
 import { SqliteContextHistory } from "../context/sqlite-context-history.js";
@@ -78,6 +78,11 @@ export interface SessionAgentFactoryHandle {
   readonly journal: ChatJournal | undefined;
   /** Events that could not be published on the bus, since the start (see {@link BusEventPublisher}). */
   readonly eventPublishFailures: number;
+  /**
+   * Whether a session was ever used: it has a history here (in memory or in the SQLite file).
+   * `undefined` when histories live elsewhere (JetStream) and this factory cannot tell.
+   */
+  hasSession(agent: string, session: string): boolean | undefined;
   /** Closes the history database. Call after the host has closed. */
   close(): void;
 }
@@ -239,6 +244,13 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
     },
     get eventPublishFailures() {
       return publish.failures;
+    },
+    hasSession: (agent, session) => {
+      if (options.openHistory !== undefined) return undefined;
+      if (memoryHistories.has(`${agent}/${session}`)) return true;
+      if (options.db === undefined) return false;
+      database ??= openAgentDatabase(options.db);
+      return hasStoredSession(database, agent, session);
     },
     close: () => {
       database?.close();

@@ -346,6 +346,7 @@ async function startOnBus(
     throw error;
   }
   const { host } = main;
+  const startedFactory = main.factory;
   if (bus instanceof NatsBus) {
     try {
       const selfApproving = new Set(
@@ -355,6 +356,7 @@ async function startOnBus(
         connection: bus.connection,
         host,
         canSelfApprove: (agent) => selfApproving.has(agent),
+        sessionExists: (agent, session) => startedFactory.hasSession(agent, session),
         log,
         ...options.protocol,
       });

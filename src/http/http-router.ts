@@ -14,7 +14,7 @@ export interface RouteRequest {
 /** A row of the routing table: a method and a path (exact, or a pattern whose groups are params). */
 export interface Route {
   /** GET routes answer HEAD too. */
-  method: "GET" | "POST";
+  method: "GET" | "POST" | "DELETE";
   path: string | RegExp;
   handle(request: RouteRequest): Promise<void> | void;
 }

@@ -16,9 +16,11 @@ import type { ChatOutcome, SessionActor } from "../host/session-actor.js";
 import { VERSION } from "../version.js";
 import { AnswerGate } from "./answer-gate.js";
 import { ApprovalQueries } from "./approval-queries.js";
+import { LivenessQueries } from "./liveness-queries.js";
 import { parsePromptPayload } from "./prompt-envelope.js";
 import { PromptStream } from "./prompt-stream.js";
 import {
+  CONTRACT_PREFIX_METADATA,
   DEFAULT_INSTANCE,
   DEFAULT_OWNER,
   instanceOf,
@@ -55,8 +57,24 @@ export interface AgentProtocolHostOptions {
   canSelfApprove?: (agent: string) => boolean;
   /** One-line notices: a refused approval answer, naming the rule it broke. Default: none. */
   log?: (line: string) => void;
+  /**
+   * Whether a session other than `default` was ever used (it has a stored history), for `status`:
+   * a session never used answers 404. A live session always counts. Default: only live ones;
+   * `undefined` from it means "cannot tell", answered as existing.
+   */
+  sessionExists?: (agent: string, session: string) => boolean | undefined;
+  /** Heartbeat period; `interval_s` says it in whole seconds (at least 1). */
   heartbeatIntervalMs?: number;
   keepAliveMs?: number;
+  /**
+   * `--liveness-query`: a chat that ran this long asks its caller a liveness `query` (and again
+   * this long after each answer); unanswered within {@link livenessReplyMs}, the chat is stopped.
+   * This is how a caller that cancels but stays connected (the official clients) stops its chat.
+   * Default: off (a caller that does not answer queries would lose its long chats).
+   */
+  livenessQueryMs?: number;
+  /** How long a liveness question waits for its answer (default 60 s). */
+  livenessReplyMs?: number;
   /** Stream coalescing: a `response` chunk per this long at most (default 50 ms)… */
   coalesceMs?: number;
   /** …or per this many bytes (default 4 KB). */
@@ -87,11 +105,14 @@ export class AgentProtocolHost {
   readonly #host: AgentHost;
   readonly #heartbeatIntervalMs: number;
   readonly #keepAliveMs: number;
+  readonly #livenessQueryMs: number | undefined;
+  readonly #livenessReplyMs: number | undefined;
   readonly #coalesceMs: number | undefined;
   readonly #coalesceBytes: number | undefined;
   readonly #now: () => Date;
   readonly #canSelfApprove: (agent: string) => boolean;
   readonly #log: (line: string) => void;
+  readonly #sessionExists: (agent: string, session: string) => boolean | undefined;
   readonly #services = new Map<string, Service>();
   readonly #streams = new Set<Promise<EndpointOutcome>>();
   /** Prompts other hosts forward here, for sessions of shards this host owns. */
@@ -104,11 +125,14 @@ export class AgentProtocolHost {
     this.#host = options.host;
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS;
     this.#keepAliveMs = options.keepAliveMs ?? DEFAULT_KEEP_ALIVE_MS;
+    this.#livenessQueryMs = options.livenessQueryMs;
+    this.#livenessReplyMs = options.livenessReplyMs;
     this.#coalesceMs = options.coalesceMs;
     this.#coalesceBytes = options.coalesceBytes;
     this.#now = options.now ?? (() => new Date());
     this.#canSelfApprove = options.canSelfApprove ?? (() => false);
     this.#log = options.log ?? (() => {});
+    this.#sessionExists = options.sessionExists ?? (() => false);
   }
 
   /** Registers every agent and starts the heartbeats. */
@@ -152,7 +176,15 @@ export class AgentProtocolHost {
       name: PROTOCOL_SERVICE_NAME,
       version: VERSION,
       description: `agentloop agent ${agent}`,
-      metadata: { agent, owner: this.owner, protocol_version: PROTOCOL_VERSION, session: DEFAULT_INSTANCE },
+      metadata: {
+        agent,
+        owner: this.owner,
+        protocol_version: PROTOCOL_VERSION,
+        session: DEFAULT_INSTANCE,
+        // Unknown keys are kept by callers: this one tells agentloop's own doors (the MCP server)
+        // which subject prefix of our NATS contract reaches the agent.
+        [CONTRACT_PREFIX_METADATA]: this.#host.prefix,
+      },
       queue: PROMPT_QUEUE_GROUP,
       statsHandler: counts.statsHandler(),
     });
@@ -221,7 +253,8 @@ export class AgentProtocolHost {
       session,
       instance_id: this.#services.get(agent)?.info().id ?? "",
       ts: this.#now().toISOString(),
-      interval_s: this.#heartbeatIntervalMs / 1000,
+      // Callers read it as whole seconds (the reference SDKs parse an integer).
+      interval_s: Math.max(1, Math.round(this.#heartbeatIntervalMs / 1000)),
     };
   }
 
@@ -238,13 +271,22 @@ export class AgentProtocolHost {
 
   #status(agent: string, message: ServiceMsg): EndpointOutcome {
     const session = instanceOf(message.subject) ?? "";
-    if (!isValidName(session)) {
-      const reason = unknownSession(session);
+    if (!isValidName(session) || !this.#isKnownSession(agent, session)) {
+      const reason = isValidName(session)
+        ? `no session ${JSON.stringify(session)} of agent "${agent}": it was never used`
+        : unknownSession(session);
       message.respondError(404, reason, JSON.stringify({ code: "unknown_session", message: reason }));
       return { isError: true, reason };
     }
     message.respond(JSON.stringify(this.#heartbeatOf(agent, session)));
     return { isError: false };
+  }
+
+  /** `default` is advertised, so it always exists; another session once it is live or stored. */
+  #isKnownSession(agent: string, session: string): boolean {
+    if (session === DEFAULT_INSTANCE) return true;
+    if (this.#host.sessions.find(agent, session) !== undefined) return true;
+    return this.#sessionExists(agent, session) ?? true;
   }
 
   async #prompt(agent: string, message: ServiceMsg): Promise<EndpointOutcome> {
@@ -327,29 +369,49 @@ export class AgentProtocolHost {
           error: { code: "bad_request", message: "the chat has ended" },
         },
     });
+    const liveness =
+      this.#livenessQueryMs === undefined
+        ? undefined
+        : new LivenessQueries({
+            connection: this.#connection,
+            send: (chunk) => {
+              coalescer.flush();
+              stream.send(chunk);
+            },
+            everyMs: this.#livenessQueryMs,
+            ...(this.#livenessReplyMs === undefined ? {} : { replyMs: this.#livenessReplyMs }),
+          });
+    const signal = liveness === undefined ? stream.signal : AbortSignal.any([stream.signal, liveness.signal]);
     let outcome: ChatOutcome;
     try {
-      outcome = await this.#host.sessions.use(agent, session, (actor) => {
-        sessionActor = actor;
-        return actor.chat({
-          text: parsed.value.prompt,
-          signal: stream.signal,
-          ...(lineage === undefined ? {} : { lineage, depth: lineage.depth }),
-          ...(traceparent === undefined ? {} : { traceparent }),
-          onEvent: (event) => {
-            // A held tool call is asked mid-stream (§7); a decision from anywhere ends the question.
-            if (event.kind === "ToolApprovalRequested") queries.ask(event);
-            else if (event.kind === "ToolApprovalResolved") queries.settled(event.toolCallId);
-            const released = gate.push(event);
-            if (released !== "") coalescer.push(released);
-          },
-        });
-      });
+      // A chat: the host's memory budget (--max-memory-bytes) is checked first, as on our contract.
+      outcome = await this.#host.sessions.use(
+        agent,
+        session,
+        (actor) => {
+          sessionActor = actor;
+          return actor.chat({
+            text: parsed.value.prompt,
+            signal,
+            ...(lineage === undefined ? {} : { lineage, depth: lineage.depth }),
+            ...(traceparent === undefined ? {} : { traceparent }),
+            onEvent: (event) => {
+              // A held tool call is asked mid-stream; a decision from anywhere ends the question.
+              if (event.kind === "ToolApprovalRequested") queries.ask(event);
+              else if (event.kind === "ToolApprovalResolved") queries.settled(event.toolCallId);
+              const released = gate.push(event);
+              if (released !== "") coalescer.push(released);
+            },
+          });
+        },
+        { isChat: true },
+      );
     } catch (error) {
       outcome = { ok: false, error: sessionStartError(error) };
     } finally {
       location.done();
       queries.close();
+      liveness?.close();
     }
     if (outcome.ok) coalescer.push(gate.remainder(outcome.result));
     coalescer.flush();

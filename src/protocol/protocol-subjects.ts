@@ -72,3 +72,9 @@ export function instanceOf(subject: string): string | undefined {
   if (tokens.length !== 5 || tokens[0] !== "agents") return undefined;
   return tokens[4];
 }
+
+/**
+ * Service metadata key (an extra the spec lets callers keep) naming the subject prefix of our own
+ * NATS contract that reaches the agent: agentloop's doors list the agents of one prefix by it.
+ */
+export const CONTRACT_PREFIX_METADATA = "agentloop_prefix";

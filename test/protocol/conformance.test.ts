@@ -248,12 +248,12 @@ describe("Agent Protocol v0.3 conformance (agentloop serve)", () => {
     started.unsubscribe();
   });
 
-  it("answers 400 for an empty prompt and for a bad envelope, then the terminator", async () => {
+  it("answers 400 for an empty payload, a bad envelope and {-led text that is no JSON, then the terminator", async () => {
     const subject = await promptSubjectOf("writer");
-    for (const payload of ["", "   ", JSON.stringify({ prompt: 5 }), JSON.stringify({ prompt: "" })]) {
+    for (const payload of ["", "{not json", JSON.stringify({ prompt: 5 }), JSON.stringify({ prompt: "" })]) {
       const streamed = await prompt(subject, payload);
       expect(errorOf(streamed).code).toBe("400");
-      expect(errorOf(streamed).description).toMatch(/empty prompt|bad envelope/);
+      expect(errorOf(streamed).description).toMatch(/empty payload|bad envelope|malformed JSON envelope/);
       expect(streamed.terminator.headers).toBeUndefined();
       expect(streamed.terminator.data.length).toBe(0);
     }
@@ -286,13 +286,14 @@ describe("Agent Protocol v0.3 conformance (agentloop serve)", () => {
         session: "default",
         instance_id: instance.id,
         ts: expect.any(String),
-        interval_s: 0.2,
+        // Whole seconds, at least 1, whatever the period (200 ms here).
+        interval_s: 1,
       });
       expect(Number.isNaN(Date.parse(String(heartbeat.ts)))).toBe(false);
     }
   });
 
-  it("answers status with the heartbeat payload, for the default and a named session", async () => {
+  it("answers status with the heartbeat payload, for the default and a named session; 404 for one never used", async () => {
     const info = (await discover()).find((candidate) => candidate.metadata.agent === "writer")!;
     const status = info.endpoints.find((endpoint) => endpoint.name === "status")!;
     const reply = await nc.request(status.subject, "", { timeout: 5_000 });
@@ -302,6 +303,10 @@ describe("Agent Protocol v0.3 conformance (agentloop serve)", () => {
       session: "default",
       instance_id: info.id,
     });
+    const never = await nc.request(`agents.status.writer.${owner}.s9`, "", { timeout: 5_000 });
+    expect(never.headers?.get("Nats-Service-Error-Code")).toBe("404");
+    expect(never.headers?.get("Nats-Service-Error")).toContain("never used");
+    await prompt(`agents.prompt.writer.${owner}.s9`, "Hello, s9");
     const named = await nc.request(`agents.status.writer.${owner}.s9`, "", { timeout: 5_000 });
     expect(Heartbeat.parse(named.json())).toMatchObject({ session: "s9" });
   });

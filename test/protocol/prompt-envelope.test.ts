@@ -18,10 +18,20 @@ describe("parsePromptPayload (§5)", () => {
     });
   });
 
-  it("refuses an empty or blank prompt, as text or in an envelope", () => {
-    for (const payload of ["", "  \n", JSON.stringify({ prompt: "" })]) {
-      expect(parsePromptPayload(payload)).toEqual({ ok: false, reason: "empty prompt" });
-    }
+  it("refuses an empty payload and an envelope with an empty prompt, as the reference decoders do", () => {
+    expect(parsePromptPayload("")).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/^empty payload/),
+    });
+    expect(parsePromptPayload(JSON.stringify({ prompt: "" }))).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/^bad envelope: field "prompt": must be a non-empty string/),
+    });
+  });
+
+  it("takes a blank prompt verbatim: only a zero-byte payload is empty", () => {
+    expect(parsePromptPayload("  \n")).toEqual({ ok: true, value: { prompt: "  \n" } });
+    expect(parsePromptPayload(JSON.stringify({ prompt: " " }))).toEqual({ ok: true, value: { prompt: " " } });
   });
 
   it("refuses a bad envelope with the field", () => {
@@ -40,9 +50,30 @@ describe("parsePromptPayload (§5)", () => {
     ).toMatchObject({ ok: false, reason: expect.stringContaining('field "attachments.0.content"') });
   });
 
-  it("takes text that only looks like JSON as the prompt itself", () => {
-    expect(parsePromptPayload("{not json")).toEqual({ ok: true, value: { prompt: "{not json" } });
+  it("refuses a payload that starts with { (after ASCII whitespace) but is no JSON object", () => {
+    for (const payload of ["{not json", " \t\r\n{not json", '{"prompt": "x"} trailing']) {
+      expect(parsePromptPayload(payload)).toMatchObject({
+        ok: false,
+        reason: expect.stringMatching(/^malformed JSON envelope/),
+      });
+    }
+  });
+
+  it("takes other text as the prompt itself, even when it is JSON that is not an object", () => {
     expect(parsePromptPayload("[1, 2]")).toEqual({ ok: true, value: { prompt: "[1, 2]" } });
+    expect(parsePromptPayload('"quoted"')).toEqual({ ok: true, value: { prompt: '"quoted"' } });
+    // Only tab, LF, CR and space are skipped: after a no-break space, { is text.
+    expect(parsePromptPayload("\u00a0{x")).toEqual({ ok: true, value: { prompt: "\u00a0{x" } });
+  });
+
+  it("refuses an attachment whose file name is a path", () => {
+    for (const filename of ["../etc/passwd", "a/b", "a\\b", "..", "."]) {
+      const payload = JSON.stringify({ prompt: "x", attachments: [{ filename, content: "aGk=" }] });
+      expect(parsePromptPayload(payload)).toMatchObject({
+        ok: false,
+        reason: expect.stringContaining('field "attachments.0.filename"'),
+      });
+    }
   });
 
   it("refuses a lone surrogate", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { linesOf, runCli, stackLines } from "../support/cli.js";
 
-/** `--owner`, `--heartbeat`, `--keep-alive`: bad values are one-line usage errors before NATS is tried. */
+/** `--owner`, `--heartbeat`, `--keep-alive`, `--liveness-query`: bad values are one-line usage errors before NATS is tried. */
 
 const UNREACHABLE_NATS = "nats://127.0.0.1:1";
 
@@ -12,6 +12,8 @@ describe("Agent Protocol flags", () => {
     [["--heartbeat", "soon"], /--heartbeat must be a duration/],
     [["--heartbeat", "0s"], /--heartbeat must be/],
     [["--keep-alive", "0s"], /--keep-alive must be/],
+    [["--liveness-query", "0s"], /--liveness-query must be/],
+    [["--liveness-query", "later"], /--liveness-query must be a duration/],
   ])("serve and up %j: a usage error", async (flags, message) => {
     for (const command of ["serve", "up"]) {
       const run = await runCli([command, "--nats", UNREACHABLE_NATS, ...flags]);
