@@ -20,6 +20,11 @@ export const MemberRecord = z.object({
   expiresAt: z.number(),
   /** Set while it shuts down: it takes no shards and hands its own over. */
   leaving: z.boolean().optional(),
+  /**
+   * The agents it serves, sorted. Hosts serving the same agents share one set of shards; hosts on
+   * one prefix serve the same agents or none in common.
+   */
+  agents: z.array(z.string()).optional(),
 });
 export type MemberRecord = z.infer<typeof MemberRecord>;
 
@@ -37,12 +42,31 @@ export class ShardCountMismatchError extends ConfigurationError {
   }
 }
 
+/**
+ * A host serving some but not all of the agents another live host serves: a session of a shared
+ * agent could belong to either's shards, so it could run on two hosts at once.
+ */
+export class AgentSetOverlapError extends ConfigurationError {
+  constructor(own: readonly string[], other: MemberRecord) {
+    super(
+      `this host serves ${own.join(", ")} and host ${other.host} serves ${(other.agents ?? []).join(", ")}: hosts on one NATS system and prefix must serve the same agents, or agents none of the others serve`,
+    );
+  }
+}
+
+/** Whether two hosts' agents (sorted) are the same set. */
+export function isSameAgentSet(a: readonly string[] | undefined, b: readonly string[] | undefined): boolean {
+  return (a ?? []).join(",") === (b ?? []).join(",");
+}
+
 export interface MembershipOptions {
   connection: NatsConnection;
   prefix: string;
   hostId: string;
   subject: string;
   shardCount: number;
+  /** The agents this host serves, sorted (see {@link MemberRecord.agents}). */
+  agents?: readonly string[];
   timing: LeaseTiming;
   replicas?: number;
   /** Called whenever the set of live members may have changed. */
@@ -97,6 +121,12 @@ export class Membership {
       if (other.host !== options.hostId && other.shards !== options.shardCount) {
         membership.close();
         throw new ShardCountMismatchError(options.shardCount, other);
+      }
+      const own = options.agents ?? [];
+      const shared = own.some((agent) => other.agents?.includes(agent) === true);
+      if (other.host !== options.hostId && shared && !isSameAgentSet(own, other.agents)) {
+        membership.close();
+        throw new AgentSetOverlapError(own, other);
       }
     }
     await membership.#announce();
@@ -156,6 +186,7 @@ export class Membership {
       renewedAt: now,
       expiresAt: now + timing.ttlMs,
       ...(this.#isLeaving ? { leaving: true } : {}),
+      ...(this.#options.agents === undefined ? {} : { agents: [...this.#options.agents] }),
     };
     const revision = await this.#kv.put(hostId, JSON.stringify(record), { timeout: timing.ttlMs / 3 });
     this.#members.note(hostId, record, revision);

@@ -8,7 +8,7 @@ import { NAME_PATTERN, type RequestVerb } from "../bus/subjects.js";
 import { describeError } from "../errors/describe-error.js";
 import { sleep } from "../timers/sleep.js";
 import type { LeaseFence } from "./lease-fence.js";
-import { Membership, ShardCountMismatchError } from "./membership.js";
+import { AgentSetOverlapError, Membership, ShardCountMismatchError } from "./membership.js";
 import { answersProbe, passOnRequest } from "./pass-on.js";
 import { RequestDedupe } from "./request-dedupe.js";
 import { type LeaseRecord, type LeaseTiming, SessionOwnedElsewhereError } from "./session-lease.js";
@@ -46,6 +46,11 @@ export interface SessionClusterOptions {
   timing: LeaseTiming;
   /** `--shards`: sessions are spread over this many shards; equal on every host (default 1024). */
   shardCount?: number;
+  /**
+   * The agents this host serves. Hosts serving the same agents share shards; a host serving
+   * other agents has shards of its own, so a session is always owned by a host that serves its agent.
+   */
+  agents?: readonly string[];
   /** `--dedupe-window`. */
   dedupeWindowMs?: number;
   /** `--js-replicas`: replicas of the shard, member and reply buckets when they are created. */
@@ -107,6 +112,7 @@ export class SessionCluster {
       throw new RangeError(`the host id must be one subject token of [A-Za-z0-9_-], got "${options.hostId}"`);
     }
     const shardCount = options.shardCount ?? DEFAULT_SHARD_COUNT;
+    const agents = options.agents === undefined ? undefined : [...new Set(options.agents)].sort();
     const subject = hostSubject(options.prefix, options.hostId);
     let cluster: SessionCluster | undefined;
     const membership = await Membership.join({
@@ -115,6 +121,7 @@ export class SessionCluster {
       hostId: options.hostId,
       subject,
       shardCount,
+      ...(agents === undefined ? {} : { agents }),
       timing: options.timing,
       ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
       onChange: () => cluster?.shards.membershipChanged(),
@@ -127,6 +134,7 @@ export class SessionCluster {
         hostId: options.hostId,
         subject,
         shardCount,
+        ...(agents === undefined ? {} : { agents }),
         timing: options.timing,
         membership,
         ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
@@ -172,7 +180,7 @@ export class SessionCluster {
         // The server refused a subject: its answer, not a timeout, and it will not change by waiting.
         const denial = permissionDenialOf(error);
         if (denial !== undefined) throw new NatsPermissionError([denial], options.prefix);
-        if (error instanceof ShardCountMismatchError) throw error;
+        if (error instanceof ShardCountMismatchError || error instanceof AgentSetOverlapError) throw error;
         const reason = describeError(error);
         // The server answered (JetStream is off, or refused the request): trying again will not help.
         const answered = error instanceof JetStreamApiError || error instanceof jserrors.JetStreamNotEnabled;

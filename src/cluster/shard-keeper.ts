@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetStreamName } from "../bus/subjects.js";
@@ -5,7 +6,7 @@ import { describeError } from "../errors/describe-error.js";
 import { listKvKeys } from "./kv-keys.js";
 import { type LeaseFence, LeaseLostError } from "./lease-fence.js";
 import { LeaseKeeper } from "./lease-keeper.js";
-import type { Membership } from "./membership.js";
+import { isSameAgentSet, type Membership } from "./membership.js";
 import {
   isConflict,
   isLeaseFree,
@@ -17,8 +18,14 @@ import {
 import { preferredOwner, shardOf } from "./shard-map.js";
 import { entryJson, WatchedBucket } from "./watched-bucket.js";
 
-/** The shard leases' keys are `shard.<n>`. */
-const SHARD_AGENT = "shard";
+/**
+ * The shard leases' keys are `shard.<n>`, or `shard_<group>.<n>` for hosts that name the agents they
+ * serve: each set of agents has shards of its own, held by the hosts serving it.
+ */
+function shardKeyAgent(agents: readonly string[] | undefined): string {
+  if (agents === undefined) return "shard";
+  return `shard_${createHash("sha256").update(agents.join(",")).digest("hex").slice(0, 12)}`;
+}
 
 /** Each host's lease is `host.<id>`: the lease store's `<agent>.<session>` with agent `host`. */
 const HOST_AGENT = "host";
@@ -32,6 +39,8 @@ export function shardsBucketName(prefix: string): string {
 }
 
 export interface ShardKeeperOptions {
+  /** The agents this host serves, sorted: only hosts serving the same agents share its shards. */
+  agents?: readonly string[];
   connection: NatsConnection;
   prefix: string;
   hostId: string;
@@ -103,6 +112,8 @@ export class ShardKeeper {
   readonly shardCount: number;
   readonly hostId: string;
   readonly #options: ShardKeeperOptions;
+  /** The agent part of this host's shard keys (see {@link shardKeyAgent}). */
+  readonly #shardAgent: string;
   readonly #hostLeases: LeaseKeeper;
   readonly #store: SessionLeaseStore;
   readonly #kv: KV;
@@ -122,6 +133,7 @@ export class ShardKeeper {
 
   private constructor(options: ShardKeeperOptions, store: SessionLeaseStore, kv: KV) {
     this.#options = options;
+    this.#shardAgent = shardKeyAgent(options.agents);
     this.shardCount = options.shardCount;
     this.hostId = options.hostId;
     this.#store = store;
@@ -140,7 +152,8 @@ export class ShardKeeper {
         return parsed.success ? parsed.data : undefined;
       },
       (key) => {
-        if (key.startsWith(`${SHARD_AGENT}.`)) this.#wake(Number(key.slice(SHARD_AGENT.length + 1)));
+        if (key.startsWith(`${this.#shardAgent}.`))
+          this.#wake(Number(key.slice(this.#shardAgent.length + 1)));
         else for (const shard of [...this.#waiters.keys()]) this.#wake(shard);
       },
     );
@@ -170,7 +183,12 @@ export class ShardKeeper {
 
   /** The members changed: the preferred owners are computed again and the balancer runs. */
   membershipChanged(): void {
-    const members = this.#options.membership.live().map((member) => member.host);
+    const members = this.#options.membership
+      .live()
+      .filter(
+        (member) => this.#options.agents === undefined || isSameAgentSet(member.agents, this.#options.agents),
+      )
+      .map((member) => member.host);
     this.#assignment = Array.from({ length: this.shardCount }, (_, shard) => preferredOwner(shard, members));
     for (const shard of [...this.#waiters.keys()]) this.#wake(shard);
     this.#balance();
@@ -205,7 +223,7 @@ export class ShardKeeper {
    * `expiresAt` that of its host's lease; undefined when nobody holds it now.
    */
   leaseOf(shard: number): LeaseRecord | undefined {
-    const record = this.#table.get(`${SHARD_AGENT}.${shard}`)?.value;
+    const record = this.#table.get(`${this.#shardAgent}.${shard}`)?.value;
     if (record === undefined || record.released === true) return undefined;
     if (record.host === this.hostId && record.epoch <= (this.#released.get(shard) ?? -1)) return undefined;
     const host = this.#table.get(`${HOST_AGENT}.${record.host}`)?.value;
@@ -347,7 +365,7 @@ export class ShardKeeper {
     const hostFence = this.#hostFence() ?? (await this.#join());
     const hostRecord = this.#table.get(`${HOST_AGENT}.${this.hostId}`)?.value;
     const hostEpoch = hostFence.epoch ?? hostRecord?.epoch;
-    const key = `${SHARD_AGENT}.${shard}`;
+    const key = `${this.#shardAgent}.${shard}`;
     for (let attempt = 0; attempt < 5; attempt++) {
       hostFence.assertHeld();
       const entry = await this.#kv.get(key);
@@ -368,7 +386,7 @@ export class ShardKeeper {
           ownerRecord.epoch === current.hostEpoch;
         if (isSameIncarnation && owner !== undefined) {
           if (!isLeaseFree(ownerRecord, this.hostId, this.#now(), this.#options.timing)) {
-            throw new SessionOwnedElsewhereError(SHARD_AGENT, String(shard), {
+            throw new SessionOwnedElsewhereError(this.#shardAgent, String(shard), {
               ...current,
               expiresAt: ownerRecord.expiresAt,
             });
@@ -422,7 +440,7 @@ export class ShardKeeper {
     held.lostReason = "released";
     const record: LeaseRecord = { ...held.record, released: true, expiresAt: this.#now() };
     try {
-      await this.#kv.update(`${SHARD_AGENT}.${shard}`, JSON.stringify(record), held.revision);
+      await this.#kv.update(`${this.#shardAgent}.${shard}`, JSON.stringify(record), held.revision);
     } catch (error) {
       // Taken over meanwhile (not ours to release any more), or NATS away: it lapses with this host's lease.
       if (!isConflict(error))

@@ -178,6 +178,8 @@ export class AgentHost {
   #forwarded: Subscription | undefined;
   /** How long a drained shard's requests may take: the grace of `close()` once it was called. */
   #drainGraceMs: number;
+  /** Cuts the drain's grace short once `close()` was told to hurry (a second signal). */
+  #drainHurry: AbortSignal | undefined;
   readonly #maxChatTimeMs: number | undefined;
   readonly #now: () => number;
   #subscriptions: Subscription[] = [];
@@ -270,16 +272,25 @@ export class AgentHost {
    */
   async #drain(shard: number): Promise<void> {
     const deadline = Date.now() + this.#drainGraceMs;
+    const hurry = this.#drainHurry;
+    // A chat awaiting a tool approval would hold the grace for nothing: it is parked (its approval
+    // stays in the history and the journal) and the shard's next owner takes it up.
+    for (const [agent, session] of this.#sessionsOf(shard)) {
+      void this.sessions.find(agent, session)?.parkPendingApproval();
+    }
     const isSettled = () =>
       (this.#placed.get(shard) ?? 0) === 0 &&
       this.#sessionsOf(shard).every(
         ([agent, session]) => this.sessions.find(agent, session)?.isIdle !== false,
       );
-    while (!isSettled() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    while (!isSettled() && Date.now() < deadline && hurry?.aborted !== true) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    // Shutting down, what still runs is cancelled as at any shutdown; else the shard just moved.
+    const reason =
+      this.#closing === undefined ? "its shard is handed to another host" : "the host is shutting down";
     await Promise.allSettled(
-      this.#sessionsOf(shard).map(([agent, session]) =>
-        this.sessions.drop(agent, session, "its shard is handed to another host"),
-      ),
+      this.#sessionsOf(shard).map(([agent, session]) => this.sessions.drop(agent, session, reason)),
     );
   }
 
@@ -391,6 +402,7 @@ export class AgentHost {
       );
       this.#subscriptions = [];
       this.#drainGraceMs = options.graceMs ?? this.#graceMs;
+      this.#drainHurry = options.hurry;
       // The other hosts stop preferring this one; its shards are drained and handed over.
       await this.#cluster?.leave();
       await this.sessions.close({

@@ -222,6 +222,7 @@ async function startOnBus(
         ...replicas,
         ...(options.dedupeWindowMs === undefined ? {} : { dedupeWindowMs: options.dedupeWindowMs }),
         ...(options.shards === undefined ? {} : { shardCount: options.shards }),
+        agents: options.definitions.map((definition) => definition.name),
         log,
       });
       if (started instanceof SessionCluster) cluster = started;

@@ -35,7 +35,8 @@ export async function listLoggedSessions(
   options: ListLoggedSessionsOptions,
 ): Promise<LoggedSession[]> {
   const { prefix } = options;
-  const jsm = await jetstreamManager(connection);
+  // No `$JS.API.INFO` probe: an observer's NATS user may not have it (it needs only the stream's info).
+  const jsm = await jetstreamManager(connection, { checkAPI: false });
   const stream = eventStreamName(prefix);
   const countsOf = async (kind: string): Promise<Map<string, number>> => {
     const info = await jsm.streams.info(stream, { subjects_filter: `${prefix}.events.*.*.${kind}` });

@@ -159,6 +159,7 @@ describe("replies", () => {
       "budget_exceeded",
       "forbidden",
       "unavailable",
+      "cycle",
     ]);
   });
 

@@ -259,7 +259,7 @@ describe("tool approval over NATS", () => {
       });
       await waitFor(() => stderr.includes("waits for approval"), 30_000);
       expect(stderr).toContain(
-        `send {"session":"s3","command":"approve","toolCallId":"call_1"} (or "deny") to ${controlSubject(prefix, "assistant")}`,
+        `run \`agentloop approve assistant s3 call_1\` (or deny), or send {"session":"s3","command":"approve","toolCallId":"call_1"} to ${controlSubject(prefix, "assistant")}`,
       );
       expect(kinds(events, "ToolCallStarted")).toEqual([]);
       expect(await control(prefix, { session: "s3", command: "approve", toolCallId: "call_1" })).toEqual({

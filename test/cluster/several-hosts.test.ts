@@ -323,7 +323,8 @@ describe("several hosts on one NATS system", () => {
       // h1's lease is to run out while it is paused: shorter, but not so short that it lapses
       // before the pause on a loaded machine.
       const h1 = startHost("h1", prefix, db, provider, "5s");
-      const h2 = startHost("h2", prefix, db, provider);
+      // Every host of a system runs on the same lease time (shards are placed by it).
+      const h2 = startHost("h2", prefix, db, provider, "5s");
       await waitForHost(prefix, "h1", h1);
       await waitForHost(prefix, "h2", h2);
 

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
-import { ShardCountMismatchError } from "../../src/cluster/membership.js";
+import { AgentSetOverlapError, ShardCountMismatchError } from "../../src/cluster/membership.js";
 import { SessionCluster } from "../../src/cluster/session-cluster.js";
 import { leaseTiming } from "../../src/cluster/session-lease.js";
 import { AgentHost } from "../../src/host/agent-host.js";
@@ -50,6 +50,7 @@ async function startHost(prefix: string, hostId: string, shardCount = SHARDS): P
     hostId,
     timing: leaseTiming(3_000),
     shardCount,
+    agents: ["bot"],
   });
   const ran = new Map<string, string[]>();
   const host = new AgentHost({
@@ -167,5 +168,25 @@ describe("the shard count", () => {
     });
     await expect(starting).rejects.toThrow(ShardCountMismatchError);
     await expect(starting).rejects.toThrow(/--shards 32 differs from host ha's --shards 16/);
+  });
+});
+
+describe("the agents of hosts that share a prefix", () => {
+  it("are the same set, or sets with no agent in common: an overlap refuses to start, saying why", async () => {
+    const prefix = uniqueRoot();
+    await startHost(prefix, "ha", SHARDS);
+    const bus = await NatsBus.connect({ url: server.url, name: "hc" });
+    cleanups.push(() => bus.close());
+    const options = { connection: bus.connection, prefix, timing: leaseTiming(3_000), shardCount: SHARDS };
+    // Other agents altogether: shards of their own, side by side.
+    const other = await SessionCluster.start({ ...options, hostId: "hc", agents: ["writer"] });
+    cleanups.push(() => other.close());
+    expect(other.shards.shardOf("writer", "s1")).toBeGreaterThanOrEqual(0);
+    // "bot" and more: a session of bot could belong to two hosts' shards.
+    const starting = SessionCluster.startOrExplain({ ...options, hostId: "hd", agents: ["bot", "critic"] });
+    await expect(starting).rejects.toThrow(AgentSetOverlapError);
+    await expect(starting).rejects.toThrow(
+      /this host serves bot, critic and host ha serves bot: hosts on one NATS system/,
+    );
   });
 });

@@ -10,6 +10,7 @@ import { textOf } from "../../src/llm/types.js";
 import { ScriptedBackend, type ScriptedRequest, type ScriptedStep } from "../../src/testing/index.js";
 import { defineTool } from "../../src/tools/define-tool.js";
 import { workerNatsServer } from "../support/nats-server.js";
+import { untilShardsBalanced } from "../support/preferred-session.js";
 
 /**
  * An agent tree over NATS with two in-process hosts: `lead` on one host asks `mid` on the other,
@@ -99,6 +100,9 @@ beforeAll(async () => {
       ],
     }),
   );
+  // Each host serves agents the other does not: each holds every shard of its own agents.
+  await untilShardsBalanced(leadBus, PREFIX, ["h-lead"]);
+  await untilShardsBalanced(leadBus, PREFIX, ["h-tree"]);
   leadBus.subscribe(`${PREFIX}.events.>`, (message: BusMessage) => {
     seen.push({ subject: message.subject, event: JSON.parse(message.data) as AgentEvent });
   });

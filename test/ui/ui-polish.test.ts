@@ -216,5 +216,13 @@ describe("the page at 1440×900", () => {
     await page.uncheck(byTestId("waiting-filter"));
     expect(await page.locator(`${byTestId("session-item")}:visible`).count()).toBe(3);
     expect(pageErrors).toEqual([]);
+    // `npm run screenshot` keeps the README's picture of the page current: a session holding a call.
+    const screenshot = process.env.AGENTLOOP_README_SCREENSHOT;
+    if (screenshot !== undefined && screenshot !== "") {
+      await page.click(`${byTestId("session-item")}[data-session="held"]`);
+      await page.click(byTestId("statechart-tab-chat"));
+      await page.locator(`${byTestId("tool-call")}[data-status="awaiting-approval"]`).waitFor();
+      await page.screenshot({ path: screenshot });
+    }
   });
 });
