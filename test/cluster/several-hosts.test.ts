@@ -327,6 +327,7 @@ describe("several hosts on one NATS system", () => {
       const h2 = startHost("h2", prefix, db, provider, "5s");
       await waitForHost(prefix, "h1", h1);
       await waitForHost(prefix, "h2", h2);
+      await untilBalanced(prefix, ["h1", "h2"]);
 
       // h1 takes p1 and asks the model, which holds its answer.
       const stranded = bus
