@@ -31,7 +31,7 @@ import {
 import { danglingToolCalls } from "../support/agent-harness.js";
 import { waitFor } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
-import { sessionPreferring } from "../support/preferred-session.js";
+import { sessionPreferring, untilShardsBalanced } from "../support/preferred-session.js";
 
 /**
  * Issue 11, black-box: a chat request with an `id` is answered once per id across a failover. Two
@@ -160,10 +160,14 @@ async function queuedRequestIds(prefix: string, session: string): Promise<Array<
   return (await journal.load("assistant", session))?.queued.map((queued) => queued.requestId) ?? [];
 }
 
-async function until(condition: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+async function until(
+  condition: () => Promise<boolean>,
+  describeState: () => string = () => "",
+  timeoutMs = 30_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error("timed out waiting for a condition");
+    if (Date.now() > deadline) throw new Error(`timed out waiting for a condition ${describeState()}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
@@ -186,6 +190,9 @@ describe("retrying a chat id after its host was killed", () => {
       const h2 = startHost("h2", prefix, model);
       await waitForHost(prefix, "h1", h1);
       await waitForHost(prefix, "h2", h2);
+      // Sent before the hosts balanced, a request could land in a hand-over of its session's shard
+      // (answered `unavailable` while the running chat holds the drain): this case is a kill.
+      await untilShardsBalanced(bus, prefix, ["h1", "h2"]);
       // A session whose shard h1 owns (once the two hosts balanced the shards).
       const s1 = sessionPreferring("h1", ["h1", "h2"]);
       const beats = beatingHosts(prefix, s1);
@@ -237,6 +244,9 @@ describe("retrying a chat id after its host was killed", () => {
       const h2 = startHost("h2", prefix, model);
       await waitForHost(prefix, "h1", h1);
       await waitForHost(prefix, "h2", h2);
+      // Sent before the hosts balanced, a request could land in a hand-over of its session's shard
+      // (answered `unavailable` while the running chat holds the drain): this case is a kill.
+      await untilShardsBalanced(bus, prefix, ["h1", "h2"]);
       await bus.flush();
 
       const s1 = sessionPreferring("h1", ["h1", "h2"]);
@@ -247,7 +257,10 @@ describe("retrying a chat id after its host was killed", () => {
       await waitFor(() => readCounter(counter) === 1, 30_000);
       // Queued behind the running chat on h1 (and journaled there) before h1 dies.
       lost.push(ask(h1Subject, thanks));
-      await until(async () => (await queuedRequestIds(prefix, s1)).length === 1);
+      await until(
+        async () => (await queuedRequestIds(prefix, s1)).length === 1,
+        () => `replies so far: ${JSON.stringify(lost.map((asked) => asked.replies))}`,
+      );
       // The queued chat's journal entry carries its client id.
       expect(await queuedRequestIds(prefix, s1)).toEqual(["req-thanks"]);
       h1.child.kill("SIGKILL");

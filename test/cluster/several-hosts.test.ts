@@ -13,7 +13,6 @@ import {
   SessionLeaseStore,
 } from "../../src/cluster/session-lease.js";
 import { shardsBucketName } from "../../src/cluster/shard-keeper.js";
-import { assignShards, DEFAULT_SHARD_COUNT } from "../../src/cluster/shard-map.js";
 import { SqliteContextHistory } from "../../src/context/sqlite-context-history.js";
 import type { Message } from "../../src/llm/types.js";
 import type { RecordedRequest } from "../../src/testing/fake-http-server.js";
@@ -27,7 +26,7 @@ import {
 } from "../host/running-serve.js";
 import { runBinary, runCli, waitFor } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
-import { sessionPreferring } from "../support/preferred-session.js";
+import { sessionPreferring, untilShardsBalanced } from "../support/preferred-session.js";
 
 /**
  * Issue 11, black-box: several `agentloop serve` processes (dist/) on one nats-server share the
@@ -181,25 +180,6 @@ function texts(messages: readonly Message[]): string[] {
   );
 }
 
-/** Waits until each host holds exactly the shards that prefer it (no hand-over left to do). */
-async function untilBalanced(prefix: string, ids: string[]): Promise<void> {
-  const assignment = assignShards(DEFAULT_SHARD_COUNT, ids);
-  const expected = ids.map((id) => assignment.filter((owner) => owner === id).length);
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const held = await Promise.all(
-      ids.map(async (id) => {
-        const reply = await bus.request(`${hostSubject(prefix, id)}.sessions`, "", { timeoutMs: 5_000 });
-        return (JSON.parse(reply.data) as { shards?: number }).shards;
-      }),
-    );
-    if (held.every((count, index) => count === expected[index])) return;
-    if (Date.now() > deadline)
-      throw new Error(`the hosts did not balance: ${held.join(", ")} of ${expected.join(", ")}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 describe("several hosts on one NATS system", () => {
   it.each([2, 3])(
     "%i hosts, 200 chats over 20 sessions: each session on one host at a time, no overlapping model requests, one linear history per session",
@@ -211,7 +191,7 @@ describe("several hosts on one NATS system", () => {
       const ids = Array.from({ length: hostCount }, (_, index) => `h${index + 1}`);
       const hosts = ids.map((id) => startHost(id, prefix, db, provider));
       for (const [index, id] of ids.entries()) await waitForHost(prefix, id, hosts[index]!);
-      await untilBalanced(prefix, ids);
+      await untilShardsBalanced(bus, prefix, ids);
       const sessions = Array.from({ length: 20 }, (_, index) => `s${index}`);
       // First messages straight to a host, so each owns sessions; the rest through the queue group.
       await Promise.all(
@@ -282,6 +262,8 @@ describe("several hosts on one NATS system", () => {
       const hosts = [startHost("h1", prefix, db, provider), startHost("h2", prefix, db, provider)];
       await waitForHost(prefix, "h1", hosts[0]!);
       await waitForHost(prefix, "h2", hosts[1]!);
+      // A hand-over of d1's shard while its first chat runs would hold the retries until it ends.
+      await untilShardsBalanced(bus, prefix, ["h1", "h2"]);
       const subject = chatSubject(prefix, "assistant");
       const first = chat(subject, "d1", "d1 once", "req-1");
       await waitFor(() => calls.length === 1, 30_000);
@@ -327,7 +309,7 @@ describe("several hosts on one NATS system", () => {
       const h2 = startHost("h2", prefix, db, provider, "5s");
       await waitForHost(prefix, "h1", h1);
       await waitForHost(prefix, "h2", h2);
-      await untilBalanced(prefix, ["h1", "h2"]);
+      await untilShardsBalanced(bus, prefix, ["h1", "h2"]);
 
       // h1 takes p1 and asks the model, which holds its answer.
       const stranded = bus

@@ -34,10 +34,15 @@ export async function untilShardsBalanced(
   const expected = hostIds.map((id) => assignment.filter((owner) => owner === id).length);
   const deadline = Date.now() + timeoutMs;
   for (;;) {
+    // A host slow to answer (a loaded machine) counts as not balanced yet; the deadline decides.
     const held = await Promise.all(
       hostIds.map(async (id) => {
-        const reply = await bus.request(`${hostSubject(prefix, id)}.sessions`, "", { timeoutMs: 5_000 });
-        return (JSON.parse(reply.data) as { shards?: number }).shards;
+        try {
+          const reply = await bus.request(`${hostSubject(prefix, id)}.sessions`, "", { timeoutMs: 5_000 });
+          return (JSON.parse(reply.data) as { shards?: number }).shards;
+        } catch {
+          return undefined;
+        }
       }),
     );
     if (held.every((count, index) => count === expected[index])) return;
