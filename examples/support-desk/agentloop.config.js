@@ -1,11 +1,13 @@
-import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "agentloop";
+import { isKeyless, keylessModel } from "./keyless-model.js";
 import { issueRefund, lookupOrder } from "./tools.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const require = createRequire(import.meta.url);
+// Without an API key each agent plays a scripted part (keyless-model.js), so the whole desk runs
+// offline; with ANTHROPIC_API_KEY or OPENAI_API_KEY set, the real provider answers instead.
+const keyless = isKeyless();
 
 export default defineConfig({
   agents: [
@@ -15,24 +17,19 @@ export default defineConfig({
         "You are the first line of a coffee-gear shop's support desk. Look orders up before you answer. " +
         "Hand refund requests to the refunds agent with ask_agent.",
       tools: [lookupOrder, "current_time", "ask_agent"],
+      ...(keyless ? { backend: keylessModel("triage") } : {}),
     },
     {
       name: "refunds",
       systemPrompt:
-        "You handle refunds. Read the refund policy (refunds.md in the folder policies__list_allowed_directories names) " +
-        "and the order, " +
+        "You handle refunds. Read the refund policy (policies__read_policy, topic refunds) and the order, " +
         "then issue the refund the policy allows. A person approves every refund.",
       tools: [lookupOrder, issueRefund],
-      // The policies folder, served read-only by the reference MCP file server, confined to it.
+      // The desk's own MCP server (policies-server.js), started over stdio: it serves ./policies only.
       mcpServers: {
-        policies: {
-          command: process.execPath,
-          args: [
-            require.resolve("@modelcontextprotocol/server-filesystem/dist/index.js"),
-            join(here, "policies"),
-          ],
-        },
+        policies: { command: process.execPath, args: [join(here, "policies-server.js")] },
       },
+      ...(keyless ? { backend: keylessModel("refunds") } : {}),
     },
   ],
 });

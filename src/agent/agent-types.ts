@@ -85,23 +85,23 @@ export interface CreateAgentParams {
   options?: AgentOptions;
   /**
    * The configured secrets (API keys, NATS credentials), hidden from tool results, events and the
-   * errors a chat rejects with. Default: none.
+   * errors a chat rejects with. @defaultValue none
    */
   redactor?: SecretRedactor;
   /**
    * Asked as each chat starts: an exceeded budget (a tenant's tokens per period) ends the chat
-   * `budget_exceeded` before any model request. Default: no budget.
+   * `budget_exceeded` before any model request. @defaultValue no budget
    */
   checkBudget?: () => BudgetCheck;
   /** Posts to the session's mailbox (background tasks); set by the host. */
   post?: (text: string, options?: { type?: string; stackable?: boolean }) => void;
   /**
    * Set by the host: the session's mailbox hands the agent its chats, compactions and resets one
-   * at a time, so the agent keeps no queue of its own for them. Default false (the agent queues
-   * them itself, for callers that may call `chat` concurrently).
+   * at a time, so the agent keeps no queue of its own for them. When false the agent queues them
+   * itself, for callers that may call `chat` concurrently. @defaultValue false
    */
   isOrderedByMailbox?: boolean;
-  /** OpenTelemetry spans; by default on when a global tracer provider is registered. */
+  /** OpenTelemetry spans. @defaultValue on when a global tracer provider is registered */
   tracing?: AgentTracingOptions;
   /**
    * An XState inspector on every machine the session runs (chat, iteration, compaction), e.g. the

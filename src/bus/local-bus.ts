@@ -6,11 +6,11 @@ import { isValidPattern, isValidSubject, tokensMatch } from "./subjects.js";
 
 /** Options of the in-process bus. */
 export interface LocalBusOptions {
-  /** Called when a handler throws; delivery to everyone else goes on. Default: one stderr line. */
+  /** Called when a handler throws; delivery to everyone else goes on. @defaultValue one line on stderr */
   onHandlerError?: HandlerErrorReporter;
-  /** Request timeout when the caller gives none (default 30 s). */
+  /** Request timeout when the caller gives none. @defaultValue 30_000 */
   defaultRequestTimeoutMs?: number;
-  /** Largest payload in UTF-8 bytes (default: no limit, delivery is in memory). */
+  /** Largest payload in UTF-8 bytes. @defaultValue no limit (delivery is in memory) */
   maxPayload?: number;
 }
 
@@ -36,6 +36,19 @@ let nextBusId = 0;
  * iterating a structure is never re-entered) and in publish order: all deliveries go through one
  * FIFO drained on `setImmediate`, in batches, so a handler that keeps publishing cannot starve I/O.
  * Queue groups pick members round-robin. A throwing handler is reported and skipped.
+ *
+ * @example
+ * ```ts
+ * import { LocalBus } from "agentloop/bus";
+ *
+ * const bus = new LocalBus();
+ * bus.subscribe("greet.*", (message) => {
+ *   if (message.reply) bus.publish(message.reply, `hello, ${message.subject.slice("greet.".length)}`);
+ * });
+ * const reply = await bus.request("greet.ada", "", { timeoutMs: 1_000 });
+ * console.log(reply.data); // "hello, ada"
+ * await bus.close();
+ * ```
  */
 export class LocalBus implements Bus {
   readonly kind = "local" as const;

@@ -87,12 +87,38 @@ export function tenantOf(
   return { tenant: token };
 }
 
-/** `<prefix>.agents.<agent>.chat`: request/reply for chat messages. */
+/**
+ * `<prefix>.agents.<agent>.chat`: request/reply for chat messages.
+ *
+ * @example
+ * ```ts
+ * import { ChatReply, chatSubject, DEFAULT_PREFIX, NatsBus } from "agentloop/bus";
+ *
+ * const bus = await NatsBus.connect({ url: "nats://127.0.0.1:4222" });
+ * const reply = await bus.request(chatSubject(DEFAULT_PREFIX, "assistant"), JSON.stringify({ session: "s1", text: "hi" }));
+ * const answer = ChatReply.parse(JSON.parse(reply.data));
+ * console.log(answer.ok ? answer.result : answer.error.message);
+ * await bus.close();
+ * ```
+ */
 export function chatSubject(prefix: string, agent: string): string {
   return `${prefix}.agents.${agent}.chat`;
 }
 
-/** `<prefix>.agents.<agent>.control`: request/reply for stop / new / compact. */
+/**
+ * `<prefix>.agents.<agent>.control`: request/reply for a session's commands: stop, new, compact,
+ * and approve / deny of a held tool call.
+ *
+ * @example
+ * ```ts
+ * import { controlSubject, LocalBus } from "agentloop/bus";
+ *
+ * const bus = new LocalBus(); // the bus a host serves on (startHost({ bus, … }))
+ * const approve = { session: "s1", command: "approve", toolCallId: "call_1" };
+ * const reply = await bus.request(controlSubject("agentloop", "assistant"), JSON.stringify(approve));
+ * console.log(reply.data); // {"ok":true} once the call was held and is now approved
+ * ```
+ */
 export function controlSubject(prefix: string, agent: string): string {
   return `${prefix}.agents.${agent}.control`;
 }
@@ -105,17 +131,51 @@ export function agentRequestsPattern(prefix: string): string {
 /**
  * `<prefix>.events.<agent>.<session>.<Kind>`. On the hot path (one call per text delta), so it
  * only concatenates: names are validated where they enter the system.
+ *
+ * @example
+ * ```ts
+ * import { eventSubject } from "agentloop/bus";
+ *
+ * eventSubject("agentloop", "assistant", "s1", "ChatCompleted"); // "agentloop.events.assistant.s1.ChatCompleted"
+ * ```
  */
 export function eventSubject(prefix: string, agent: string, session: string, kind: EventKind): string {
   return prefix + ".events." + agent + "." + session + "." + kind;
 }
 
-/** `<prefix>.events.>`: every event (also the subject set of the JetStream event log). */
+/**
+ * `<prefix>.events.>`: every event (also the subject set of the JetStream event log).
+ *
+ * @example
+ * ```ts
+ * import { allEventsPattern, NatsBus } from "agentloop/bus";
+ * import { parseEventJson } from "agentloop/events";
+ *
+ * const bus = await NatsBus.connect({ url: "nats://127.0.0.1:4222" });
+ * bus.subscribe(allEventsPattern("agentloop"), (message) => {
+ *   const parsed = parseEventJson(message.data);
+ *   if (parsed.status === "known") console.log(parsed.event.agent, parsed.event.session, parsed.event.kind);
+ * });
+ * ```
+ */
 export function allEventsPattern(prefix: string): string {
   return `${prefix}.events.>`;
 }
 
-/** `<prefix>.events.<agent|*>.<session|*>.>`: the events of one agent and/or session. */
+/**
+ * `<prefix>.events.<agent|*>.<session|*>.>`: the events of one agent and/or session.
+ *
+ * @param agent The agent's name; `"*"`, the default, for every agent.
+ * @param session The session; `"*"`, the default, for every session.
+ *
+ * @example
+ * ```ts
+ * import { sessionEventsPattern } from "agentloop/bus";
+ *
+ * sessionEventsPattern("agentloop", "assistant", "s1"); // "agentloop.events.assistant.s1.>"
+ * sessionEventsPattern("agentloop", undefined, "s1"); // "agentloop.events.*.s1.>": s1 of any agent
+ * ```
+ */
 export function sessionEventsPattern(prefix: string, agent = "*", session = "*"): string {
   return `${prefix}.events.${agent}.${session}.>`;
 }

@@ -55,8 +55,8 @@ export const ToolEntry = z.union([z.string().min(1), z.custom<ToolSet>(isToolSet
 export const AgentConfig = AgentDefinition.extend({
   /**
    * Built-in ToolSet names (`"todo_list"`, `"current_time"`, `"ask_agent"`, `"shell"`), ToolSets
-   * from `createToolSet`, and tools from `defineTool`, in any mix. Default: the built-ins an
-   * agents file gets.
+   * from `createToolSet`, and tools from `defineTool`, in any mix.
+   * @defaultValue `["todo_list", "current_time", "ask_agent"]` (the built-ins an agents file gets)
    */
   tools: z.array(ToolEntry).optional(),
   /**
@@ -70,7 +70,7 @@ export const AgentConfig = AgentDefinition.extend({
     })
     .transform((value) => backendOf(value) as LlmBackend)
     .optional(),
-  /** A model stream silent this long (ms) once started fails. Default: the CLI's, else 120 s. */
+  /** A model stream silent this long (ms) once started fails. @defaultValue the CLI's `--stream-idle-timeout`, else 120_000 */
   streamIdleTimeoutMs: z
     .number()
     .int()

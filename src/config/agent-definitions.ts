@@ -35,7 +35,7 @@ export const AgentDefinition = z
     shellEnv: z
       .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "must be an environment variable name" }))
       .optional(),
-    /** Anthropic prompt caching (a cache breakpoint on the last message); default on for anthropic. */
+    /** Anthropic prompt caching (a cache breakpoint on the last message). @defaultValue true for anthropic, else false */
     promptCaching: z.boolean().optional(),
     /** MCP servers whose tools the agent gets as `<server>__<tool>` (see src/mcp/mcp-server-config.ts). */
     mcpServers: McpServers.optional(),

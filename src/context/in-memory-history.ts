@@ -7,6 +7,16 @@ import type { PendingApproval } from "./pending-approval.js";
  * A {@link ContextHistory} in process memory, for tests and history-less agents that still want
  * the persistence semantics: messages are copied in and out (no aliasing with the live context)
  * and system messages are never stored.
+ *
+ * @example
+ * ```ts
+ * import { createAgent, InMemoryContextHistory } from "agentloop";
+ * import { scriptedModel } from "agentloop/testing";
+ *
+ * const history = new InMemoryContextHistory([{ role: "user", content: "My name is Ada." }]);
+ * const agent = await createAgent({ llm: scriptedModel([{ text: "Hello, Ada." }]), model: "any", history });
+ * await agent.chat("Who am I?"); // the model sees the earlier message first
+ * ```
  */
 export class InMemoryContextHistory implements ContextHistory {
   #messages: Message[];

@@ -35,13 +35,15 @@ export function allHistoryPattern(prefix: string): string {
   return `${prefix}.history.>`;
 }
 
+/** Where the histories are kept and how they are stored. */
 export interface NatsHistoryStoreOptions {
+  /** The subject prefix the histories live under. @defaultValue `"agentloop"` */
   prefix?: string;
-  /** Overrides the name derived from the prefix. */
+  /** Overrides the name derived from the prefix. @defaultValue `AGENTLOOP_HISTORY` (`<PREFIX>_HISTORY`) */
   streamName?: string;
-  /** Caps a part's body below the server's max payload (tests: splitting without megabytes). */
+  /** Caps a part's body below the server's max payload (tests: splitting without megabytes). @defaultValue the server's max payload */
   maxPartBytes?: number;
-  /** Replicas when the stream is created (default 1); an existing stream keeps its own. */
+  /** Replicas when the stream is created; an existing stream keeps its own. @defaultValue 1 */
   replicas?: number;
 }
 
@@ -77,7 +79,20 @@ export class NatsHistoryStore {
     this.#maxPartBytes = maxPartBytes;
   }
 
-  /** Ensures the stream (idempotent: every host calls it at start) and returns the store. */
+  /**
+   * Ensures the stream (idempotent: every host calls it at start) and returns the store.
+   *
+   * @example
+   * ```ts
+   * import { createAgent, NatsBus, NatsHistoryStore } from "agentloop";
+   * import { scriptedModel } from "agentloop/testing";
+   *
+   * const bus = await NatsBus.connect({ url: "nats://127.0.0.1:4222" }); // nats-server -js
+   * const store = await NatsHistoryStore.open(bus.connection);
+   * const history = store.history("assistant", "s1"); // kept in JetStream, read back by any host
+   * const agent = await createAgent({ llm: scriptedModel([{ text: "hi" }]), model: "any", history });
+   * ```
+   */
   static async open(
     connection: NatsConnection,
     options: NatsHistoryStoreOptions = {},

@@ -26,7 +26,21 @@ export abstract class AgentloopError extends Error {
   }
 }
 
-/** True for every error of the hierarchy. */
+/**
+ * True for every error of the hierarchy.
+ *
+ * @example
+ * ```ts
+ * import { isAgentloopError } from "agentloop/errors";
+ *
+ * try {
+ *   await agent.chat("hi");
+ * } catch (error) {
+ *   if (isAgentloopError(error)) console.error(`${error.code} (retryable: ${error.retryable}): ${error.message}`);
+ *   else throw error;
+ * }
+ * ```
+ */
 export function isAgentloopError(error: unknown): error is AgentloopError {
   return error instanceof AgentloopError;
 }

@@ -108,11 +108,33 @@ export type AgentloopErrorCode = keyof typeof ERROR_CODE_TABLE;
 /** Every code, in the table's order. */
 export const AGENTLOOP_ERROR_CODES = Object.keys(ERROR_CODE_TABLE) as AgentloopErrorCode[];
 
+/**
+ * True for a code of {@link ERROR_CODE_TABLE}: a string read from the wire or a log before it is
+ * trusted as an {@link AgentloopErrorCode}.
+ *
+ * @example
+ * ```ts
+ * import { isAgentloopErrorCode } from "agentloop/errors";
+ *
+ * isAgentloopErrorCode("rate_limit"); // true
+ * isAgentloopErrorCode("teapot"); // false
+ * ```
+ */
 export function isAgentloopErrorCode(value: unknown): value is AgentloopErrorCode {
   return typeof value === "string" && Object.hasOwn(ERROR_CODE_TABLE, value);
 }
 
-/** The mapping of `code`; a code this version does not know (e.g. from a newer peer) maps as `internal`. */
+/**
+ * The mapping of `code`; a code this version does not know (e.g. from a newer peer) maps as `internal`.
+ *
+ * @example
+ * ```ts
+ * import { mappingOf } from "agentloop/errors";
+ *
+ * mappingOf("rate_limit"); // { reply: "llm_error", exitCode: 1 }
+ * mappingOf("a_code_from_a_newer_host").reply; // "internal"
+ * ```
+ */
 export function mappingOf(code: string): ErrorCodeMapping {
   return isAgentloopErrorCode(code) ? ERROR_CODE_TABLE[code] : ERROR_CODE_TABLE.internal;
 }
@@ -120,6 +142,15 @@ export function mappingOf(code: string): ErrorCodeMapping {
 /**
  * The exit code of a remote `chat` answered with a failed reply: the host already mapped the
  * error to its reply code, so the CLI reads that (a cancelled chat exits as a local one does).
+ *
+ * @example
+ * ```ts
+ * import { ChatReply } from "agentloop/bus";
+ * import { exitCodeOfReply } from "agentloop/errors";
+ *
+ * const reply = ChatReply.parse(JSON.parse(data)); // a chat request's reply
+ * if (!reply.ok) process.exitCode = exitCodeOfReply(reply.error.code); // 130 when cancelled, else 1
+ * ```
  */
 export function exitCodeOfReply(reply: ReplyErrorCode): number {
   return reply === "cancelled" ? EXIT_CANCELLED : EXIT_FAILURE;

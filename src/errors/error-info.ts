@@ -16,7 +16,17 @@ export interface ErrorInfo {
   name?: string;
 }
 
-/** The one way an error becomes {@link ErrorInfo}: anything from outside the hierarchy is `internal`. */
+/**
+ * The one way an error becomes {@link ErrorInfo}: anything from outside the hierarchy is `internal`.
+ *
+ * @example
+ * ```ts
+ * import { toErrorInfo } from "agentloop/errors";
+ *
+ * toErrorInfo(new Error("boom")); // { code: "internal", message: "boom", retryable: false, name: "Error" }
+ * toErrorInfo("a thrown string"); // { code: "internal", message: "a thrown string", retryable: false, name: "Error" }
+ * ```
+ */
 export function toErrorInfo(error: unknown): ErrorInfo {
   if (error instanceof AgentloopError) {
     return errorInfo(error.code, error.message, {
@@ -30,7 +40,19 @@ export function toErrorInfo(error: unknown): ErrorInfo {
   return errorInfo("internal", String(error), { name: "Error" });
 }
 
-/** Builds an {@link ErrorInfo} (not retryable unless said), e.g. for a failure a machine names itself. */
+/**
+ * Builds an {@link ErrorInfo} (not retryable unless said), e.g. for a failure a machine names itself.
+ *
+ * @param details `retryable` (false unless given), and `status` and `name` (left out unless given).
+ *
+ * @example
+ * ```ts
+ * import { errorInfo } from "agentloop/errors";
+ *
+ * errorInfo("rate_limit", "slow down", { retryable: true, status: 429 });
+ * // { code: "rate_limit", message: "slow down", retryable: true, status: 429 }
+ * ```
+ */
 export function errorInfo(
   code: AgentloopErrorCode,
   message: string,
@@ -45,7 +67,17 @@ export function errorInfo(
   };
 }
 
-/** True for a value that already is {@link ErrorInfo} (e.g. a machine's output handed on). */
+/**
+ * True for a value that already is {@link ErrorInfo} (e.g. a machine's output handed on).
+ *
+ * @example
+ * ```ts
+ * import { isErrorInfo } from "agentloop/errors";
+ *
+ * isErrorInfo({ code: "timeout", message: "no answer", retryable: true }); // true
+ * isErrorInfo(new Error("no answer")); // false: an Error is not data, use toErrorInfo
+ * ```
+ */
 export function isErrorInfo(value: unknown): value is ErrorInfo {
   if (typeof value !== "object" || value === null || value instanceof Error) return false;
   const candidate = value as Partial<Record<keyof ErrorInfo, unknown>>;

@@ -55,7 +55,25 @@ export function parseEvent(value: unknown): ParsedEvent {
   return { status: "known", event: value as AgentEvent };
 }
 
-/** {@link parseEvent} of a bus payload or a JSONL line: text that is not JSON is `invalid` too. */
+/**
+ * {@link parseEvent} of a bus payload or a JSONL line: text that is not JSON is `invalid` too.
+ *
+ * @example
+ * ```ts
+ * import { readFileSync } from "node:fs";
+ * import { parseEventJson } from "agentloop/events";
+ *
+ * // e.g. the output of `agentloop chat --events jsonl … > events.jsonl`
+ * for (const line of readFileSync("events.jsonl", "utf8").split("\n").filter(Boolean)) {
+ *   const parsed = parseEventJson(line);
+ *   if (parsed.status === "known" && parsed.event.kind === "ToolCallCompleted") {
+ *     console.log(parsed.event.toolName, parsed.event.durationMs);
+ *   } else if (parsed.status === "invalid") {
+ *     console.error(`skipped: ${parsed.reason}`);
+ *   }
+ * }
+ * ```
+ */
 export function parseEventJson(text: string): ParsedEvent {
   let value: unknown;
   try {

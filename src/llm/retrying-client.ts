@@ -53,6 +53,18 @@ export interface RetryingLlmClientOptions {
  * a socket error with a `code`). Whatever the error, once the request's signal has aborted it
  * becomes a {@link CancelledError}. Before each attempt the request's `beforeAttempt` runs; what it
  * throws (a lost lease) ends the request as it is.
+ *
+ * @example
+ * ```ts
+ * import { createAgent, createBackend, RetryingLlmClient } from "agentloop";
+ *
+ * const llm = new RetryingLlmClient({
+ *   backend: createBackend({ provider: "openai-responses" }, process.env),
+ *   maxAttempts: 5,
+ *   onRetry: ({ attempt, delayMs, error }) => console.warn(`attempt ${attempt} failed (${error.code}); retry in ${delayMs} ms`),
+ * });
+ * const agent = await createAgent({ llm, model: "gpt-5-mini" });
+ * ```
  */
 export class RetryingLlmClient implements LlmClient {
   #backend: LlmBackend;

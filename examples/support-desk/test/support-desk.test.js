@@ -1,3 +1,4 @@
+import { execFile } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chatSubject, LocalBus, startHost } from "agentloop";
@@ -11,7 +12,7 @@ import { refundsIssued } from "../tools.js";
  * file server), on an in-process bus with scripted models in place of a real provider.
  */
 
-const POLICIES = join(dirname(fileURLToPath(import.meta.url)), "..", "policies");
+const DESK = join(dirname(fileURLToPath(import.meta.url)), "..");
 const running = [];
 afterEach(async () => {
   for (const close of running.splice(0).reverse()) await close();
@@ -70,17 +71,17 @@ describe("the support desk", () => {
     expect(JSON.parse(reply.result).error).toMatch(/^invalid arguments for tool "lookup_order": orderId/);
   });
 
-  it("refunds reads the policy through the MCP file server, confined to the policies folder", async () => {
+  it("refunds reads the policy through the desk's MCP server, which serves its policies only", async () => {
     const refunds = callsThenSummarises([
-      { name: "policies__read_text_file", arguments: { path: join(POLICIES, "refunds.md") } },
-      { name: "policies__read_text_file", arguments: { path: "/etc/passwd" } },
+      { name: "policies__read_policy", arguments: { topic: "refunds" } },
+      { name: "policies__read_policy", arguments: { topic: "../../etc/passwd" } },
     ]);
     const desk = await startDesk({ refunds });
     const reply = await desk.chat("refunds", "r1", "what is the refund policy?");
     expect(reply.ok).toBe(true);
     const [policy, outside] = reply.result.split(" | ");
     expect(policy).toContain("Refunds over 200 EUR need a team lead's approval.");
-    expect(outside).toMatch(/error/i);
+    expect(JSON.parse(outside).error).toBe(`no policy "../../etc/passwd" (topics: refunds)`);
   });
 
   it("a refund waits for a person: approve pays it once, deny tells the model why", async () => {
@@ -120,3 +121,82 @@ describe("the support desk", () => {
     expect(refundsIssued).toHaveLength(1);
   });
 });
+
+/**
+ * The desk as a newcomer without an API key runs it: agentloop.config.js gives each agent its
+ * scripted part (keyless-model.js; vitest.config.js clears the provider keys), nothing replaced.
+ */
+describe("the support desk without an API key", () => {
+  const QUESTION = "My espresso machine (order A-1001) arrived broken. Can I have a refund?";
+
+  it("looks the order up, asks the policies server, holds the refund for a person, then answers", async () => {
+    const desk = await startDesk({});
+    const held = () =>
+      desk.events.filter((event) => event.kind === "ToolApprovalRequested" && event.session === "k1");
+    const completed = (toolName) =>
+      desk.events.find((event) => event.kind === "ToolCallCompleted" && event.toolName === toolName);
+
+    const answer = desk.chat("triage", "k1", QUESTION);
+    // The refund, asked by the refunds agent, is announced on the customer's own session.
+    await expect.poll(() => held().length, { timeout: 20_000 }).toBe(1);
+    const [request] = held();
+    expect(request).toMatchObject({ toolName: "issue_refund", heldBy: { agent: "refunds" } });
+    expect(JSON.parse(request.arguments)).toEqual({
+      orderId: "A-1001",
+      amount: 249,
+      reason: "arrived damaged",
+    });
+    expect(JSON.parse(completed("lookup_order").result)).toMatchObject({
+      item: "espresso machine",
+      amount: 249,
+    });
+    expect(completed("policies__read_policy").result).toContain(
+      "Damaged items are refunded without returning them.",
+    );
+    expect(refundsIssued).toEqual([]); // held: nothing is paid before a person decides
+
+    expect(
+      await desk.control("triage", { session: "k1", command: "approve", toolCallId: request.toolCallId }),
+    ).toEqual({ ok: true });
+    const reply = await answer;
+    expect(reply.ok).toBe(true);
+    expect(reply.result).toBe(
+      "Order A-1001: espresso machine, delivered on 2026-11-20, 249 EUR. The refunds desk says: " +
+        'Refunded 249 EUR for order A-1001, as the refund policy says: "Damaged items are refunded without returning them."',
+    );
+    expect(refundsIssued).toEqual([{ orderId: "A-1001", amount: 249, reason: "arrived damaged" }]);
+  });
+
+  it("runs from the terminal: `agentloop chat --local --config` asks for the approval on stdin", async () => {
+    const approved = await chatInTerminal(QUESTION, "y\n");
+    expect(approved.code, approved.stderr).toBe(0);
+    expect(approved.stderr).toContain(
+      'approve issue_refund({"orderId":"A-1001","amount":249,"reason":"arrived damaged"})? [y/N]',
+    );
+    expect(approved.stdout).toContain("Refunded 249 EUR for order A-1001");
+  });
+});
+
+/** Runs the installed CLI on the desk's config, `input` piped to its stdin, no provider key set. */
+function chatInTerminal(text, input) {
+  const bin = fileURLToPath(import.meta.resolve("agentloop/package.json")).replace(
+    /package\.json$/,
+    "dist/src/cli/bin.js",
+  );
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      process.execPath,
+      [bin, "chat", "--local", "--config", "agentloop.config.js", text],
+      {
+        cwd: DESK,
+        env: { ...process.env, ANTHROPIC_API_KEY: "", OPENAI_API_KEY: "", NO_COLOR: "1" },
+        timeout: 60_000,
+      },
+      (error, stdout, stderr) => {
+        if (error && typeof error.code !== "number") reject(error);
+        else resolve({ code: error ? error.code : 0, stdout, stderr });
+      },
+    );
+    child.stdin.end(input);
+  });
+}
