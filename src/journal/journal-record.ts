@@ -3,6 +3,7 @@ import { MessageSchema } from "../context/message-schema.js";
 import type { Message } from "../llm/types.js";
 import {
   AnsweredChat,
+  AskedChat,
   ChatProgress,
   type InFlightIteration,
   JournalEntry,
@@ -20,6 +21,8 @@ export const JournalStep = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("message"), message: MessageSchema }),
   /** A call of the batch in flight is about to run. */
   z.object({ kind: z.literal("started"), callId: z.string() }),
+  /** A call of the batch in flight asked another agent's chat (stored before the question is sent). */
+  z.object({ kind: z.literal("asked"), callId: z.string(), chat: AskedChat }),
   /** The running chat ended; with its answer when it has a client request id. */
   z.object({ kind: z.literal("end"), answered: AnsweredChat.optional() }),
   /** The reply under this request id is stored. */
@@ -121,6 +124,11 @@ export function applyStep(entry: JournalEntry, step: JournalStep): void {
     case "started":
       entry.chat?.inFlight?.started.push(step.callId);
       return;
+    case "asked": {
+      const inFlight = entry.chat?.inFlight;
+      if (inFlight) inFlight.asked = { ...inFlight.asked, [step.callId]: step.chat };
+      return;
+    }
     case "end":
       entry.chat = null;
       if (step.answered !== undefined) entry.answered = [...(entry.answered ?? []), step.answered];

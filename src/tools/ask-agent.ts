@@ -19,7 +19,7 @@ import { relayChildProgress } from "./child-progress.js";
 import { createToolSet, type StatefulToolSet } from "./create-tool-set.js";
 import { defineTool } from "./define-tool.js";
 import { AgentCallError, type AgentCallErrorCode, ToolCancelledError, ToolError } from "./tool-errors.js";
-import type { ToolContext } from "./tool-set.js";
+import type { AskedChatRef, ToolContext } from "./tool-set.js";
 
 /** Nested agent-to-agent calls allowed below a user's message, so agents asking each other cannot loop forever. */
 export const DEFAULT_ASK_AGENT_MAX_DEPTH = 3;
@@ -210,13 +210,14 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
             ...(options.progressIntervalMs === undefined ? {} : { intervalMs: options.progressIntervalMs }),
           });
     // Stopping this call stops the chat it asked, on whichever host runs it, and that one's in turn.
-    const stopChild = (): void => {
-      const stop = JSON.stringify({ session, command: "stop" });
-      bus.request(controlSubject(prefix, agent), stop, { timeoutMs: STOP_TIMEOUT_MS }).catch(() => {});
-    };
+    const stopChild = (): void => stopAskedChat({ agent, session });
     context.signal.addEventListener("abort", stopChild, { once: true });
     let reply: BusMessage;
     try {
+      // Journaled before the question goes out: should this host die while the call waits, the
+      // chat resumed elsewhere stops the one asked here (nobody would wait for its answer).
+      if (context.toolCallId !== undefined)
+        await context.noteAskedChat?.(context.toolCallId, { agent, session });
       await relay?.ready;
       reply = await requestWithHeartbeat(bus, chatSubject(prefix, agent), JSON.stringify(request), {
         heartbeatSubject: sessionHeartbeatSubject(prefix, agent, session),
@@ -256,7 +257,14 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
     return parsed.value.result;
   }
 
-  return createToolSet({ name: TOOL_NAME, tools: [tool] });
+  /** Sends the asked chat's session a `stop` on its agent's control subject (nobody waits on it). */
+  function stopAskedChat({ agent, session }: AskedChatRef): void {
+    const stop = JSON.stringify({ session, command: "stop" });
+    bus.request(controlSubject(prefix, agent), stop, { timeoutMs: STOP_TIMEOUT_MS }).catch(() => {});
+  }
+
+  // The set is stateless, so `copy()` hands out this very object, the stop included.
+  return Object.assign(createToolSet({ name: TOOL_NAME, tools: [tool] }), { stopAskedChat });
 }
 
 /** What `ask_agent` was asked to reach: one kind per way of reaching an agent. */
