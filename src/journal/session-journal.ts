@@ -177,7 +177,7 @@ export class SessionJournal {
    */
   chatAsked(callId: string, chat: AskedChat): Promise<void> {
     if (!this.#entry.chat?.inFlight) return Promise.resolve();
-    this.#take({ kind: "asked", callId, chat: { agent: chat.agent, session: chat.session } });
+    this.#take({ kind: "started", callId, asked: { agent: chat.agent, session: chat.session } });
     return this.#write();
   }
 

@@ -11,6 +11,7 @@ import { textOf } from "../../src/llm/types.js";
 import { ScriptedBackend, type ScriptedRequest, type ScriptedStep } from "../../src/testing/index.js";
 import { createAskAgentToolSet } from "../../src/tools/ask-agent.js";
 import { runToolCall } from "../../src/tools/tool-runner.js";
+import { waitUntil } from "../support/agent-harness.js";
 import { createTestToolContext } from "./tool-context.js";
 
 /**
@@ -167,12 +168,17 @@ describe("a chat whose child fails under the fail policy", () => {
     const failed = events.find((event) => event.kind === "ChatFailed" && event.agent === "lead");
     expect(failed).toMatchObject({ error: { code: "agent_failed" }, cancelled: false });
     // Every call the chat started is closed: the ask failed, the other one ended one way or another.
-    const leadCalls = events.filter((event) => event.agent === "lead");
-    const started = leadCalls.filter((event) => event.kind === "ToolCallStarted").map((e) => e.toolCallId);
-    const ended = leadCalls
-      .filter((event) => event.kind === "ToolCallFailed" || event.kind === "ToolCallCompleted")
-      .map((event) => event.toolCallId);
-    expect(new Set(ended)).toEqual(new Set(started));
+    const callsOf = (kinds: readonly AgentEvent["kind"][]) =>
+      new Set(
+        events
+          .filter((event) => event.agent === "lead" && kinds.includes(event.kind))
+          .map((event) => (event as { toolCallId: string }).toolCallId),
+      );
+    await waitUntil(
+      () => callsOf(["ToolCallFailed", "ToolCallCompleted"]).size === callsOf(["ToolCallStarted"]).size,
+      30_000,
+    );
+    expect(callsOf(["ToolCallFailed", "ToolCallCompleted"])).toEqual(callsOf(["ToolCallStarted"]));
   });
 
   it("under the default policy the model gets the failure and answers", async () => {
