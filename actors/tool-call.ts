@@ -132,6 +132,7 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
       ok: outcome.ok,
       message: toolResultMessage(outcome),
       appended,
+      ...(outcome.failsChat && outcome.error !== undefined ? { fatal: outcome.error } : {}),
     };
   });
 });

@@ -14,6 +14,9 @@ import { uniqueToolCallIds } from "../src/llm/unique-tool-call-ids.js";
  * granted or denied (`approval.granted` / `approval.denied`, sent by the session); a denied call's
  * result is `{"error":"denied","reason":…}` and it never runs.
  *
+ * A call whose outcome is `fatal` (an asked agent failed, and the agent's supervision policy says
+ * its failure is the chat's) ends the iteration in `failed` at once, with that error.
+ *
  * Pure: the model stream (`streamModel`) and the tool runner (`runToolCall`) are named here and
  * bound with `.provide()` at the composition root, and so is `selectApprovals` (which calls need
  * approval is the tools' business); `recordMessages` and `announceApprovals` are the outward
@@ -48,6 +51,11 @@ export interface ToolCallSettlement {
   message: Message;
   /** Messages the tool added with `ctx.appendMessage`, placed after all tool results. */
   appended: Message[];
+  /**
+   * Set when the call's failure ends the chat (an asked agent failed under the `fail` supervision
+   * policy): the iteration fails with this error instead of handing the result to the model.
+   */
+  fatal?: ErrorInfo;
 }
 
 export type IterationOutput =
@@ -197,6 +205,7 @@ export const iterationMachine = setup({
     isEveryApprovalDecided: ({ context }) => context.awaitingApproval.length === 0,
     isAwaitedDecision: ({ context, event }) => isAwaitedDecision(context, event as ApprovalEvent),
     allToolCallsSettled: ({ context }) => areAllToolCallsSettled(context),
+    isFatalOutcome: ({ event }) => (event as ToolDoneEvent).output.fatal !== undefined,
   },
 }).createMachine({
   id: "iteration",
@@ -339,29 +348,58 @@ export const iterationMachine = setup({
         }
       }),
       on: {
-        "xstate.done.actor.*": {
-          actions: [
-            assign({
-              outcomes: ({ context, event }) => {
+        "xstate.done.actor.*": [
+          {
+            // The call's failure ends the chat: the calls still running are stopped with the
+            // iteration, and the chat closes them as cancelled.
+            guard: "isFatalOutcome",
+            target: "failed",
+            actions: [
+              assign(({ context, event }) => {
                 const outcome = (event as ToolDoneEvent).output;
-                return { ...context.outcomes, [outcome.callId]: outcome };
+                return {
+                  outcomes: { ...context.outcomes, [outcome.callId]: outcome },
+                  error: outcome.fatal!,
+                };
+              }),
+              {
+                type: "recordMessages",
+                params: ({ event }) => ({ messages: [(event as ToolDoneEvent).output.message] }),
               },
-            }),
-            {
-              type: "recordMessages",
-              params: ({ event }) => ({ messages: [(event as ToolDoneEvent).output.message] }),
-            },
-            enqueueActions(({ context, event, enqueue }) => {
-              // The last call to settle ends the iteration in this step: its output says it all.
-              if (context.reportsProgress && !areAllToolCallsSettled(context)) {
-                enqueue.sendParent({
-                  type: "iteration.toolSettled",
-                  outcome: (event as ToolDoneEvent).output,
-                });
-              }
-            }),
-          ],
-        },
+              enqueueActions(({ context, event, enqueue }) => {
+                if (context.reportsProgress) {
+                  enqueue.sendParent({
+                    type: "iteration.toolSettled",
+                    outcome: (event as ToolDoneEvent).output,
+                  });
+                }
+              }),
+            ],
+          },
+          {
+            actions: [
+              assign({
+                outcomes: ({ context, event }) => {
+                  const outcome = (event as ToolDoneEvent).output;
+                  return { ...context.outcomes, [outcome.callId]: outcome };
+                },
+              }),
+              {
+                type: "recordMessages",
+                params: ({ event }) => ({ messages: [(event as ToolDoneEvent).output.message] }),
+              },
+              enqueueActions(({ context, event, enqueue }) => {
+                // The last call to settle ends the iteration in this step: its output says it all.
+                if (context.reportsProgress && !areAllToolCallsSettled(context)) {
+                  enqueue.sendParent({
+                    type: "iteration.toolSettled",
+                    outcome: (event as ToolDoneEvent).output,
+                  });
+                }
+              }),
+            ],
+          },
+        ],
       },
       always: { guard: "allToolCallsSettled", target: "backfilling" },
     },

@@ -27,7 +27,7 @@ import type { LlmClient } from "../llm/llm-client.js";
 import { emptyUsage, type LlmOptions, type Message, type ToolCall } from "../llm/types.js";
 import { toWellFormed } from "../llm/well-formed-message.js";
 import type { SecretRedactor } from "../text/secret-redactor.js";
-import type { HeldApproval, ToolSet } from "../tools/tool-set.js";
+import type { AskedChatRef, HeldApproval, ToolSet } from "../tools/tool-set.js";
 import type { Agent, ChatOptions, ChatResult, ResumeChatOptions } from "./agent-types.js";
 import { boundMachines } from "./bound-machines.js";
 import { ChatCancelledError, ChatFailedError } from "./chat-errors.js";
@@ -152,6 +152,9 @@ export class AgentSession implements Agent {
           : { lineage: this.#lineage }),
         approvalRequired: this.#approvalChain(),
         ...(params.post ? { post: params.post } : {}),
+        ...(journal
+          ? { noteAskedChat: (callId: string, chat: AskedChatRef) => journal.chatAsked(callId, chat) }
+          : {}),
       }),
       recordMessage: journal
         ? (message: Message) => {
@@ -234,6 +237,12 @@ export class AgentSession implements Agent {
         isIdempotent: (call) => this.#isIdempotent(call),
         emit: (iteration, body) => events.emit(iteration, body, progress.chatId),
         recordMessage: this.#deps.recordMessage,
+        // Its answer has nobody to go to: the tool set that asked stops it (and it, its own).
+        stopAskedChat: (call, chat) => {
+          for (const set of this.#params.toolSets) {
+            if (set.tools().some((tool) => tool.name === call.name)) set.stopAskedChat?.(chat);
+          }
+        },
         runTool: (call, iteration) => {
           const actor = createActor(toolCallActor, { input: { call, iteration, deps: this.#deps } });
           actor.start();

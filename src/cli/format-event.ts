@@ -108,7 +108,7 @@ function describeKnownEvent(event: AgentEvent, palette: Palette): string {
         `approve ${event.toolName}(${oneLine(event.arguments, 120)})? ${palette.dim(event.toolCallId)}${event.heldBy === undefined ? "" : ` held by ${event.heldBy.agent}/${event.heldBy.session}`}`,
       );
     case "ToolApprovalResolved":
-      return `${event.toolName} ${event.approved ? palette.green("approved") : palette.red("denied")}${event.reason ? `: ${oneLine(event.reason, 120)}` : ""} ${palette.dim(event.toolCallId)}`;
+      return `${event.toolName} ${event.approved ? palette.green("approved") : palette.red("denied")}${event.reason ? `: ${oneLine(event.reason, 120)}` : ""} ${palette.dim(event.toolCallId)}${event.heldBy === undefined ? "" : ` held by ${event.heldBy.agent}/${event.heldBy.session}`}`;
     case "ChatResumed":
       return `${palette.yellow("resumed")} at ${event.step}${event.fromIteration > 0 ? ` (iteration ${event.fromIteration})` : ""}`;
     case "ToolCallInDoubt":

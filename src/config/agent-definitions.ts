@@ -52,11 +52,13 @@ export const AgentDefinition = z
     /**
      * What the agent does when an agent it asked (`ask_agent`) fails: `"report"` (the default) gives
      * the model a typed tool error; `{ "retry": n, "backoffMs": ms }` asks again up to n times
-     * (waiting ms, doubling) before reporting. A cycle, the depth cap or a refusal is never retried.
+     * (waiting ms, doubling) before reporting; `"fail"` fails the agent's own chat with the asked
+     * agent's failure. A cycle, the depth cap or a refusal is never retried nor fatal.
      */
     onChildFailure: z
       .union([
         z.literal("report"),
+        z.literal("fail"),
         z
           .object({
             retry: z.number().int().min(1).max(10),
@@ -304,5 +306,6 @@ const DEFAULT_RETRY_BACKOFF_MS = 500;
 
 function supervisionOf(policy: NonNullable<AgentDefinition["onChildFailure"]>): SupervisionPolicy {
   if (policy === "report") return { kind: "report" };
+  if (policy === "fail") return { kind: "fail" };
   return { kind: "retry", times: policy.retry, backoffMs: policy.backoffMs ?? DEFAULT_RETRY_BACKOFF_MS };
 }

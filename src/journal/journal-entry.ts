@@ -1,6 +1,10 @@
 import { z } from "zod";
 import { MessageSchema } from "../context/message-schema.js";
 
+/** A chat another agent runs because a call of this chat asked it (`ask_agent`). */
+export const AskedChat = z.object({ agent: z.string(), session: z.string() });
+export type AskedChat = z.infer<typeof AskedChat>;
+
 /**
  * The iteration a chat was in when its progress was last written: the assembled assistant message,
  * the calls whose start was journaled (before they ran) and the results that came back.
@@ -13,6 +17,11 @@ export const InFlightIteration = z.object({
   results: z.record(z.string(), MessageSchema),
   /** Messages the tools added with `ctx.appendMessage` (placed after every result). */
   appended: z.array(MessageSchema),
+  /**
+   * The chats the calls asked, by call id: when a call is left in doubt by a host that died, the
+   * chat it asked has nobody waiting for its answer, so the resumed chat stops it.
+   */
+  asked: z.record(z.string(), AskedChat).optional(),
 });
 export type InFlightIteration = z.infer<typeof InFlightIteration>;
 

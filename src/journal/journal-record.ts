@@ -3,6 +3,7 @@ import { MessageSchema } from "../context/message-schema.js";
 import type { Message } from "../llm/types.js";
 import {
   AnsweredChat,
+  AskedChat,
   ChatProgress,
   type InFlightIteration,
   JournalEntry,
@@ -18,8 +19,12 @@ export const JournalStep = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("chat"), chat: ChatProgress }),
   /** A message of the running chat (see `SessionJournal.record`). */
   z.object({ kind: z.literal("message"), message: MessageSchema }),
-  /** A call of the batch in flight is about to run. */
-  z.object({ kind: z.literal("started"), callId: z.string() }),
+  /**
+   * A call of the batch in flight is about to run; again with `asked` when it is about to ask
+   * another agent's chat (`ask_agent`). A field, not a step kind of its own: a host of an earlier
+   * version reads the record still (it drops the field), so a rolling upgrade tears no journal.
+   */
+  z.object({ kind: z.literal("started"), callId: z.string(), asked: AskedChat.optional() }),
   /** The running chat ended; with its answer when it has a client request id. */
   z.object({ kind: z.literal("end"), answered: AnsweredChat.optional() }),
   /** The reply under this request id is stored. */
@@ -118,9 +123,13 @@ export function applyStep(entry: JournalEntry, step: JournalStep): void {
     case "message":
       if (entry.chat !== null) recordMessage(entry.chat, step.message);
       return;
-    case "started":
-      entry.chat?.inFlight?.started.push(step.callId);
+    case "started": {
+      const inFlight = entry.chat?.inFlight;
+      if (!inFlight) return;
+      if (!inFlight.started.includes(step.callId)) inFlight.started.push(step.callId);
+      if (step.asked !== undefined) inFlight.asked = { ...inFlight.asked, [step.callId]: step.asked };
       return;
+    }
     case "end":
       entry.chat = null;
       if (step.answered !== undefined) entry.answered = [...(entry.answered ?? []), step.answered];

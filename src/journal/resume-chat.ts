@@ -1,6 +1,7 @@
 import type { ToolCallSettlement } from "../../machines/iteration.machine.js";
 import type { EventBody } from "../events/types.js";
 import type { Message, ToolCall } from "../llm/types.js";
+import type { AskedChat } from "./journal-entry.js";
 import { interruptedResult, planResume } from "./resume-plan.js";
 import { type SessionJournal, settledIteration } from "./session-journal.js";
 
@@ -26,6 +27,11 @@ export interface SettleUnfinishedChatParams {
   recordMessage(message: Message): void;
   /** Runs one call as the loop would (events, the concurrency cap, its start journaled). */
   runTool(call: ToolCall, iteration: number): Promise<ToolCallSettlement>;
+  /**
+   * Stops the chat a call in doubt had asked (`ask_agent`): its answer has nobody to go to. Default:
+   * nothing is stopped.
+   */
+  stopAskedChat?(call: ToolCall, chat: AskedChat): void;
   /** The chat had finished before its host stopped (only its journal entry was left): its answer. */
   onFinished?(result: string): void;
 }
@@ -34,7 +40,8 @@ export interface SettleUnfinishedChatParams {
  * Resume after a crash: brings the session's unfinished chat back to a state the chat machine can go on from.
  * Publishes `ChatResumed`; settles the tool calls that were in flight — an idempotent tool's call,
  * or one that never started, runs (again); a call that was running, of any other tool, gets the
- * `interrupted` result and a `ToolCallInDoubt` event, and the model decides. A model stream in
+ * `interrupted` result and a `ToolCallInDoubt` event, and the model decides (a chat such a call
+ * had asked of another agent is stopped: nobody waits for its answer). A model stream in
  * progress is simply asked again. Resolves with what to run, or undefined when nothing is left
  * (the chat had finished, or the session moved on): then the journal's chat is dropped.
  */
@@ -71,6 +78,8 @@ export async function settleUnfinishedChat(
         arguments: call.arguments,
       });
       params.recordMessage(interruptedResult(call));
+      const asked = inFlight.iteration.asked?.[call.id];
+      if (asked !== undefined) params.stopAskedChat?.(call, asked);
     }
     const settlements = await Promise.all(inFlight.run.map((call) => params.runTool(call, plan.iteration)));
     for (const settlement of settlements) params.recordMessage(settlement.message);

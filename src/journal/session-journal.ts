@@ -3,6 +3,7 @@ import type { Message } from "../llm/types.js";
 import type { ChatJournal } from "./chat-journal.js";
 import {
   type AnsweredChat,
+  type AskedChat,
   type ChatProgress,
   isEmptyEntry,
   type JournalEntry,
@@ -166,6 +167,17 @@ export class SessionJournal {
     if (isIdempotent && this.#isBatchStored) return Promise.resolve();
     if (!isIdempotent) this.#take({ kind: "started", callId });
     this.#isBatchStored = true;
+    return this.#write();
+  }
+
+  /**
+   * A call of the batch in flight is about to ask another agent's chat (`ask_agent`): resolves
+   * once that is stored, so a host that dies while the call waits leaves a record of the chat to
+   * stop when the call is resumed in doubt.
+   */
+  chatAsked(callId: string, chat: AskedChat): Promise<void> {
+    if (!this.#entry.chat?.inFlight) return Promise.resolve();
+    this.#take({ kind: "started", callId, asked: { agent: chat.agent, session: chat.session } });
     return this.#write();
   }
 

@@ -5,6 +5,7 @@ import type { EventOf } from "../events/types.js";
 import { ContextLengthExceededError } from "../llm/errors.js";
 import { createToolSet } from "../tools/create-tool-set.js";
 import { defineTool } from "../tools/define-tool.js";
+import { AgentCallError } from "../tools/tool-errors.js";
 import type { AgentPath, AgentPathRun } from "./agent-path.js";
 
 /**
@@ -19,6 +20,9 @@ import type { AgentPath, AgentPathRun } from "./agent-path.js";
  * - `streamRetry`: the stream is cut mid-answer and retried.
  * - `modelError`: the provider keeps failing; the chat fails.
  * - `contextOverflow`: the prompt is over the model's window; the chat compacts and goes on.
+ * - `childFailure`: a tool fails in a way that ends the chat (an asked agent failing under the
+ *   `fail` supervision policy) while another call of the batch still runs; the chat fails with
+ *   that error and the model is not asked again.
  * - `approval`: a tool that needs approval is called; on its ToolApprovalRequested the path
  *   approves it (`agent.decideToolCall`), the tool runs and the model answers.
  * - `approvalDenied`: the same call is denied with a reason; the tool never runs and the model
@@ -130,6 +134,22 @@ export function builtinAgentPaths(): Record<string, AgentPath> {
         await expectResult(agent, "second");
       },
     })),
+    path("childFailure", () => ({
+      script: [
+        {
+          toolCalls: [
+            { name: "wait", arguments: {} },
+            { name: "ask_child", arguments: {} },
+          ],
+        },
+        { text: "never asked" },
+      ],
+      toolSets: [childFailureTools()],
+      drive: async (agent, model) => {
+        await expectRejection(agent.chat("delegate"), ChatFailedError, "childFailure");
+        if (model.requests.length !== 1) throw new Error("childFailure: the model was asked again");
+      },
+    })),
     path("approval", () => approvalRun("approval", { approved: true })),
     path("approvalDenied", () => approvalRun("approvalDenied", { approved: false, reason: "not today" })),
   ];
@@ -198,6 +218,38 @@ function approvalRun(name: string, decision: { approved: boolean; reason?: strin
       }
     },
   };
+}
+
+/**
+ * `ask_child` fails as `ask_agent` does when the agent it asked failed and the policy is `fail`;
+ * `wait` runs until the chat is stopped (so the failure ends a batch still in flight).
+ */
+function childFailureTools() {
+  return createToolSet({
+    name: "explore-child-failure",
+    tools: [
+      defineTool({
+        name: "ask_child",
+        description: "Asks a child agent that fails.",
+        parameters: z.object({}),
+        execute: () => {
+          throw new AgentCallError("agent_failed", "the asked agent child/s1 failed", {
+            toolName: "ask_child",
+            failsChat: true,
+          });
+        },
+      }),
+      defineTool({
+        name: "wait",
+        description: "Waits until the chat is stopped.",
+        parameters: z.object({}),
+        execute: (_args, context) =>
+          new Promise<string>((_resolve, reject) => {
+            context.signal.addEventListener("abort", () => reject(new Error("stopped")), { once: true });
+          }),
+      }),
+    ],
+  });
 }
 
 /** `echo` returns its text; `fail` always throws. */

@@ -19,7 +19,7 @@ import { relayChildProgress } from "./child-progress.js";
 import { createToolSet, type StatefulToolSet } from "./create-tool-set.js";
 import { defineTool } from "./define-tool.js";
 import { AgentCallError, type AgentCallErrorCode, ToolCancelledError, ToolError } from "./tool-errors.js";
-import type { ToolContext } from "./tool-set.js";
+import type { AskedChatRef, ToolContext } from "./tool-set.js";
 
 /** Nested agent-to-agent calls allowed below a user's message, so agents asking each other cannot loop forever. */
 export const DEFAULT_ASK_AGENT_MAX_DEPTH = 3;
@@ -67,10 +67,16 @@ export interface AskAgentToolSetOptions {
 /**
  * What an asking chat does when the agent it asked fails (its chat failed, or it was not there):
  * `report` gives the model the failure as a typed tool error (the default); `retry` asks again up
- * to `times` more times, waiting `backoffMs` × 2^(n−1) before the n-th retry, then reports. A
- * cycle, the depth cap and a refusal are never retried: asking again cannot change them.
+ * to `times` more times, waiting `backoffMs` × 2^(n−1) before the n-th retry, then reports; `fail`
+ * ends the asking chat too, its `ChatFailed` naming the asked agent's failure (code
+ * `agent_failed`), so a failure climbs the tree as far as the agents on it say so. A cycle, the
+ * depth cap and a refusal are never retried nor fatal: asking again cannot change them, and the
+ * model can still answer without that agent.
  */
-export type SupervisionPolicy = { kind: "report" } | { kind: "retry"; times: number; backoffMs: number };
+export type SupervisionPolicy =
+  | { kind: "report" }
+  | { kind: "retry"; times: number; backoffMs: number }
+  | { kind: "fail" };
 
 /** The default {@link SupervisionPolicy}: the model gets the failure and decides. */
 export const DEFAULT_SUPERVISION: SupervisionPolicy = { kind: "report" };
@@ -166,6 +172,9 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
         try {
           return await askOnce(question, context);
         } catch (error) {
+          if (supervision.kind === "fail" && isWorthRetrying(error) && !context.signal.aborted) {
+            throw failingTheChat(asked.agent, session, error as AgentCallError);
+          }
           const retry =
             supervision.kind === "retry" && attempt <= supervision.times && isWorthRetrying(error);
           if (!retry || context.signal.aborted) throw error;
@@ -201,13 +210,14 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
             ...(options.progressIntervalMs === undefined ? {} : { intervalMs: options.progressIntervalMs }),
           });
     // Stopping this call stops the chat it asked, on whichever host runs it, and that one's in turn.
-    const stopChild = (): void => {
-      const stop = JSON.stringify({ session, command: "stop" });
-      bus.request(controlSubject(prefix, agent), stop, { timeoutMs: STOP_TIMEOUT_MS }).catch(() => {});
-    };
+    const stopChild = (): void => stopAskedChat({ agent, session });
     context.signal.addEventListener("abort", stopChild, { once: true });
     let reply: BusMessage;
     try {
+      // Journaled before the question goes out: should this host die while the call waits, the
+      // chat resumed elsewhere stops the one asked here (nobody would wait for its answer).
+      if (context.toolCallId !== undefined)
+        await context.noteAskedChat?.(context.toolCallId, { agent, session });
       await relay?.ready;
       reply = await requestWithHeartbeat(bus, chatSubject(prefix, agent), JSON.stringify(request), {
         heartbeatSubject: sessionHeartbeatSubject(prefix, agent, session),
@@ -247,7 +257,14 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
     return parsed.value.result;
   }
 
-  return createToolSet({ name: TOOL_NAME, tools: [tool] });
+  /** Sends the asked chat's session a `stop` on its agent's control subject (nobody waits on it). */
+  function stopAskedChat({ agent, session }: AskedChatRef): void {
+    const stop = JSON.stringify({ session, command: "stop" });
+    bus.request(controlSubject(prefix, agent), stop, { timeoutMs: STOP_TIMEOUT_MS }).catch(() => {});
+  }
+
+  // The set is stateless, so `copy()` hands out this very object, the stop included.
+  return Object.assign(createToolSet({ name: TOOL_NAME, tools: [tool] }), { stopAskedChat });
 }
 
 /** What `ask_agent` was asked to reach: one kind per way of reaching an agent. */
@@ -331,6 +348,15 @@ function callErrorCodeOf(code: string): AgentCallErrorCode {
 /** A retry may help an agent that was not there or failed; never a cycle, the depth cap or a refusal. */
 function isWorthRetrying(error: unknown): boolean {
   return error instanceof AgentCallError && (error.code === "unavailable" || error.code === "agent_failed");
+}
+
+/** The asked agent's failure, made the asking chat's own (the `fail` supervision policy). */
+function failingTheChat(agent: string, session: string, error: AgentCallError): AgentCallError {
+  return new AgentCallError(
+    "agent_failed",
+    `the asked agent ${agent}/${session} failed (${error.code}: ${error.message}), and this agent's onChildFailure policy is "fail"`,
+    { toolName: TOOL_NAME, cause: error, failsChat: true },
+  );
 }
 
 function pause(ms: number, signal: AbortSignal): Promise<void> {

@@ -1,14 +1,21 @@
 import { AgentloopError } from "../errors/agentloop-error.js";
 
 /**
- * Errors of the tool layer. A tool error never fails the chat: the runner turns it into an
- * `{"error": …}` result the model sees, so messages are written for the model to read.
+ * Errors of the tool layer. A tool error does not fail the chat: the runner turns it into an
+ * `{"error": …}` result the model sees, so messages are written for the model to read. The one
+ * exception is an error made with `failsChat` (see {@link ToolErrorOptions.failsChat}).
  */
 
 export interface ToolErrorOptions {
   /** The tool the error is about, when known. */
   toolName?: string;
   cause?: unknown;
+  /**
+   * The chat fails with this error (its `ChatFailed` carries it) instead of handing it to the
+   * model: for a failure the agent was configured not to handle itself (an asked agent failing
+   * under the `fail` supervision policy). Default false.
+   */
+  failsChat?: boolean;
 }
 
 /** Base of every tool error. */
@@ -23,10 +30,13 @@ export class ToolError extends AgentloopError {
     | AgentCallErrorCode = "tool";
   readonly retryable = false;
   readonly toolName: string | undefined;
+  /** See {@link ToolErrorOptions.failsChat}. */
+  readonly failsChat: boolean;
 
   constructor(message: string, options: ToolErrorOptions = {}) {
     super(message, options.cause === undefined ? {} : { cause: options.cause });
     this.toolName = options.toolName;
+    this.failsChat = options.failsChat ?? false;
   }
 }
 

@@ -3,7 +3,7 @@ import type { Message, ToolCall } from "../llm/types.js";
 import { toWellFormed } from "../llm/well-formed-message.js";
 import { NO_SECRETS, type SecretRedactor } from "../text/secret-redactor.js";
 import { sliceCodePoints, truncateText } from "../text/truncate-text.js";
-import { AgentCallError, ToolCancelledError, ToolNotFoundError } from "./tool-errors.js";
+import { AgentCallError, ToolCancelledError, ToolError, ToolNotFoundError } from "./tool-errors.js";
 import type { ToolContext, ToolSet } from "./tool-set.js";
 
 /** Results longer than this reach the model truncated, with a marker, so one tool cannot fill the context. */
@@ -25,6 +25,8 @@ export interface ToolCallOutcome {
   result: string;
   /** For `ToolCallFailed`: the error's class name and its sanitised message. */
   error?: ErrorInfo;
+  /** The failure ends the chat (a {@link ToolError} made with `failsChat`); `error` says why. */
+  failsChat?: true;
 }
 
 export interface RunToolCallOptions {
@@ -159,6 +161,7 @@ function failedOutcome(call: ToolCall, error: unknown, redactor: SecretRedactor)
       error instanceof AgentCallError ? { error: message, code: error.code } : { error: message },
     ),
     error: { ...toErrorInfo(error), message },
+    ...(error instanceof ToolError && error.failsChat ? { failsChat: true as const } : {}),
   };
 }
 

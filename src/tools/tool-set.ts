@@ -14,6 +14,12 @@ export interface HeldApproval {
   approved?: boolean;
 }
 
+/** A chat of another agent that a tool call asked (`ask_agent`): its agent and session. */
+export interface AskedChatRef {
+  agent: string;
+  session: string;
+}
+
 /** A step of an asked chat, reported as the calling tool call's `ToolCallProgress` (see {@link ToolContext.progress}). */
 export type ToolProgress = Omit<
   EventOf<"ToolCallProgress">,
@@ -62,6 +68,12 @@ export interface ToolContext {
    * agent asked in turn must ask for approval for them too.
    */
   approvalRequired?: readonly string[];
+  /**
+   * Records that this call is about to ask another agent's chat, before the question is sent:
+   * should this host die while the call waits, the chat resumed from the journal stops that chat
+   * (see {@link ToolSet.stopAskedChat}). Resolves once stored; never rejects. Absent: no journal.
+   */
+  noteAskedChat?: (toolCallId: string, chat: AskedChatRef) => Promise<void>;
 }
 
 /**
@@ -82,6 +94,12 @@ export interface ToolSet {
    * `idempotent`): it is run again after a host stopped mid-call. Optional: without it, no call is.
    */
   isIdempotent?(call: ToolCall): boolean;
+  /**
+   * Stops a chat a call of this set asked (see {@link ToolContext.noteAskedChat}) that nobody waits
+   * for any more: the asking host died and the call was resumed in doubt. Best effort, never
+   * throws. Optional: without it, nothing is stopped.
+   */
+  stopAskedChat?(chat: AskedChatRef): void;
   /** Static text appended to the system prompt once, when the agent is built. */
   prompt(): string;
   /** Dynamic text prepended to each user message (e.g. a live todo-list snapshot). */

@@ -93,6 +93,26 @@ function settlement(call: ToolCall): ToolCallSettlement {
   };
 }
 
+/** The error of a call whose failure ends the chat (an asked agent failed under the `fail` policy). */
+const fatalError = {
+  code: "agent_failed" as const,
+  message: "the asked agent helper/bot-s1 failed",
+  retryable: false,
+  name: "AgentCallError",
+};
+
+/** `call` settled with a failure that ends the chat. */
+function fatalSettlement(call: ToolCall): ToolCallSettlement {
+  return {
+    callId: call.id,
+    toolName: call.name,
+    ok: false,
+    message: { role: "tool", toolCallId: call.id, toolName: call.name, content: '{"error":"failed"}' },
+    appended: [],
+    fatal: fatalError,
+  };
+}
+
 function eventsFor(snapshot: Snapshot): ModelEvent[] {
   if (snapshot.status !== "active") return [];
   if (snapshot.value === "streaming") {
@@ -119,7 +139,13 @@ function eventsFor(snapshot: Snapshot): ModelEvent[] {
   if (snapshot.value === "executingTools") {
     return snapshot.context.toolCalls
       .filter((call) => snapshot.context.outcomes[call.id] === undefined)
-      .map((call): ToolDone => ({ type: `xstate.done.actor.tool:${call.id}`, output: settlement(call) }));
+      .flatMap((call): ToolDone[] => [
+        { type: `xstate.done.actor.tool:${call.id}`, output: settlement(call) },
+        // One call may also fail the chat, whichever of the batch is still running.
+        ...(call.id === "c2"
+          ? [{ type: `xstate.done.actor.tool:${call.id}` as const, output: fatalSettlement(call) }]
+          : []),
+      ]);
   }
   return [];
 }
@@ -143,6 +169,9 @@ function serializeEvent(event: ModelEvent): string {
   if (event.type === "stream.completed") return `${event.type}:${event.response.content}`;
   if (event.type === "approval.granted" || event.type === "approval.denied") {
     return `${event.type}:${event.toolCallId}`;
+  }
+  if (event.type.startsWith("xstate.done.actor.") && (event as ToolDone).output.fatal) {
+    return `${event.type}:fatal`;
   }
   return event.type;
 }
@@ -233,6 +262,15 @@ async function replay(
   if (snapshot.status !== "done") return;
   const output = snapshot.output as IterationOutput;
   const response = snapshot.context.response;
+  if (snapshot.value === "failed" && snapshot.context.response !== null) {
+    // A call's failure ended the chat: the iteration fails with its error at once, its result
+    // is recorded, and the calls still running are stopped.
+    const fatal = response!.toolCalls.find((call) => call.id === settledOrder.at(-1))!;
+    expect(output).toEqual({ status: "failed", usage, error: fatalError });
+    expect(recorded.at(-1)).toEqual(fatalSettlement(fatal).message);
+    for (const [id, tool] of tools) expect(tool.signal.aborted).toBe(!settledOrder.includes(id));
+    return;
+  }
   if (snapshot.value === "failed") {
     expect(output).toEqual({ status: "failed", usage: createUsage(0, 0), error: snapshot.context.error });
     expect(recorded).toEqual([]);

@@ -47,6 +47,8 @@ describe("exploreAgentPaths", () => {
     expect(report.missing).not.toContain("transition iteration.streaming --stream.reset--> #0");
     expect(report.missing).not.toContain("transition iteration.awaitingApproval --approval.granted--> #0");
     expect(report.missing).not.toContain("transition iteration.awaitingApproval --approval.denied--> #0");
+    // A tool failure that ends the chat (the `fail` supervision policy) leaves executingTools at once.
+    expect(report.missing).not.toContain("transition iteration.executingTools --xstate.done.actor.*--> #0");
     expect(report.states.covered).toBe(
       report.states.total - report.missing.filter((m) => m.startsWith("state ")).length,
     );
@@ -101,6 +103,17 @@ describe("exploreAgentPaths", () => {
     expect(report.machines.iteration?.states.missing).not.toContain("iteration.awaitingApproval");
     expect(report.missing).not.toContain("transition iteration.awaitingApproval --approval.granted--> #0");
     expect(report.missing).not.toContain("transition iteration.awaitingApproval --approval.denied--> #0");
+  });
+
+  it("walks childFailure by name: a call's fatal failure ends the iteration and the chat", async () => {
+    const report = await exploreAgentPaths({ paths: ["childFailure"] });
+
+    expect(report.paths).toEqual([{ name: "childFailure", ok: true }]);
+    expect(report.missing).not.toContain("transition iteration.executingTools --xstate.done.actor.*--> #0");
+    expect(report.missing).not.toContain("state iteration.failed");
+    expect(report.missing).not.toContain("state chat.failed");
+    // The batch never finished: nothing was back-filled as a whole.
+    expect(report.missing).toContain("state iteration.backfilling");
   });
 
   it("rejects a path name it does not know, naming the ones it does", async () => {
