@@ -22,7 +22,9 @@ describe("probing a subject before passing a request on", () => {
   it("tells an answer, no subscriber at all, and a subscriber that does not answer apart", async () => {
     const root = uniqueRoot();
     const answering = bus.connection.subscribe(`${root}.answering`, {
-      callback: (_error, message) => message.respond("{}"),
+      callback: (_error, message) => {
+        message.respond("{}");
+      },
     });
     const silent = bus.connection.subscribe(`${root}.silent`, { callback: () => {} });
     await bus.flush();
