@@ -15,6 +15,7 @@ import { type NatsConnection, nanos } from "@nats-io/transport-node";
 import { parseEventJson } from "../events/parse-event.js";
 import type { AgentEvent, UnknownEvent } from "../events/types.js";
 import { BusError } from "./bus-errors.js";
+import { whileStarting } from "./jetstream-retry.js";
 import { allEventsPattern, DEFAULT_PREFIX, jetStreamName } from "./subjects.js";
 
 /**
@@ -69,19 +70,21 @@ export async function ensureEventStream(
     duplicate_window: nanos(Math.min(DEFAULT_DUPLICATE_WINDOW_MS, maxAgeMs)),
     discard: DiscardPolicy.Old,
   } satisfies Partial<StreamConfig>;
-  try {
-    const existing = await manager.streams.info(name);
-    await manager.streams.update(name, { ...existing.config, ...settings });
-  } catch (error) {
-    if (!isStreamNotFound(error)) throw error;
-    await manager.streams.add({
-      name,
-      ...settings,
-      storage: StorageType.File,
-      retention: RetentionPolicy.Limits,
-      num_replicas: options.replicas ?? 1,
-    });
-  }
+  await whileStarting("the event log stream", async () => {
+    try {
+      const existing = await manager.streams.info(name);
+      await manager.streams.update(name, { ...existing.config, ...settings });
+    } catch (error) {
+      if (!isStreamNotFound(error)) throw error;
+      await manager.streams.add({
+        name,
+        ...settings,
+        storage: StorageType.File,
+        retention: RetentionPolicy.Limits,
+        num_replicas: options.replicas ?? 1,
+      });
+    }
+  });
   return name;
 }
 

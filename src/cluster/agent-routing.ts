@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 import type { RequestVerb } from "../bus/subjects.js";
-import { answersProbe, passOnRequest } from "./pass-on.js";
+import { passOnRequest, probe } from "./pass-on.js";
 
 /** How long the probe for a host serving an agent may take before "none" is assumed. */
 const PROBE_TIMEOUT_MS = 2_000;
@@ -39,12 +39,13 @@ export class AgentRouting {
   }
 
   /**
-   * Passes the request on to a host serving `agent`, when one answers a probe (an empty request,
-   * answered `bad_request` at once). False when none does: the caller answers `unknown_agent`.
+   * Passes the request on to a host serving `agent`, unless a probe (an empty request) finds no
+   * responders there: then no host serves it, and the caller answers `unknown_agent`. A probe left
+   * unanswered still found a subscriber (a host too busy to answer at once): the request goes on.
    */
   async passOn(agent: string, verb: RequestVerb, message: BusMessage): Promise<boolean> {
     const subject = servingSubject(this.#prefix, agent, verb);
-    if (!(await answersProbe(this.#connection, subject, PROBE_TIMEOUT_MS))) return false;
+    if ((await probe(this.#connection, subject, PROBE_TIMEOUT_MS)) === "nobody") return false;
     passOnRequest(this.#connection, subject, message, message.headers);
     return true;
   }

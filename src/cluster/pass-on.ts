@@ -1,21 +1,34 @@
-import { headers as createHeaders, type NatsConnection } from "@nats-io/transport-node";
+import { headers as createHeaders, errors, type NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 
 /**
- * Whether something answers on `subject`: an empty request, which a live host answers
- * `bad_request` at once. No responders, or silence past `timeoutMs`, count as nobody.
+ * What an empty request on `subject` finds: an answer (a live host answers it `bad_request` at
+ * once), `nobody` (no responders: nothing subscribes), or `silent` (something subscribes but did
+ * not answer within `timeoutMs`: a host paused, cut off or too busy to answer yet).
  */
+export async function probe(
+  connection: NatsConnection,
+  subject: string,
+  timeoutMs: number,
+): Promise<"answered" | "nobody" | "silent"> {
+  try {
+    await connection.request(subject, "{}", { timeout: timeoutMs });
+    return "answered";
+  } catch (error) {
+    const isNobody =
+      error instanceof errors.NoRespondersError ||
+      (error instanceof errors.RequestError && error.isNoResponders());
+    return isNobody ? "nobody" : "silent";
+  }
+}
+
+/** Whether something answers on `subject` within `timeoutMs` (see {@link probe}): silence counts as nobody. */
 export async function answersProbe(
   connection: NatsConnection,
   subject: string,
   timeoutMs: number,
 ): Promise<boolean> {
-  try {
-    await connection.request(subject, "{}", { timeout: timeoutMs });
-    return true;
-  } catch {
-    return false;
-  }
+  return (await probe(connection, subject, timeoutMs)) === "answered";
 }
 
 /**

@@ -3,6 +3,7 @@ import { jserrors } from "@nats-io/jetstream/internal";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 import { errorReply } from "../bus/contract.js";
+import { isClusterFormingError, isTransientNatsError } from "../bus/jetstream-retry.js";
 import { NatsPermissionError, permissionDenialOf } from "../bus/nats-permission-error.js";
 import { NAME_PATTERN, type RequestVerb } from "../bus/subjects.js";
 import { describeError } from "../errors/describe-error.js";
@@ -182,8 +183,12 @@ export class SessionCluster {
         if (denial !== undefined) throw new NatsPermissionError([denial], options.prefix);
         if (error instanceof ShardCountMismatchError || error instanceof AgentSetOverlapError) throw error;
         const reason = describeError(error);
-        // The server answered (JetStream is off, or refused the request): trying again will not help.
-        const answered = error instanceof JetStreamApiError || error instanceof jserrors.JetStreamNotEnabled;
+        // The server answered (JetStream is off, or refused the request): trying again will not help —
+        // unless the answer is "not yet" (a cluster whose servers have not all joined, JetStream
+        // restarting), which is waited out like silence.
+        const isNotYet = isClusterFormingError(error) || isTransientNatsError(error);
+        const answered =
+          error instanceof jserrors.JetStreamNotEnabled || (error instanceof JetStreamApiError && !isNotYet);
         if (answered) return { unavailable: reason };
         if (error instanceof RangeError || Date.now() >= deadline) throw error;
         options.log?.(`session leases: attempt ${attempt} failed (${reason}); trying again`);

@@ -4,7 +4,8 @@ import {
   type JetStreamClient,
   type JetStreamManager,
 } from "@nats-io/jetstream";
-import { errors, type MsgHdrs } from "@nats-io/transport-node";
+import type { MsgHdrs } from "@nats-io/transport-node";
+import { isTransientNatsError } from "../bus/jetstream-retry.js";
 import { UnavailableError } from "../errors/unavailable-error.js";
 
 /** How long a write keeps trying through an outage before it fails `unavailable`. */
@@ -101,39 +102,6 @@ export async function publishDurably(
   }
 }
 
-/**
- * Runs a JetStream read or purge, again after a transient failure (see {@link isTransientNatsError}),
- * until `deadlineMs`.
- * @throws UnavailableError (retryable) when it never succeeded before the deadline.
- */
-export async function retryTransient<T>(
-  what: string,
-  operation: () => Promise<T>,
-  options: DurablePublishOptions = {},
-): Promise<T> {
-  const now = options.now ?? Date.now;
-  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
-  const deadlineMs = options.deadlineMs ?? DURABLE_PUBLISH_DEADLINE_MS;
-  const deadline = now() + deadlineMs;
-  for (let backoffMs = FIRST_BACKOFF_MS; ; backoffMs = Math.min(MAX_BACKOFF_MS, backoffMs * 2)) {
-    try {
-      return await operation();
-    } catch (error) {
-      if (!isTransientNatsError(error)) throw error;
-      const left = deadline - now();
-      if (left <= 0) {
-        throw new UnavailableError(
-          `JetStream did not answer (${what}) within ${Math.round(deadlineMs / 1000)} s`,
-          {
-            cause: error,
-          },
-        );
-      }
-      await sleep(Math.min(backoffMs, left));
-    }
-  }
-}
-
 /** The subject's last message's sequence when it is this record; "other" when it is not. */
 async function ownSequence(publish: DurablePublish): Promise<number | "other"> {
   const last = await publish.jsm.streams.getMessage(publish.stream, { last_by_subj: publish.subject });
@@ -142,18 +110,4 @@ async function ownSequence(publish: DurablePublish): Promise<number | "other"> {
 
 function isWrongLastSequence(error: unknown): boolean {
   return error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamWrongLastSequence;
-}
-
-/**
- * Errors of a connection that is down or a server that is still starting: the same write may work
- * a moment later. Everything else (a refusal, a closed connection, a permission) is not retried.
- */
-export function isTransientNatsError(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  if (error instanceof errors.TimeoutError || error instanceof errors.RequestError) return true;
-  if (error instanceof errors.NoRespondersError || error instanceof errors.ConnectionError) return true;
-  // Thrown by the JetStream client when nothing answered on its API subject (no responders).
-  if (error.name === "JetStreamNotEnabled") return true;
-  // "JetStream system temporarily unavailable", or the account's JetStream not up yet after a restart.
-  return error instanceof JetStreamApiError && (error.code === 10008 || error.code === 10039);
 }

@@ -6,8 +6,9 @@ import {
   type StoredMsg,
 } from "@nats-io/jetstream";
 import { headers, nuid } from "@nats-io/transport-node";
+import { retryTransient } from "../bus/jetstream-retry.js";
 import { AgentloopError } from "../errors/agentloop-error.js";
-import { publishDurably, retryTransient } from "./durable-publish.js";
+import { publishDurably } from "./durable-publish.js";
 import {
   assembleRecords,
   BATCH_HEADER,

@@ -10,6 +10,7 @@ import {
   StorageType,
 } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { whileStarting } from "../bus/jetstream-retry.js";
 import { DEFAULT_PREFIX, jetStreamName } from "../bus/subjects.js";
 import { PART_HEADER_ALLOWANCE } from "./history-records.js";
 import { NatsContextHistory } from "./nats-context-history.js";
@@ -100,7 +101,9 @@ export class NatsHistoryStore {
     const prefix = options.prefix ?? DEFAULT_PREFIX;
     const stream = options.streamName ?? historyStreamName(prefix);
     const jsm = await jetstreamManager(connection);
-    await ensureHistoryStream(jsm, stream, allHistoryPattern(prefix), options.replicas ?? 1);
+    await whileStarting("the history stream", () =>
+      ensureHistoryStream(jsm, stream, allHistoryPattern(prefix), options.replicas ?? 1),
+    );
     return new NatsHistoryStore(connection, jsm, { prefix, stream }, options.maxPartBytes);
   }
 

@@ -21,6 +21,7 @@ import type { LlmClient } from "../llm/llm-client.js";
 import { RetryingLlmClient } from "../llm/retrying-client.js";
 import type { LlmBackend } from "../llm/types.js";
 import type { McpServerPool } from "../mcp/mcp-server-pool.js";
+import { captureContentFrom } from "../telemetry/agent-tracing.js";
 import type { SecretRedactor } from "../text/secret-redactor.js";
 import { createAskAgentToolSet } from "../tools/ask-agent.js";
 import { createBuiltinToolSetRegistry, type ToolSetRegistry } from "../tools/builtin/index.js";
@@ -219,6 +220,8 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
       // The session's mailbox is its one queue.
       isOrderedByMailbox: true,
       ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
+      // Message content on spans is the operator's call, made in the host's environment.
+      tracing: { captureContent: captureContentFrom(options.env ?? {}) },
       options: {
         tokenLimit: definition.contextWindow,
         onLog,

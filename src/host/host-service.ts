@@ -8,7 +8,6 @@ import { SessionCluster } from "../cluster/session-cluster.js";
 import { leaseTiming } from "../cluster/session-lease.js";
 import type { ResolvedAgentDefinition } from "../config/agent-definitions.js";
 import { createHostId, isValidHostId } from "../config/host-id.js";
-import { processEnvironment } from "../config/process-environment.js";
 import type { HistoryBackendName, ProtocolSettings, RuntimeConfig } from "../config/runtime-config.js";
 import { configuredSecrets } from "../config/runtime-config.js";
 import type { TenantLimits } from "../config/tenant-limits.js";
@@ -97,7 +96,7 @@ export interface HostService {
  */
 export async function startHostService(options: HostServiceOptions): Promise<HostService> {
   const { bus, config } = options;
-  const env = options.env ?? processEnvironment();
+  const env = options.env ?? {};
   // API keys and NATS credentials never leave in a tool result, an event, a reply or a log line.
   // So do the values the agents' settings hand to shell commands and MCP servers.
   const redactor = createSecretRedactor([

@@ -3,7 +3,6 @@ import { DEFAULT_PREFIX } from "../bus/subjects.js";
 import { MAX_SHARDS, MIN_SHARDS } from "../cluster/shard-map.js";
 import type { AgentConfig } from "../config/agent-config.js";
 import { parseConfig } from "../config/load-config-file.js";
-import { processEnvironment } from "../config/process-environment.js";
 import type { RuntimeConfig } from "../config/runtime-config.js";
 import { DEFAULT_MODELS, resolveRuntimeConfig } from "../config/runtime-config.js";
 import { UsageError } from "../config/usage-error.js";
@@ -40,8 +39,9 @@ export interface StartHostOptions {
   jsReplicas?: number;
   /**
    * Where provider keys, base URLs and defaults are read, as the CLI reads them
-   * (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `AGENTLOOP_PROVIDER`, `AGENTLOOP_MODEL`…).
-   * @defaultValue `process.env`
+   * (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `AGENTLOOP_PROVIDER`, `AGENTLOOP_MODEL`…). Pass
+   * `process.env` to use the process's: the library reads no environment it is not handed.
+   * @defaultValue none
    */
   env?: NodeJS.ProcessEnv;
   /** One-line notices (a session that failed to start, no JetStream event log). @defaultValue none */
@@ -102,6 +102,7 @@ export interface RunningHost {
  *   bus,
  *   agents: [{ name: "helper", provider: "anthropic", model: "claude-sonnet-4-5", tools: [lookup, "current_time"] }],
  *   db: "chats.db",
+ *   env: process.env, // where ANTHROPIC_API_KEY is read
  *   log: (line) => console.error(line),
  * });
  * process.once("SIGTERM", async () => {
@@ -119,7 +120,7 @@ export interface RunningHost {
  *   and the allow entry to grant.
  */
 export async function startHost(options: StartHostOptions): Promise<RunningHost> {
-  const env = options.env ?? processEnvironment();
+  const env = options.env ?? {};
   checkWholeNumber("leaseTtlMs", options.leaseTtlMs, 300, 60 * 60 * 1000);
   checkWholeNumber("dedupeWindowMs", options.dedupeWindowMs, 1_000, 7 * 24 * 60 * 60 * 1000);
   checkWholeNumber("jsReplicas", options.jsReplicas, 1, 5);

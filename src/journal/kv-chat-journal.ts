@@ -8,8 +8,9 @@ import {
 } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { retryTransient, whileStarting } from "../bus/jetstream-retry.js";
 import { listKvKeys } from "../cluster/kv-keys.js";
-import { publishDurably, retryTransient } from "../context/durable-publish.js";
+import { publishDurably } from "../context/durable-publish.js";
 import type { ChatJournal, JournaledSession } from "./chat-journal.js";
 import { JournalConflictError } from "./journal-conflict-error.js";
 import type { JournalEntry } from "./journal-entry.js";
@@ -72,10 +73,12 @@ export class KvChatJournal implements ChatJournal {
     options: { bucket?: string; replicas?: number } = {},
   ): Promise<KvChatJournal> {
     const bucket = options.bucket ?? DEFAULT_JOURNAL_BUCKET;
-    await new Kvm(connection).create(bucket, {
-      history: 1,
-      ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
-    });
+    await whileStarting("the journal bucket", () =>
+      new Kvm(connection).create(bucket, {
+        history: 1,
+        ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
+      }),
+    );
     return new KvChatJournal(jetstream(connection), await jetstreamManager(connection), bucket, () =>
       listKvKeys(connection, bucket),
     );

@@ -1,5 +1,4 @@
 import { type Tracer, type TracerProvider, trace } from "@opentelemetry/api";
-import { processEnvironment } from "../config/process-environment.js";
 import type { EventListener } from "../events/types.js";
 import type { LlmClient } from "../llm/llm-client.js";
 import type { SecretRedactor } from "../text/secret-redactor.js";
@@ -23,8 +22,8 @@ export interface AgentTracingOptions {
    */
   tracer?: Tracer;
   /**
-   * Record prompts, completions, tool arguments and results on the spans. Default: the
-   * `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` environment variable is `true`.
+   * Record prompts, completions, tool arguments and results on the spans. Default: off (see
+   * {@link captureContentFrom} to follow `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`).
    */
   captureContent?: boolean;
 }
@@ -34,8 +33,8 @@ export interface AgentTracingParams extends AgentTracingOptions {
   session: string;
   model: string;
   llm: LlmClient;
-  /** Read for the capture-content default (default: process.env). */
-  env?: NodeJS.ProcessEnv;
+  /** Read for the capture-content default (see {@link captureContentFrom}). Default: none (off). */
+  env?: Readonly<Record<string, string | undefined>>;
   /**
    * The secrets the events hide: every span's attributes, events, status and exceptions are
    * redacted with them too (see {@link redactingTracer}). Default: none.
@@ -66,13 +65,22 @@ export function registeredTracer(): Tracer | undefined {
     : trace.getTracer(TRACER_NAME, TRACER_VERSION);
 }
 
+/**
+ * Whether spans carry message content, as the OpenTelemetry GenAI conventions let an operator say
+ * with `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` in the given environment.
+ * @example
+ * const agent = await createAgent({ ...params, tracing: { captureContent: captureContentFrom(process.env) } });
+ */
+export function captureContentFrom(env: Readonly<Record<string, string | undefined>>): boolean {
+  return env[CAPTURE_CONTENT_ENV]?.trim().toLowerCase() === "true";
+}
+
 /** Tracing for one agent session, or undefined when there is nowhere to send spans. */
 export function createAgentTracing(params: AgentTracingParams): AgentTracing | undefined {
   const registered = params.tracer ?? registeredTracer();
   if (registered === undefined) return undefined;
   const tracer = params.redactor === undefined ? registered : redactingTracer(registered, params.redactor);
-  const env = params.env ?? processEnvironment();
-  const captureContent = params.captureContent ?? env[CAPTURE_CONTENT_ENV]?.trim().toLowerCase() === "true";
+  const captureContent = params.captureContent ?? captureContentFrom(params.env ?? {});
   const { llm } = params;
   const recorder = new ChatSpanRecorder({
     tracer,

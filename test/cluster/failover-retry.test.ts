@@ -82,7 +82,7 @@ function startHost(hostId: string, prefix: string, model: FakeProvider): ServePr
       ...["--history", "nats", "--lease-ttl", "10s", "--host-id", hostId],
     ],
     model.env,
-    120_000,
+    300_000,
   );
 }
 
@@ -178,7 +178,7 @@ const settle = () => new Promise((resolve) => setTimeout(resolve, 500));
 describe("retrying a chat id after its host was killed", () => {
   it(
     "mid-stream: the retry on the other host joins the resumed chat; a later retry gets the stored reply",
-    { timeout: 120_000 },
+    { timeout: 240_000 },
     async () => {
       const prefix = uniqueRoot();
       const model = await provider((index) =>
@@ -229,7 +229,7 @@ describe("retrying a chat id after its host was killed", () => {
 
   it(
     "mid-tool: the tool is not run again, the running and the queued chat each answer their id once",
-    { timeout: 120_000 },
+    { timeout: 240_000 },
     async () => {
       const prefix = uniqueRoot();
       const counter = join(directory, `counter-${prefix}`);

@@ -38,13 +38,13 @@ const serveProcesses = new Set<ChildProcess>();
 
 /**
  * Spawns `agentloop serve ...args` (see {@link startBinary}); a process still running after
- * `timeoutMs` (default 2 min) is killed and `run` rejects. {@link killServeProcesses} ends what a
+ * `timeoutMs` (default 5 min: a safety net for a hung process, not a bound on a test) is killed and `run` rejects. {@link killServeProcesses} ends what a
  * failed test left running.
  */
 export function startServeProcess(
   args: readonly string[],
   env: Record<string, string> = {},
-  timeoutMs = 120_000,
+  timeoutMs = 300_000,
 ): ServeProcess {
   const { child, result } = startBinary(["serve", ...args], { env, timeoutMs });
   serveProcesses.add(child);
