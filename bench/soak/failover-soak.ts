@@ -45,6 +45,12 @@ export interface SoakOptions {
   prefix?: string;
   /** How long a retry waits for its reply before the next one, ms. Default 6000. */
   retryTimeoutMs?: number;
+  /**
+   * Count a run whose next owner served later than lease TTL + 2 s as a violation. Default true;
+   * the test suite turns it off (a loaded machine says nothing about the design's bound there: the
+   * time is still measured, in `failoverMs`).
+   */
+  checkFailoverTime?: boolean;
   /** Progress lines (one per run). Default: none. */
   log?: (line: string) => void;
 }
@@ -69,6 +75,8 @@ export interface SoakReport {
   unansweredFirstAttempts: number;
   /** Retries that got no reply within the retry timeout (then retried again). */
   lostRetries: number;
+  /** Replies `unavailable` (retryable: the session's shard was changing owner): retried with the same id. */
+  unavailableReplies: number;
   resumed: number;
   inDoubt: number;
   toolRuns: number;
@@ -211,6 +219,7 @@ export async function runFailoverSoak(options: SoakOptions): Promise<SoakReport>
     retries: 0,
     unansweredFirstAttempts: 0,
     lostRetries: 0,
+    unavailableReplies: 0,
     answeredMs: [],
     resumed: 0,
     inDoubt: 0,
@@ -325,6 +334,8 @@ export async function runFailoverSoak(options: SoakOptions): Promise<SoakReport>
               const parsed = parseChatReply(reply.data);
               if (!parsed.ok) request.errors.push(`unparsable reply ${reply.data.slice(0, 200)}`);
               else if (parsed.value.ok) request.results.push(parsed.value.result);
+              // Retryable by contract: the client sends the same id again, as it does after a timeout.
+              else if (parsed.value.error.code === "unavailable") report.unavailableReplies++;
               else request.errors.push(`${parsed.value.error.code}: ${parsed.value.error.message}`);
             },
             () => {
@@ -415,7 +426,7 @@ export async function runFailoverSoak(options: SoakOptions): Promise<SoakReport>
         const failover = Math.min(byNextOwner ?? Number.POSITIVE_INFINITY, firstReplyAfterKill) - killedAt;
         if (Number.isFinite(failover)) report.failoverMs.push(failover);
         if (requests.every(answered)) report.answeredMs.push(answeredAfterKill);
-        if (!(failover <= ttl + 2000)) {
+        if (options.checkFailoverTime !== false && !(failover <= ttl + 2000)) {
           violation(
             `the next owner served ${Number.isFinite(failover) ? `after ${Math.round(failover)} ms` : "never"} (limit ${ttl + 2000} ms)`,
           );
@@ -505,7 +516,7 @@ export function summarise(report: SoakReport): string[] {
   return [
     `runs ${report.runs} (seed ${report.seed}, ${report.hosts} hosts, lease TTL ${report.leaseTtlMs} ms) in ${round(report.durationMs)}`,
     `kills: mid-stream ${report.kills["mid-stream"]}, mid-tool ${report.kills["mid-tool"]}, queued ${report.kills.queued}; kill point missed ${report.missedKills}`,
-    `requests ${report.requests}, answered ${report.answered}, replies ${report.replies}, retries ${report.retries}; no reply: first attempts ${report.unansweredFirstAttempts}, retries ${report.lostRetries}`,
+    `requests ${report.requests}, answered ${report.answered}, replies ${report.replies}, retries ${report.retries}; no reply: first attempts ${report.unansweredFirstAttempts}, retries ${report.lostRetries}; unavailable (retried) ${report.unavailableReplies}`,
     `chats resumed ${report.resumed}, tool calls in doubt ${report.inDoubt}, non-idempotent tool runs ${report.toolRuns}`,
     sorted.length === 0
       ? "failover: no kill"

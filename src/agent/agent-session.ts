@@ -504,8 +504,12 @@ export class AgentSession implements Agent {
           ...(options.traceparent === undefined ? {} : { traceparent: options.traceparent }),
         });
       }
-      if (resumed?.continueFrom === undefined) {
-        journal?.beginChat(events.chatId, text, context.messages.length, options.requestId);
+      if (resumed?.continueFrom === undefined && journal !== undefined) {
+        journal.beginChat(events.chatId, text, context.messages.length, options.requestId);
+        // The model is asked only once the chat is in the journal: a host killed mid-stream then
+        // always leaves it to resume, and a retry of its id joins it instead of being refused as
+        // "nothing left to resume". One acknowledgement per chat, not per step.
+        await journal.flush();
       }
       // The chat's first move (admitting → preparing, or → failed for a spent budget) is a microstep
       // of the start: the state reporter shows it, so `preparing` needs no StateChanged of its own here.
@@ -533,6 +537,8 @@ export class AgentSession implements Agent {
       approvals.attach(actor);
       try {
         actor.start();
+        // Cancelled while the journal stored the chat's start (before the listener was there).
+        if (signal?.aborted) cancel();
         output = await toPromise(actor);
       } finally {
         signal?.removeEventListener("abort", cancel);

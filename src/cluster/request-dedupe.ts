@@ -79,8 +79,10 @@ export interface DedupedChat {
 /** A chat {@link RequestDedupe.begin} marked running here: hand it to {@link RequestDedupe.finish}. */
 export interface DedupeRun {
   readonly key: string;
-  /** The revision of this host's `running` mark (undefined when it could not be written). */
-  readonly revision: number | undefined;
+  /** The revision of this host's `running` mark (undefined when it could not be written, or is not yet). */
+  revision: number | undefined;
+  /** The `running` mark was written (or tried): see {@link RequestDedupe.claim}. */
+  isClaimed: boolean;
   /** Answers the retries that joined this run. */
   readonly settle: (reply: ChatReply) => void;
 }
@@ -133,7 +135,12 @@ export class RequestDedupe {
    * `{ run }` comes back: the caller runs the chat and hands its reply to {@link finish}, which
    * stores it and answers the retries that joined meanwhile. Every `{ run }` must be finished.
    */
-  async begin(agent: string, session: string, id: string): Promise<DedupeStep> {
+  async begin(
+    agent: string,
+    session: string,
+    id: string,
+    options: { claimLater?: boolean } = {},
+  ): Promise<DedupeStep> {
     const key = replyKey(agent, session, id);
     for (;;) {
       const joined = this.#running.get(key);
@@ -162,8 +169,25 @@ export class RequestDedupe {
         return { reply };
       }
     }
-    const revision = await this.#write(key, { state: "running", host: this.#hostId, storedAt: this.#now() });
-    return { run: { key, revision, settle } };
+    const run: DedupeRun = { key, revision: undefined, isClaimed: false, settle };
+    if (options.claimLater !== true) await this.claim(run);
+    return { run };
+  }
+
+  /**
+   * Marks the run `running` in the bucket, so that a retry on the next owner of the session, after
+   * this host died, is not run a second time when the session's journal shows nothing of it. A
+   * host with a journal marks it only once the chat is stored there (queued): until then a retry
+   * finds no mark and runs the chat, which is right, since nothing of it ran.
+   */
+  async claim(run: DedupeRun): Promise<void> {
+    if (run.isClaimed) return;
+    run.isClaimed = true;
+    run.revision = await this.#write(run.key, {
+      state: "running",
+      host: this.#hostId,
+      storedAt: this.#now(),
+    });
   }
 
   /**
@@ -173,8 +197,9 @@ export class RequestDedupe {
    */
   async finish(run: DedupeRun, reply: ChatReply, options: { ran?: boolean } = {}): Promise<void> {
     try {
-      if (options.ran === false) await this.#forget(run.key, run.revision);
-      else await this.#store(run.key, reply, run.revision);
+      if (options.ran === false) {
+        if (run.isClaimed) await this.#forget(run.key, run.revision);
+      } else await this.#store(run.key, reply, run.revision);
     } finally {
       run.settle(reply);
     }

@@ -469,7 +469,7 @@ export class AgentHost {
         const step =
           dedupe === undefined || chat.id === undefined
             ? undefined
-            : await dedupe.begin(agent, session, chat.id);
+            : await dedupe.begin(agent, session, chat.id, { claimLater: true });
         let reply: ChatReply;
         let outcome: ChatOutcome | undefined;
         if (step !== undefined && "reply" in step) {
@@ -484,7 +484,7 @@ export class AgentHost {
               // The asking agent's approvals hold here too, before this chat is even queued.
               if (request.approvals.length > 0) actor.agent.inheritApprovals?.(request.approvals);
               const deadline = this.#deadlineOf(request.lineage);
-              outcome = await actor.chat({
+              const running = actor.chat({
                 ...(deadline === undefined
                   ? {}
                   : { deadline, signal: AbortSignal.timeout(Math.max(0, deadline - this.#now())) }),
@@ -497,6 +497,13 @@ export class AgentHost {
                 // Journaled with the chat: a chat resumed elsewhere answers this id's retries.
                 ...(step === undefined || chat.id === undefined ? {} : { requestId: chat.id }),
               });
+              if (step !== undefined) {
+                // Queued now (in the journal, once flushed): only then is the id marked running,
+                // so a retry after this host dies finds the chat to resume, or no mark and runs it.
+                await actor.agent.journal?.flush();
+                await dedupe?.claim(step.run);
+              }
+              outcome = await running;
             } catch (error) {
               failure = error;
             }

@@ -23,7 +23,7 @@ afterAll(async () => {
 
 describe("the failover soak, one run per kill point", () => {
   it(
-    "each id gets its one result, histories have no dangling tool call, no side effect twice, the next owner serves in time",
+    "each id gets its one result, histories have no dangling tool call, no side effect twice, the next owner serves",
     { timeout: 180_000 },
     async () => {
       const report = await runFailoverSoak({
@@ -31,6 +31,8 @@ describe("the failover soak, one run per kill point", () => {
         seed: 11,
         natsUrl: server.url,
         prefix: uniqueRoot(),
+        // Measured (failoverMs), not asserted: `npm run soak` holds the TTL + 2 s bound.
+        checkFailoverTime: false,
       });
 
       expect(report.violations).toEqual([]);
