@@ -9,6 +9,7 @@ import { cpus, totalmem } from "node:os";
 import { writeBenchmarksFile } from "../support/benchmarks-file.js";
 import {
   BASELINE_SESSIONS,
+  describeChats,
   type LevelFigures,
   megabytes,
   runScale,
@@ -88,7 +89,10 @@ function section(report: ScaleReport, cli: Cli, date: Date): string {
     const chat =
       level.chat === undefined
         ? "—"
-        : `${level.chat.reachedRate.toFixed(0)}/s of ${level.chat.targetRate}/s: p50 ${level.chat.p50Ms.toFixed(1)} ms, p99 ${level.chat.p99Ms.toFixed(1)} ms (${level.chat.failed} failed)`;
+        : [level.chat, level.sustainedChat]
+            .filter((figures) => figures !== undefined)
+            .map(describeChats)
+            .join("; ");
     return `| ${level.sessions.toLocaleString("en")} | ${level.openRate === undefined ? "—" : `${level.openRate.toFixed(0)}/s (${level.openFailures} failed)`} | ${level.writesPerSecond.toFixed(1)} | ${level.hosts.map((host) => megabytes(host.rssBytes)).join(" / ")} | ${perSession} | ${level.hosts.map((host) => `${host.cpuPercent.toFixed(1)} %`).join(" / ")} | ${megabytes(level.nats.rssBytes)}, ${level.nats.cpuPercent.toFixed(1)} % | ${chat} |`;
   });
   const writesRatio = top.writesPerSecond / Math.max(report.baseline.writesPerSecond, Number.EPSILON);
@@ -106,7 +110,7 @@ function section(report: ScaleReport, cli: Cli, date: Date): string {
     `| RSS per live idle session ≤ 5 KB | ${(perSession / 1024).toFixed(1)} KB${ofTarget} | ${verdict(perSession <= 5 * 1024)} |`,
     chat === undefined
       ? "| 500 chats/s across 3 hosts | not measured | — |"
-      : `| 500 chats/s across 3 hosts | ${chat.reachedRate.toFixed(0)}/s reached, p50 ${chat.p50Ms.toFixed(1)} ms, p99 ${chat.p99Ms.toFixed(1)} ms (p99/p50 ${(chat.p99Ms / chat.p50Ms).toFixed(1)}); the one-host comparison the target names is not measured | ${verdict(chat.reachedRate >= 0.95 * 500)} (rate) |`,
+      : `| 500 chats/s across 3 hosts, p99 ≤ 3× p50 of one host | ${chat.reachedRate.toFixed(0)}/s reached, p50 ${chat.p50Ms.toFixed(1)} ms, p99 ${chat.p99Ms.toFixed(1)} ms (p99/p50 ${(chat.p99Ms / chat.p50Ms).toFixed(1)})${top.sustainedChat === undefined ? "" : `; at ${top.sustainedChat.targetRate}/s (70 % of that): p50 ${top.sustainedChat.p50Ms.toFixed(1)} ms, p99 ${top.sustainedChat.p99Ms.toFixed(1)} ms`}; the one-host comparison is not measured | ${verdict(chat.reachedRate >= 0.95 * chat.targetRate)} (rate) |`,
     failover === undefined
       ? "| failover | not measured | — |"
       : `| every shard of the killed host re-owned ≤ TTL + 2 s = ${seconds(ttl + 2000)} | ${seconds(failover.reownedMs)} (${failover.victimShards} shards, ${failover.victimSessions.toLocaleString("en")} sessions) | ${verdict(failover.reownedMs <= ttl + 2000)} |`,
@@ -118,7 +122,7 @@ function section(report: ScaleReport, cli: Cli, date: Date): string {
     "## Scale",
     "",
     `\`npm run scale -- ${cli.args}\`, ${date.toISOString().slice(0, 16).replace("T", " ")} UTC, Node ${process.version}, ${cpus()[0]?.model ?? "unknown CPU"} (${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, shared with other work while it ran), ${seconds(report.durationMs)} in all.`,
-    `Three \`agentloop serve --history nats --lease-ttl ${ttl}ms\` processes (dist/, ${report.shardCount} shards) on one private nats-server with JetStream, a zero-latency fake provider (one text delta per answer). Sessions are opened by one short chat each (64 in flight) and stay live and idle; at each level the idle figures are taken over 10 s, then chats go to random live sessions at a steady rate for 10 s (latency from each chat's scheduled send time; at most 4 s of chats in flight, so an overloaded run shows a lower rate rather than an unbounded queue). Writes/s: the growth of every JetStream stream's last sequence while idle. RSS per session: the three hosts' RSS growth over the ${BASELINE_SESSIONS}-session baseline, divided by the sessions added.`,
+    `Three \`agentloop serve --history nats --lease-ttl ${ttl}ms\` processes (dist/, ${report.shardCount} shards) on one private nats-server with JetStream, a zero-latency fake provider (one text delta per answer). Sessions are opened by one short chat each (64 in flight) and stay live and idle; at each level the idle figures are taken over 10 s, then chats go to random live sessions at a steady rate for 10 s (latency from each chat's scheduled send time; at most 4 s of chats in flight, so an overloaded run shows a lower rate rather than an unbounded queue); when the target rate is not reached, a second phase runs at 70 % of the rate reached, a load the hosts sustain. Writes/s: the growth of every JetStream stream's last sequence while idle. RSS per session: the three hosts' RSS growth over the ${BASELINE_SESSIONS}-session baseline, divided by the sessions added.`,
     "",
     "| live sessions | opened at | idle JetStream writes/s | host RSS | RSS per added session | idle host CPU (of one core) | nats-server RSS, CPU | chats at a steady rate |",
     "| --- | --- | --- | --- | --- | --- | --- | --- |",
