@@ -10,6 +10,7 @@ import { writeBenchmarksFile } from "../support/benchmarks-file.js";
 import {
   BASELINE_SESSIONS,
   describeChats,
+  describeFailures,
   type LevelFigures,
   megabytes,
   runScale,
@@ -127,6 +128,10 @@ function section(report: ScaleReport, cli: Cli, date: Date): string {
     "| live sessions | opened at | idle JetStream writes/s | host RSS | RSS per added session | idle host CPU (of one core) | nats-server RSS, CPU | chats at a steady rate |",
     "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ...levelRows,
+    "",
+    Object.keys(report.openFailures).length === 0
+      ? ""
+      : `Sessions that failed to open, by reason: ${describeFailures(report.openFailures)}.`,
     "",
     handoff === undefined
       ? ""

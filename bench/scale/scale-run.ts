@@ -55,6 +55,7 @@ export interface ChatFigures {
   reachedRate: number;
   sent: number;
   failed: number;
+  failures: FailureCounts;
   p50Ms: number;
   p99Ms: number;
 }
@@ -89,6 +90,8 @@ export interface ScaleReport {
         sampleUnanswered: number;
       }
     | undefined;
+  /** Why sessions failed to open, over the whole run. */
+  openFailures: FailureCounts;
   durationMs: number;
 }
 
@@ -106,6 +109,8 @@ interface Context {
   shards: ShardWatch;
   nats: BenchNatsServer;
   options: ScaleOptions;
+  /** Why sessions failed to open, over the whole run. */
+  openFailures: FailureCounts;
   check(): void;
 }
 
@@ -154,7 +159,7 @@ export async function runScale(options: ScaleOptions): Promise<ScaleReport> {
     const readyBus = bus;
     await Promise.all(first.map((host) => waitForHost(readyBus, PREFIX, AGENT, host)));
     shards = await ShardWatch.open(bus.connection, PREFIX);
-    const context: Context = { bus, hosts, shards, nats, options, check };
+    const context: Context = { bus, hosts, shards, nats, options, openFailures: {}, check };
     await waitUntilBalanced(context, first, 120_000);
     options.log(`3 hosts up, shards balanced: ${describeCounts(shards.counts(DEFAULT_SHARD_COUNT))}`);
 
@@ -192,6 +197,7 @@ export async function runScale(options: ScaleOptions): Promise<ScaleReport> {
       levels,
       handoff,
       failover,
+      openFailures: context.openFailures,
       durationMs: performance.now() - started,
     };
   } finally {
@@ -205,16 +211,37 @@ export async function runScale(options: ScaleOptions): Promise<ScaleReport> {
   }
 }
 
-async function chatOnce(bus: NatsBus, session: string, text: string, timeoutMs: number): Promise<boolean> {
+/** Failed chats by reason (an error code, `no reply`, `unparsable`), for the report. */
+export type FailureCounts = Record<string, number>;
+
+/** One chat: undefined when answered, else why not. */
+async function chatOnce(
+  bus: NatsBus,
+  session: string,
+  text: string,
+  timeoutMs: number,
+): Promise<string | undefined> {
   try {
     const reply = await bus.request(chatSubject(PREFIX, AGENT), JSON.stringify({ session, text }), {
       timeoutMs,
     });
     const parsed = parseChatReply(reply.data);
-    return parsed.ok && parsed.value.ok;
+    if (!parsed.ok) return "unparsable";
+    return parsed.value.ok ? undefined : parsed.value.error.code;
   } catch {
-    return false;
+    return "no reply";
   }
+}
+
+function countFailure(counts: FailureCounts, reason: string): void {
+  counts[reason] = (counts[reason] ?? 0) + 1;
+}
+
+/** `no reply 3, overloaded 2`. */
+export function describeFailures(counts: FailureCounts): string {
+  return Object.entries(counts)
+    .map(([reason, count]) => `${reason} ${count}`)
+    .join(", ");
 }
 
 const sessionName = (index: number) => `s${index}`;
@@ -228,7 +255,11 @@ async function openSessions(context: Context, from: number, target: number): Pro
     while (next < target) {
       context.check();
       const index = next++;
-      if (!(await chatOnce(context.bus, sessionName(index), "hello", 60_000))) failures++;
+      const failure = await chatOnce(context.bus, sessionName(index), "hello", 60_000);
+      if (failure !== undefined) {
+        failures++;
+        countFailure(context.openFailures, failure);
+      }
       if (performance.now() - lastLog > 10_000) {
         lastLog = performance.now();
         context.options.log(`  opened ${index + 1 - from} of ${target - from} (${failures} failed)`);
@@ -293,6 +324,7 @@ async function measureChats(context: Context, sessions: number, chatRate: number
   const latencies: number[] = [];
   let sent = 0;
   let failed = 0;
+  const failures: FailureCounts = {};
   let inFlight = 0;
   const start = performance.now();
   const pending: Promise<void>[] = [];
@@ -307,10 +339,13 @@ async function measureChats(context: Context, sessions: number, chatRate: number
       sent++;
       inFlight++;
       pending.push(
-        chatOnce(context.bus, session, "again", 30_000).then((isOk) => {
+        chatOnce(context.bus, session, "again", 30_000).then((failure) => {
           inFlight--;
-          if (isOk) latencies.push(performance.now() - scheduled);
-          else failed++;
+          if (failure === undefined) latencies.push(performance.now() - scheduled);
+          else {
+            failed++;
+            countFailure(failures, failure);
+          }
         }),
       );
     }
@@ -325,6 +360,7 @@ async function measureChats(context: Context, sessions: number, chatRate: number
     reachedRate: latencies.length / elapsed,
     sent,
     failed,
+    failures,
     p50Ms: percentile(latencies, 50),
     p99Ms: percentile(latencies, 99),
   };
@@ -405,7 +441,7 @@ async function measureFailover(
     sample.map(async (session) => {
       while (performance.now() - killedAt < deadlineMs) {
         if (context.options.signal.aborted) return;
-        if (await chatOnce(context.bus, session, "after the kill", 5_000)) {
+        if ((await chatOnce(context.bus, session, "after the kill", 5_000)) === undefined) {
           lastAnswer = Math.max(lastAnswer, performance.now() - killedAt);
           return;
         }
@@ -456,7 +492,8 @@ function describeCounts(counts: Map<string, number>): string {
 
 /** `172/s of 500/s: p50 … ms, p99 … ms (0 failed)`. */
 export function describeChats(chat: ChatFigures): string {
-  return `${chat.reachedRate.toFixed(0)}/s of ${chat.targetRate}/s: p50 ${chat.p50Ms.toFixed(1)} ms, p99 ${chat.p99Ms.toFixed(1)} ms (${chat.failed} failed)`;
+  const failed = chat.failed === 0 ? "0 failed" : `${chat.failed} failed: ${describeFailures(chat.failures)}`;
+  return `${chat.reachedRate.toFixed(0)}/s of ${chat.targetRate}/s: p50 ${chat.p50Ms.toFixed(1)} ms, p99 ${chat.p99Ms.toFixed(1)} ms (${failed})`;
 }
 
 function describeLevel(level: LevelFigures): string {
