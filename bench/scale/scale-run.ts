@@ -201,6 +201,11 @@ export async function runScale(options: ScaleOptions): Promise<ScaleReport> {
       durationMs: performance.now() - started,
     };
   } finally {
+    // What the hosts said last (their stderr names refusals and failures): for whoever reads the run.
+    for (const host of hosts?.running() ?? []) {
+      const tail = host.output().trim().split("\n").slice(-5).join("\n  ");
+      if (tail !== "") options.log(`${host.id} said last:\n  ${tail}`);
+    }
     shards?.close();
     hosts?.killAll();
     await bus?.close().catch(() => undefined);
@@ -463,7 +468,7 @@ async function measureFailover(
   await answering;
   context.check();
   context.options.log(
-    `failover: shards re-owned after ${seconds(reownedMs)}, ${sample.length - unanswered} of ${sample.length} sessions answered after ${seconds(lastAnswer)}`,
+    `failover: shards re-owned after ${seconds(reownedMs)}, ${sample.length - unanswered} of ${sample.length} sessions answered${unanswered === sample.length ? "" : ` after ${seconds(lastAnswer)}`}`,
   );
   return {
     victimShards,
