@@ -8,6 +8,8 @@ import { delimiter, join } from "node:path";
 /** A nats-server of the bench's own, on a free local port with a temporary JetStream dir. */
 export interface BenchNatsServer {
   url: string;
+  /** The server's process id (for its CPU and memory figures). */
+  pid: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -85,5 +87,5 @@ export async function startNatsServer(): Promise<BenchNatsServer> {
     }
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  return { url: `nats://127.0.0.1:${port}`, stop };
+  return { url: `nats://127.0.0.1:${port}`, pid: child.pid, stop };
 }

@@ -12,6 +12,8 @@ export interface ClusterSettings {
   jsReplicas?: number;
   /** How many shards the sessions are spread over; equal on every host of a system. */
   shards?: number;
+  /** Sessions the journal sweeper resumes per second at most after a failover. */
+  resumesPerSecond?: number;
 }
 
 const MIN_LEASE_TTL_MS = 300;
@@ -20,10 +22,12 @@ const MIN_DEDUPE_WINDOW_MS = 1_000;
 const MAX_DEDUPE_WINDOW_MS = 7 * 24 * 60 * 60 * 1000;
 /** JetStream's own bound: a stream has at most 5 replicas. */
 const MAX_JS_REPLICAS = 5;
+const MAX_RESUMES_PER_SECOND = 10_000;
 
 /**
  * `--lease-ttl 10s` (AGENTLOOP_LEASE_TTL, 300ms–1h), `--dedupe-window 10m` (AGENTLOOP_DEDUPE_WINDOW,
- * 1s–7d), `--js-replicas 3` (AGENTLOOP_JS_REPLICAS, 1–5), `--shards 1024` (AGENTLOOP_SHARDS).
+ * 1s–7d), `--js-replicas 3` (AGENTLOOP_JS_REPLICAS, 1–5), `--shards 1024` (AGENTLOOP_SHARDS),
+ * `--resume-rate 50` (AGENTLOOP_RESUME_RATE, sessions per second, 1–10000).
  */
 export function clusterSettingsFrom(flags: Flags, env: NodeJS.ProcessEnv): ClusterSettings {
   const leaseTtlMs = bounded(
@@ -42,7 +46,9 @@ export function clusterSettingsFrom(flags: Flags, env: NodeJS.ProcessEnv): Clust
   );
   const jsReplicas = replicas(pick(flags, "js-replicas", env, "AGENTLOOP_JS_REPLICAS"));
   const shards = shardCount(pick(flags, "shards", env, "AGENTLOOP_SHARDS"));
+  const resumesPerSecond = resumeRate(pick(flags, "resume-rate", env, "AGENTLOOP_RESUME_RATE"));
   return {
+    ...(resumesPerSecond === undefined ? {} : { resumesPerSecond }),
     ...(shards === undefined ? {} : { shards }),
     ...(leaseTtlMs === undefined ? {} : { leaseTtlMs }),
     ...(dedupeWindowMs === undefined ? {} : { dedupeWindowMs }),
@@ -57,6 +63,17 @@ function replicas(value: string | undefined): number | undefined {
     throw new UsageError(`--js-replicas must be a whole number from 1 to ${MAX_JS_REPLICAS}, got "${value}"`);
   }
   return count;
+}
+
+function resumeRate(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const rate = /^\d{1,5}$/.test(value) ? Number(value) : Number.NaN;
+  if (!(rate >= 1 && rate <= MAX_RESUMES_PER_SECOND)) {
+    throw new UsageError(
+      `--resume-rate must be a whole number of sessions per second from 1 to ${MAX_RESUMES_PER_SECOND}, got "${value}"`,
+    );
+  }
+  return rate;
 }
 
 function shardCount(value: string | undefined): number | undefined {

@@ -59,6 +59,7 @@ const PROTOCOL_FLAGS: Record<string, FlagKind> = {
 const CLUSTER_FLAGS: Record<string, FlagKind> = {
   "lease-ttl": "string",
   shards: "string",
+  "resume-rate": "string",
   "dedupe-window": "string",
   "js-replicas": "string",
 };
@@ -94,7 +95,7 @@ const COMMANDS: Record<
       ...CLUSTER_FLAGS,
     },
     usage:
-      "up [--port N] [--host ADDR] [--ui-token T] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-chat-time 10m] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--shards 1024] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
+      "up [--port N] [--host ADDR] [--ui-token T] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-chat-time 10m] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--shards 1024] [--resume-rate 50] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
     arguments: false,
   },
   serve: {
@@ -115,7 +116,7 @@ const COMMANDS: Record<
       ...CLUSTER_FLAGS,
     },
     usage:
-      "serve [--http PORT [--host ADDR] [--ui-token T]] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-chat-time 10m] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--shards 1024] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
+      "serve [--http PORT [--host ADDR] [--ui-token T]] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-chat-time 10m] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--shards 1024] [--resume-rate 50] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
     arguments: false,
   },
   chat: {

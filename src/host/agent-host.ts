@@ -15,6 +15,7 @@ import type { AgentRouting } from "../cluster/agent-routing.js";
 import { forwardHopsOf, hostSubject, type SessionCluster } from "../cluster/session-cluster.js";
 import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
 import { type ChatLineage, describeChain, isOnChain, readLineageHeaders } from "../contract/chat-lineage.js";
+import type { ResumeCounts } from "../journal/resume-counts.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestApprovals } from "./request-approvals.js";
 import { readRequestDepth } from "./request-depth.js";
@@ -75,6 +76,8 @@ export interface AgentHostOptions {
    */
   maxSessionBytes?: number;
   sweepIntervalMs?: number;
+  /** Counts the sessions resumed from their journals (first touch vs. the journal sweeper). */
+  resumeCounts?: ResumeCounts;
   /** How long `close()` waits for running chats by default (30 s). */
   graceMs?: number;
   now?: () => number;
@@ -216,6 +219,7 @@ export class AgentHost {
         ...(options.maxQueue === undefined ? {} : { maxQueue: options.maxQueue }),
         ...(options.maxSessionBytes === undefined ? {} : { maxSessionBytes: options.maxSessionBytes }),
         ...(options.now === undefined ? {} : { now: options.now }),
+        ...(options.resumeCounts === undefined ? {} : { resumeCounts: options.resumeCounts }),
         log: this.#log,
       }),
       ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),

@@ -17,6 +17,7 @@ import type { AgentEvent } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
 import { JournalSweeper } from "../journal/journal-sweeper.js";
 import { KvChatJournal } from "../journal/kv-chat-journal.js";
+import { ResumeCounts } from "../journal/resume-counts.js";
 import { ConfigurationError } from "../llm/configuration-error.js";
 import type { ProviderEnvironment } from "../llm/create-backend.js";
 import { McpServerPool } from "../mcp/mcp-server-pool.js";
@@ -58,6 +59,11 @@ export interface HostServiceOptions {
   /** Several hosts: session lease TTL (`--lease-ttl`, default 10 s) and dedupe window (`--dedupe-window`). */
   leaseTtlMs?: number;
   dedupeWindowMs?: number;
+  /**
+   * Sessions the journal sweeper resumes per second at most after a crash or a failover
+   * (`--resume-rate`, default 50); sessions a client touches resume at once regardless.
+   */
+  resumesPerSecond?: number;
   /** Several hosts: how many shards the sessions are spread over (`--shards`, default 1024; equal on every host). */
   shards?: number;
   /**
@@ -230,6 +236,8 @@ async function startOnBus(
           `no session leases (JetStream KV): ${started.unavailable}; run one host only on this NATS system`,
         );
     }
+    // Shared by the session factory and the sweeper: what woke each resumed session.
+    const resumeCounts = new ResumeCounts();
     try {
       host = new AgentHost({
         bus,
@@ -237,6 +245,7 @@ async function startOnBus(
         agents: agentNames,
         createAgent: factory.createAgent,
         hostId,
+        resumeCounts,
         log,
         ...(cluster === undefined ? {} : { cluster }),
         ...(bus instanceof NatsBus ? { routing: new AgentRouting(bus.connection, prefix) } : {}),
@@ -264,6 +273,10 @@ async function startOnBus(
             journal,
             sessions: startedHost.sessions,
             agents: agentNames,
+            counts: resumeCounts,
+            ...(options.resumesPerSecond === undefined
+              ? {}
+              : { maxResumesPerSecond: options.resumesPerSecond }),
             ...(cluster === undefined
               ? {}
               : { ownership: cluster, intervalMs: Math.max(250, leaseTiming(options.leaseTtlMs).ttlMs / 3) }),

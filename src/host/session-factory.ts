@@ -2,6 +2,7 @@ import type { Agent } from "../agent/agent-types.js";
 import type { ChatReply } from "../bus/contract.js";
 import type { LeaseFence } from "../cluster/lease-fence.js";
 import type { SessionCluster } from "../cluster/session-cluster.js";
+import type { ResumeCounts } from "../journal/resume-counts.js";
 import { describeFailure } from "./describe-failure.js";
 import { type ChatOutcome, SessionActor } from "./session-actor.js";
 
@@ -27,6 +28,8 @@ export interface SessionFactoryOptions {
   /** Bytes one session's messages may hold (see {@link SessionActorOptions.maxSessionBytes}). */
   maxSessionBytes?: number;
   now?: () => number;
+  /** Where a session that starts with unfinished journal work is counted. */
+  resumeCounts?: ResumeCounts;
   /** One line per session that could not be built, or whose resumed chat's reply was not stored. */
   log?: (line: string) => void;
 }
@@ -62,6 +65,12 @@ export function createSessionFactory(options: SessionFactoryOptions): SessionFac
       // a client request id answers that id's retries, and its reply is stored for later ones.
       const dedupe = cluster?.dedupe;
       const journal = created.journal;
+      if (
+        journal !== undefined &&
+        (journal.unfinishedChat !== null || journal.queued.length > 0 || journal.answered.length > 0)
+      ) {
+        options.resumeCounts?.record(agent, session);
+      }
       void actor.resumeUnfinished(
         dedupe === undefined
           ? {}

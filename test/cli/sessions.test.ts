@@ -76,6 +76,10 @@ describe("agentloop sessions", () => {
     [["--lease-ttl", "100ms"], '--lease-ttl must be between 300ms and 1h, got "100ms"'],
     [["--dedupe-window", "30d"], '--dedupe-window must be between 1s and 7d, got "30d"'],
     [
+      ["--resume-rate", "0"],
+      '--resume-rate must be a whole number of sessions per second from 1 to 10000, got "0"',
+    ],
+    [
       ["--host-id", "a.b"],
       '--host-id must be one subject token of letters, digits, _ and - (at most 128), got "a.b"',
     ],
