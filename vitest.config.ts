@@ -14,9 +14,9 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     // Generous: a timeout only ends a hung test, and on a loaded machine (two CPU hogs besides the
-    // suite) a test that spawns `dist/` processes took over 30 s.
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // suite) a test that spawns `dist/` processes took over 60 s.
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
     pool: "forks",
     maxWorkers: sharesExternalServer ? 1 : WORKERS,
     globalSetup: ["test/support/global-setup.ts"],

@@ -31,8 +31,10 @@ export abstract class AgentloopError extends Error {
  *
  * @example
  * ```ts
+ * import type { Agent } from "agentloop";
  * import { isAgentloopError } from "agentloop/errors";
  *
+ * declare const agent: Agent;
  * try {
  *   await agent.chat("hi");
  * } catch (error) {

@@ -148,7 +148,8 @@ export function mappingOf(code: string): ErrorCodeMapping {
  * import { ChatReply } from "agentloop/bus";
  * import { exitCodeOfReply } from "agentloop/errors";
  *
- * const reply = ChatReply.parse(JSON.parse(data)); // a chat request's reply
+ * declare const data: string; // a chat request's reply, as received
+ * const reply = ChatReply.parse(JSON.parse(data));
  * if (!reply.ok) process.exitCode = exitCodeOfReply(reply.error.code); // 130 when cancelled, else 1
  * ```
  */
