@@ -2,7 +2,7 @@
  * `npm run bench` (SPEC §15): every figure beside its baseline, measured in the same run, printed
  * as one markdown table and written to BENCHMARKS.md with the date, Node version and CPU model.
  *
- * Flags: `--quick` (smaller sizes, a smoke run), `--only loop,events,memory,concurrency,history,history-nats,durable,bus`
+ * Flags: `--quick` (smaller sizes, a smoke run), `--only loop,events,memory,serve-rss,concurrency,history,history-nats,durable,bus`
  * (those sections; BENCHMARKS.md is then left alone), `--runs N` (measured runs per figure),
  * `--no-write`. Profile a section with `node --cpu-prof dist/bench/run.js --only loop --no-write`.
  */
@@ -15,6 +15,7 @@ import { benchHistory } from "./sections/history.js";
 import { benchLoopOverhead } from "./sections/loop-overhead.js";
 import { benchMemory } from "./sections/memory.js";
 import { benchNatsHistory } from "./sections/nats-history.js";
+import { benchServeRss } from "./sections/serve-rss.js";
 import { writeBenchmarksFile } from "./support/benchmarks-file.js";
 import { nowMs } from "./support/clock.js";
 import { startNatsServer } from "./support/nats-server.js";
@@ -25,6 +26,7 @@ const SECTIONS = {
   loop: benchLoopOverhead,
   events: benchEventPublishing,
   memory: benchMemory,
+  "serve-rss": benchServeRss,
   concurrency: benchConcurrency,
   history: benchHistory,
   "history-nats": benchNatsHistory,

@@ -14,10 +14,22 @@ export const DEFAULT_CONTEXT_COMPACT_RATIO = 0.7;
 export const DEFAULT_TOKEN_LIMIT = 128_000;
 export const DEFAULT_MAX_CONCURRENT_TOOL_CALLS = 4;
 
+/**
+ * System prompts already built, so sessions of one agent share one string: built per session, the
+ * same few hundred bytes were held once per live session. Bounded, in case prompts vary per session.
+ */
+const BUILT_SYSTEM_PROMPTS = new Map<string, string>();
+const MAX_BUILT_SYSTEM_PROMPTS = 256;
+
 /** The system prompt: the agent's own, then each ToolSet's static prompt, so the model learns each tool set's rules once. */
 export function buildSystemPrompt(systemPrompt: string, toolSets: readonly ToolSet[]): string {
   const prompts = toolSets.map((set) => set.prompt().trim()).filter((text) => text !== "");
-  return [systemPrompt, ...prompts].join("\n\n");
+  if (prompts.length === 0) return systemPrompt;
+  const built = [systemPrompt, ...prompts].join("\n\n");
+  const known = BUILT_SYSTEM_PROMPTS.get(built);
+  if (known !== undefined) return known;
+  if (BUILT_SYSTEM_PROMPTS.size < MAX_BUILT_SYSTEM_PROMPTS) BUILT_SYSTEM_PROMPTS.set(built, built);
+  return built;
 }
 
 /** The approval list of an agent that has none (shared: one empty set per process, not per session). */

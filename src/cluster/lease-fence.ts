@@ -1,7 +1,8 @@
 import type { ContextHistory } from "../context/context-history.js";
+import type { PendingApproval } from "../context/pending-approval.js";
 import { AgentloopError } from "../errors/agentloop-error.js";
 import type { LlmClient } from "../llm/llm-client.js";
-import type { GenerateRequest } from "../llm/types.js";
+import type { GenerateRequest, GenerateResponse, LlmBackend, Message, StreamSink } from "../llm/types.js";
 
 /**
  * What a session checks before it acts on shared state (a history write, a model request): that
@@ -28,31 +29,75 @@ export class LeaseLostError extends AgentloopError {
   }
 }
 
+/**
+ * The history, refusing every write once the fence says the lease is gone. Reads pass.
+ *
+ * A class rather than an object of closures: every live session holds one, and prototype methods
+ * cost nothing per session (a wrapper of closures and bound methods was about 0.7 KB of heap each).
+ */
+class FencedHistory implements ContextHistory {
+  readonly #history: ContextHistory;
+  readonly #fence: LeaseFence;
+  declare loadSeq?: () => Promise<number>;
+  declare saveSeq?: (seq: number) => Promise<void>;
+  declare loadPendingApproval?: () => Promise<PendingApproval | undefined>;
+  declare savePendingApproval?: (pending: PendingApproval) => Promise<void>;
+  declare takePendingApproval?: () => Promise<boolean>;
+
+  constructor(history: ContextHistory, fence: LeaseFence) {
+    this.#history = history;
+    this.#fence = fence;
+    // The optional parts exist exactly when the wrapped history has them (callers test for them).
+    if (history.loadSeq) this.loadSeq = fencedLoadSeq;
+    if (history.saveSeq) this.saveSeq = fencedSaveSeq;
+    if (history.loadPendingApproval) this.loadPendingApproval = fencedLoadPendingApproval;
+    if (history.savePendingApproval) this.savePendingApproval = fencedSavePendingApproval;
+    if (history.takePendingApproval) this.takePendingApproval = fencedTakePendingApproval;
+  }
+
+  /** The wrapped history, once the fence allows a write (reads do not ask). */
+  wrapped(isWrite: boolean): ContextHistory {
+    if (isWrite) this.#fence.assertHeld();
+    return this.#history;
+  }
+
+  restore(): Promise<Message[]> {
+    return this.#history.restore();
+  }
+
+  async append(messages: readonly Message[]): Promise<void> {
+    return this.wrapped(true).append(messages);
+  }
+
+  async replace(messages: readonly Message[]): Promise<void> {
+    return this.wrapped(true).replace(messages);
+  }
+
+  async clear(): Promise<void> {
+    return this.wrapped(true).clear();
+  }
+}
+
+// Shared by every FencedHistory whose history has the part (assigned in its constructor).
+function fencedLoadSeq(this: FencedHistory): Promise<number> {
+  return this.wrapped(false).loadSeq!();
+}
+async function fencedSaveSeq(this: FencedHistory, seq: number): Promise<void> {
+  return this.wrapped(true).saveSeq!(seq);
+}
+function fencedLoadPendingApproval(this: FencedHistory): Promise<PendingApproval | undefined> {
+  return this.wrapped(false).loadPendingApproval!();
+}
+async function fencedSavePendingApproval(this: FencedHistory, pending: PendingApproval): Promise<void> {
+  return this.wrapped(true).savePendingApproval!(pending);
+}
+async function fencedTakePendingApproval(this: FencedHistory): Promise<boolean> {
+  return this.wrapped(true).takePendingApproval!();
+}
+
 /** The history, refusing every write once the fence says the lease is gone. Reads pass. */
 export function fenceHistory(history: ContextHistory, fence: LeaseFence | undefined): ContextHistory {
-  if (fence === undefined) return history;
-  const guarded = <A extends unknown[], R>(write: ((...args: A) => Promise<R>) | undefined) =>
-    write === undefined
-      ? undefined
-      : async (...args: A): Promise<R> => {
-          fence.assertHeld();
-          return write(...args);
-        };
-  const fenced: ContextHistory = {
-    restore: () => history.restore(),
-    append: guarded(history.append.bind(history))!,
-    replace: guarded(history.replace.bind(history))!,
-    clear: guarded(history.clear.bind(history))!,
-  };
-  if (history.loadSeq) fenced.loadSeq = history.loadSeq.bind(history);
-  if (history.loadPendingApproval) fenced.loadPendingApproval = history.loadPendingApproval.bind(history);
-  const saveSeq = guarded(history.saveSeq?.bind(history));
-  if (saveSeq) fenced.saveSeq = saveSeq;
-  const savePending = guarded(history.savePendingApproval?.bind(history));
-  if (savePending) fenced.savePendingApproval = savePending;
-  const takePending = guarded(history.takePendingApproval?.bind(history));
-  if (takePending) fenced.takePendingApproval = takePending;
-  return fenced;
+  return fence === undefined ? history : new FencedHistory(history, fence);
 }
 
 /**
@@ -60,12 +105,38 @@ export function fenceHistory(history: ContextHistory, fence: LeaseFence | undefi
  * host resumed after a pause (or that lost the session during a backoff) must not send one more
  * request of a session another host now runs. The check before each retry rides on the request's
  * `beforeAttempt`, which the retrying client calls; the check before the call also fences a client
- * that does not.
+ * that does not. A class for the same reason as {@link FencedHistory}.
  */
-export function fenceLlm(llm: LlmClient, fence: LeaseFence | undefined): LlmClient {
-  if (fence === undefined) return llm;
-  const fenced = (request: GenerateRequest): GenerateRequest => {
+class FencedLlm implements LlmClient {
+  readonly #llm: LlmClient;
+  readonly #fence: LeaseFence;
+
+  constructor(llm: LlmClient, fence: LeaseFence) {
+    this.#llm = llm;
+    this.#fence = fence;
+  }
+
+  get backend(): LlmBackend {
+    return this.#llm.backend;
+  }
+
+  setBackend(backend: LlmBackend): void {
+    this.#llm.setBackend(backend);
+  }
+
+  async generate(request: GenerateRequest): Promise<GenerateResponse> {
+    this.#fence.assertHeld();
+    return this.#llm.generate(this.#fenced(request));
+  }
+
+  async generateStream(request: GenerateRequest, sink: StreamSink): Promise<GenerateResponse> {
+    this.#fence.assertHeld();
+    return this.#llm.generateStream(this.#fenced(request), sink);
+  }
+
+  #fenced(request: GenerateRequest): GenerateRequest {
     const before = request.beforeAttempt;
+    const fence = this.#fence;
     return {
       ...request,
       beforeAttempt: () => {
@@ -73,19 +144,10 @@ export function fenceLlm(llm: LlmClient, fence: LeaseFence | undefined): LlmClie
         before?.();
       },
     };
-  };
-  return {
-    get backend() {
-      return llm.backend;
-    },
-    setBackend: (backend) => llm.setBackend(backend),
-    generate: async (request) => {
-      fence.assertHeld();
-      return llm.generate(fenced(request));
-    },
-    generateStream: async (request, sink) => {
-      fence.assertHeld();
-      return llm.generateStream(fenced(request), sink);
-    },
-  };
+  }
+}
+
+/** The model client, refusing to start a request (or a retry) once the fence says the lease is gone. */
+export function fenceLlm(llm: LlmClient, fence: LeaseFence | undefined): LlmClient {
+  return fence === undefined ? llm : new FencedLlm(llm, fence);
 }

@@ -87,84 +87,127 @@ export const SEQ_RESERVATION_BLOCK = 1_000;
  * The best-effort event publisher every actor of a session reports through. A throwing listener
  * never reaches the chat: observability must not change the conversation.
  */
-export function createEventEmitter({
-  agent,
-  session,
-  host,
-  listeners,
-  now,
-  redactor = NO_SECRETS,
-  lastSeq = 0,
-  reserveSeq,
-}: EventEmitterParams): EventEmitter {
-  let seq = lastSeq;
-  let reserved = lastSeq;
+export function createEventEmitter(params: EventEmitterParams): EventEmitter {
+  return new SessionEventEmitter(params);
+}
+
+/**
+ * {@link createEventEmitter}'s emitter. A class rather than an object literal over closures: every
+ * live session holds one, and the literal (with its `seq` accessor) was kept as a dictionary-mode
+ * object with a closure per method, about 0.7 KB per session; prototype methods cost nothing per
+ * session.
+ */
+class SessionEventEmitter implements EventEmitter {
+  chatId = "";
+  lineage: EventLineage | undefined = undefined;
+  readonly #agent: string;
+  readonly #session: string;
+  readonly #host: string | undefined;
+  readonly #listeners: ReadonlyArray<(event: AgentEvent) => void>;
+  readonly #now: (() => Date) | undefined;
+  readonly #redactor: SecretRedactor;
+  readonly #reserveSeq: ((mark: number) => void) | undefined;
+  #seq: number;
+  #reserved: number;
   // Events come in bursts (a delta every few µs): format the clock once per millisecond.
-  let lastMs = Number.NaN;
-  let lastIso = "";
-  const timestamp = (): string => {
-    if (now) return now().toISOString();
-    const ms = Date.now();
-    if (ms !== lastMs) {
-      lastMs = ms;
-      lastIso = new Date(ms).toISOString();
-    }
-    return lastIso;
-  };
+  #lastMs = Number.NaN;
+  #lastIso = "";
   // The stamped form's stamp: one object, its per-event fields overwritten before each call.
-  const stamp: EventStamp = { agent, session, host, chatId: "", seq: 0, ts: "", iteration: 0 };
-  const emitter: EventEmitter = {
-    chatId: "",
-    lineage: undefined,
-    get seq() {
-      return seq;
-    },
-    emit(iteration, body, chatId = emitter.chatId) {
-      seq += 1;
-      if (seq > reserved && reserveSeq !== undefined) {
-        reserved = seq + SEQ_RESERVATION_BLOCK - 1;
-        try {
-          reserveSeq(reserved);
-        } catch {
-          // Best-effort like the events themselves: the chat goes on.
-        }
+  readonly #stamp: EventStamp;
+
+  constructor({
+    agent,
+    session,
+    host,
+    listeners,
+    now,
+    redactor = NO_SECRETS,
+    lastSeq = 0,
+    reserveSeq,
+  }: EventEmitterParams) {
+    this.#agent = agent;
+    this.#session = session;
+    this.#host = host;
+    this.#listeners = listeners;
+    this.#now = now;
+    this.#redactor = redactor;
+    this.#reserveSeq = reserveSeq;
+    this.#seq = lastSeq;
+    this.#reserved = lastSeq;
+    this.#stamp = { agent, session, host, chatId: "", seq: 0, ts: "", iteration: 0 };
+  }
+
+  get seq(): number {
+    return this.#seq;
+  }
+
+  emit(iteration: number, body: EventBody, chatId: string = this.chatId): void {
+    const seq = ++this.#seq;
+    const reserveSeq = this.#reserveSeq;
+    if (seq > this.#reserved && reserveSeq !== undefined) {
+      this.#reserved = seq + SEQ_RESERVATION_BLOCK - 1;
+      try {
+        reserveSeq(this.#reserved);
+      } catch {
+        // Best-effort like the events themselves: the chat goes on.
       }
-      // Nobody listening: the seq still advances, nothing is built.
-      if (listeners.length === 0) return;
-      const ts = timestamp();
-      // Events leave the process (NATS, JetStream files, the UI): a tool call's arguments, an
-      // error message or a delta may quote a key. Only the body carries free text.
-      const redacted = redactor.isActive ? redactor.redactValue(body) : body;
-      const { lineage } = emitter;
-      // Only a child chat's own events: the body's fields come after the stamp, as a reader expects.
-      const eventBody =
-        lineage === undefined || chatId !== emitter.chatId
-          ? redacted
-          : ({ ...redacted, parent: lineage.parent, root: lineage.root } as unknown as EventBody);
-      if (listeners.length === 1) {
-        const takeStamped = (listeners[0] as EventListenerOffer)[TAKES_STAMPED_EVENTS];
-        if (takeStamped !== undefined) {
-          stamp.chatId = chatId;
-          stamp.seq = seq;
-          stamp.ts = ts;
-          stamp.iteration = iteration;
-          try {
-            takeStamped(stamp, eventBody);
-          } catch {
-            // Best-effort: a failing listener must not stop the chat or the other listeners.
-          }
-          return;
-        }
-      }
-      const event = { agent, session, host, chatId, seq, ts, iteration, ...eventBody } as AgentEvent;
-      for (const listener of listeners) {
+    }
+    const listeners = this.#listeners;
+    // Nobody listening: the seq still advances, nothing is built.
+    if (listeners.length === 0) return;
+    const ts = this.#timestamp();
+    // Events leave the process (NATS, JetStream files, the UI): a tool call's arguments, an
+    // error message or a delta may quote a key. Only the body carries free text.
+    const redactor = this.#redactor;
+    const redacted = redactor.isActive ? redactor.redactValue(body) : body;
+    const { lineage } = this;
+    // Only a child chat's own events: the body's fields come after the stamp, as a reader expects.
+    const eventBody =
+      lineage === undefined || chatId !== this.chatId
+        ? redacted
+        : ({ ...redacted, parent: lineage.parent, root: lineage.root } as unknown as EventBody);
+    if (listeners.length === 1) {
+      const takeStamped = (listeners[0] as EventListenerOffer)[TAKES_STAMPED_EVENTS];
+      if (takeStamped !== undefined) {
+        const stamp = this.#stamp;
+        stamp.chatId = chatId;
+        stamp.seq = seq;
+        stamp.ts = ts;
+        stamp.iteration = iteration;
         try {
-          listener(event);
+          takeStamped(stamp, eventBody);
         } catch {
           // Best-effort: a failing listener must not stop the chat or the other listeners.
         }
+        return;
       }
-    },
-  };
-  return emitter;
+    }
+    const event = {
+      agent: this.#agent,
+      session: this.#session,
+      host: this.#host,
+      chatId,
+      seq,
+      ts,
+      iteration,
+      ...eventBody,
+    } as AgentEvent;
+    for (const listener of listeners) {
+      try {
+        listener(event);
+      } catch {
+        // Best-effort: a failing listener must not stop the chat or the other listeners.
+      }
+    }
+  }
+
+  #timestamp(): string {
+    if (this.#now) return this.#now().toISOString();
+    const ms = Date.now();
+    if (ms !== this.#lastMs) {
+      this.#lastMs = ms;
+      this.#lastIso = new Date(ms).toISOString();
+    }
+    return this.#lastIso;
+  }
 }

@@ -137,7 +137,22 @@ export function defineTool<Schema extends z.ZodType>(params: DefineToolParams<Sc
   };
 }
 
+/**
+ * Each schema's JSON Schema, converted once: stateful ToolSets define their tools again for every
+ * session (each `copy()`), and a converted schema is a tree of a dozen objects and strings, kept per
+ * live session and rebuilt at a cost in CPU. The trees are only read (by the provider adapters).
+ */
+const PARAMETER_SCHEMAS = new WeakMap<z.ZodType, Record<string, unknown>>();
+
 function toParametersSchema(toolName: string, schema: z.ZodType): Record<string, unknown> {
+  const known = PARAMETER_SCHEMAS.get(schema);
+  if (known !== undefined) return known;
+  const converted = convertParametersSchema(toolName, schema);
+  PARAMETER_SCHEMAS.set(schema, converted);
+  return converted;
+}
+
+function convertParametersSchema(toolName: string, schema: z.ZodType): Record<string, unknown> {
   let jsonSchema: Record<string, unknown>;
   try {
     // "input" describes what the model must send (defaults optional), not what execute receives.

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createAgent } from "../../src/agent/create-agent.js";
-import { fenceLlm, type LeaseFence, LeaseLostError } from "../../src/cluster/lease-fence.js";
+import { fenceHistory, fenceLlm, type LeaseFence, LeaseLostError } from "../../src/cluster/lease-fence.js";
+import { InMemoryContextHistory } from "../../src/context/in-memory-history.js";
 import type { AgentEvent } from "../../src/events/types.js";
 import { RetryingLlmClient } from "../../src/llm/retrying-client.js";
 import type { GenerateRequest, StreamSink } from "../../src/llm/types.js";
@@ -110,5 +111,36 @@ describe("fenceLlm", () => {
     expect(model.requests).toHaveLength(1);
     expect(events.filter((event) => event.kind === "ModelResponse")).toEqual([]);
     expect(events.filter((event) => event.kind === "ChatFailed")).toHaveLength(1);
+  });
+});
+
+describe("fenceHistory", () => {
+  it("refuses writes once the lease is lost, lets reads through, and has the optional parts its history has", async () => {
+    const fence = manualFence();
+    const inner = new InMemoryContextHistory();
+    const history = fenceHistory(inner, fence);
+    await history.append([{ role: "user", content: "before" }]);
+    // The parts the wrapped history lacks stay absent: callers test for them.
+    expect(history.loadSeq === undefined).toBe(inner.loadSeq === undefined);
+    expect(history.saveSeq === undefined).toBe(inner.saveSeq === undefined);
+    expect(history.takePendingApproval === undefined).toBe(inner.takePendingApproval === undefined);
+    const bare = fenceHistory(
+      {
+        restore: async () => [],
+        append: async () => {},
+        replace: async () => {},
+        clear: async () => {},
+      },
+      fence,
+    );
+    expect(bare.loadSeq).toBeUndefined();
+    expect(bare.savePendingApproval).toBeUndefined();
+    fence.lose();
+    await expect(history.append([{ role: "user", content: "after" }])).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(history.replace([])).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(history.clear()).rejects.toBeInstanceOf(LeaseLostError);
+    expect(await history.restore()).toEqual([{ role: "user", content: "before" }]);
+    await expect(history.saveSeq?.(5)).rejects.toBeInstanceOf(LeaseLostError);
+    expect(await history.loadSeq?.()).toBe(0);
   });
 });

@@ -33,6 +33,27 @@ describe("defineTool", () => {
     });
   });
 
+  it("converts a schema once: tools defined again on the same schema (a stateful set's copy per session) share its JSON Schema", () => {
+    const define = () =>
+      defineTool({
+        name: "search",
+        description: "Searches.",
+        parameters: searchParameters,
+        execute: () => "",
+      });
+    const first = define();
+    const second = define();
+    expect(second.definition.parameters).toBe(first.definition.parameters);
+    const other = defineTool({
+      name: "search",
+      description: "Searches.",
+      parameters: z.object({ query: z.string() }),
+      execute: () => "",
+    });
+    expect(other.definition.parameters).not.toBe(first.definition.parameters);
+    expect(other.definition.parameters).toMatchObject({ required: ["query"] });
+  });
+
   it("runs execute with the validated, defaulted arguments and the context", async () => {
     const seen: unknown[] = [];
     const context = createTestToolContext();

@@ -33,6 +33,11 @@ export const TODO_LIST_PROMPT = [
   "changes. Every call replaces the whole plan. Skip it for simple questions answered in one step.",
 ].join("\n");
 
+/** One string for every session's copy (a concatenation in place would be rebuilt and held per session). */
+const TODO_LIST_DESCRIPTION =
+  "Records your plan for a multi-step task and the status of each step. Send the whole plan " +
+  "every time: it replaces the previous one. Send an empty plan to clear it.";
+
 /**
  * The built-in `todo_list` ToolSet. Each `copy()` is an independent session plan;
  * `reset()` clears it. Its iteration injection reminds the model of the current plan.
@@ -48,9 +53,7 @@ export function createTodoListToolSet(): TodoListToolSet {
         name: "todo_list",
         // Sends the whole plan each time: setting it twice is setting it once.
         idempotent: true,
-        description:
-          "Records your plan for a multi-step task and the status of each step. Send the whole plan " +
-          "every time: it replaces the previous one. Send an empty plan to clear it.",
+        description: TODO_LIST_DESCRIPTION,
         parameters: TodoListArguments,
         execute: (args) => {
           state.plan = args.plan.map((item) => ({ step: item.step, status: item.status }));
