@@ -109,16 +109,17 @@ describe("requestWithHeartbeat", () => {
     bus.subscribe(CHAT, (message: BusMessage) => {
       const timer = setInterval(() => {
         beats += 1;
-        bus.publish(BEATS, beat(20));
+        bus.publish(BEATS, beat(50));
         if (beats === 40) {
           clearInterval(timer);
           bus.respond(message, reply);
         }
-      }, 20);
+      }, 50);
     });
+    // 2 s of beats against a 600 ms limit: a loaded machine may hold a timer back a few hundred ms.
     const answer = await requestWithHeartbeat(bus, CHAT, "{}", {
       heartbeatSubject: BEATS,
-      heartbeatTimeoutMs: 200,
+      heartbeatTimeoutMs: 600,
     });
     expect(answer.data).toBe(reply);
     expect(beats).toBe(40);
