@@ -291,11 +291,11 @@ export class SessionCluster {
    */
   async fenceFor(agent: string, session: string): Promise<LeaseFence> {
     const shard = this.shards.shardOf(agent, session);
+    // Held here, even while it is being handed over: a request placed before the hand-over began
+    // holds the shard (the drain waits for it), so its session is built under the shard's fence.
+    const held = this.shards.fenceOf(shard);
+    if (held !== undefined) return held;
     const place = this.shards.place(shard);
-    if (place.where === "here") {
-      const fence = this.shards.fenceOf(shard);
-      if (fence !== undefined) return fence;
-    }
     if (place.where === "elsewhere")
       throw new SessionOwnedElsewhereError(agent, session, this.#recordOf(place));
     return this.shards.acquire(shard);

@@ -12,6 +12,7 @@ import {
 import { isOverMaxPayload } from "../bus/payload-size.js";
 import { controlSubject, DEFAULT_PREFIX, parseRequestSubject } from "../bus/subjects.js";
 import type { AgentRouting } from "../cluster/agent-routing.js";
+import { LeaseLostError } from "../cluster/lease-fence.js";
 import { forwardHopsOf, hostSubject, type SessionCluster } from "../cluster/session-cluster.js";
 import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
 import { type ChatLineage, describeChain, isOnChain, readLineageHeaders } from "../contract/chat-lineage.js";
@@ -760,6 +761,10 @@ export function sessionStartError(error: unknown): SessionError {
     error instanceof HostMemoryOverloadedError
   ) {
     return describeFailure(error);
+  }
+  // Its shard changed owner meanwhile: asking again reaches the host that serves it now.
+  if (error instanceof LeaseLostError) {
+    return { code: "unavailable", message: `cannot start the session: ${error.message}; retry the request` };
   }
   return { code: "internal", message: `cannot start the session: ${describeFailure(error).message}` };
 }

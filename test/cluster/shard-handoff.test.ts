@@ -120,7 +120,7 @@ describe("shards handed over between hosts", () => {
       b = await startHost(prefix, "hb");
     });
     expect(replies).toHaveLength(sessions.length * 6);
-    for (const reply of replies) expect(reply).toMatchObject({ ok: true });
+    expect(replies.filter((reply) => (reply as { ok: boolean }).ok !== true)).toEqual([]);
     await waitFor(() => a.cluster.shards.heldCount + (b?.cluster.shards.heldCount ?? 0) === SHARDS, 15_000);
     expect(b!.cluster.shards.heldCount).toBeGreaterThan(0);
     expect(a.cluster.shards.heldCount).toBeGreaterThan(0);
@@ -149,7 +149,7 @@ describe("shards handed over between hosts", () => {
       await waitFor(() => b.ran.size >= 2, 15_000);
       await b.host.close({ graceMs: 5_000 });
     });
-    for (const reply of replies) expect(reply).toMatchObject({ ok: true });
+    expect(replies.filter((reply) => (reply as { ok: boolean }).ok !== true)).toEqual([]);
     await waitFor(() => a.cluster.shards.heldCount === SHARDS, 15_000);
     for (const session of sessions) {
       const ranOn = [...(a.ran.get(session) ?? []), ...(b.ran.get(session) ?? [])].sort();
