@@ -18,11 +18,6 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: "forks",
-    // Files in one worker share its module graph: loading the SDKs, XState and the NATS client once
-    // per worker instead of once per file took the suite from 410 s to 254 s on 2 cores. Files
-    // therefore leave nothing global behind (env stubs, tracer providers and fake timers are undone
-    // in their afterEach), and each starts its own servers and buses.
-    isolate: false,
     maxWorkers: sharesExternalServer ? 1 : WORKERS,
     globalSetup: ["test/support/global-setup.ts"],
     setupFiles: ["test/support/fail-on-console.ts"],
