@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (SPEC §15): every figure beside its baseline, measured in the same run, printed
+ * `npm run bench`: every figure beside its baseline, measured in the same run, printed
  * as one markdown table and written to BENCHMARKS.md with the date, Node version and CPU model.
  *
  * Flags: `--quick` (smaller sizes, a smoke run), `--only loop,events,memory,serve-rss,concurrency,history,history-nats,durable,bus`

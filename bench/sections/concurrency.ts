@@ -13,7 +13,7 @@ const STREAMING_TOOL_STEPS = 10;
  * §4 concurrency: 1,000 sessions each run a 3-iteration chat (2 tool steps, then text) at once on
  * the zero-latency backend. Throughput: one worker process holds the sessions of all three loops
  * and rotates between them round by round. The shaped baseline (bench/workload/shaped-xstate-loop.ts) is
- * the loop's shape as SPEC §3 asks for it with nothing else: what it costs above the minimal loop is the
+ * the loop's shape as the design asks for it (a chat machine invoking one iteration machine per turn) with nothing else: what it costs above the minimal loop is the
  * price of the shape. Peak RSS: one worker per loop (maxRSS is per process)
  * running one round.
  */

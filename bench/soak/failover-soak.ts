@@ -1,5 +1,5 @@
 /**
- * The failover soak (issue 11): several `agentloop serve --history nats` processes (dist/) on one
+ * The failover soak: several `agentloop serve --history nats` processes (dist/) on one
  * nats-server; each run sends chats with ids to a fresh session, kills its owner with SIGKILL at a
  * random point (mid-stream, mid-tool, or while messages are queued), starts a replacement host, and
  * retries every unanswered id until answered. Checked per run: each id is answered, every reply of

@@ -1,7 +1,7 @@
 import type { Bus } from "../../src/bus/bus.js";
 
 /**
- * How the baselines publish: the SPEC §9 fields of the events a minimal loop must emit for a UI
+ * How the baselines publish: the envelope fields of the events a minimal loop must emit for a UI
  * (ChatStarted, ModelRequest, ModelTextDelta, ToolCallStarted/Completed, ChatCompleted), stamped
  * and stringified inline, straight onto the bus. No StateChanged, no segments, no listeners list.
  */

@@ -4,7 +4,7 @@ import { type BaselineEvents, createBaselineEvents } from "./baseline-events.js"
 import { type BaselineChatResult, type BaselineParams, invokeTool } from "./plain-loop.js";
 
 /**
- * The floor of the loop's shape as SPEC §3 asks for it, with nothing else: a chat machine that
+ * The floor of the loop's shape as the design asks for it, with nothing else: a chat machine that
  * invokes one iteration machine per iteration (its own statechart, its own actor), which streams
  * the response in a callback actor and runs each tool call as its own promise actor. No events,
  * no history, no in-flight tracking, no approvals, no journal; with a bus it publishes the events the

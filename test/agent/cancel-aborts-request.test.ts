@@ -8,7 +8,7 @@ import { chatTurnSse, type FakeOpenAI, stallAfterFrames, startFakeOpenAI } from 
 import { waitUntil } from "../support/agent-harness.js";
 
 /**
- * Regression (issue 9, defect 7): cancelling a chat must abort its model request, not only stop
+ * Regression: cancelling a chat must abort its model request, not only stop
  * listening to it (a request left running holds a connection and may go on billing). Through the
  * real SDK against the fake server: the server sees the connection closed. Nothing else would
  * close it here: the stream stalls after its first delta, and every timeout is a minute away.

@@ -12,7 +12,7 @@ import {
 } from "../support/agent-harness.js";
 
 /**
- * SPEC §2.7, §6.4: a chat cancelled while tools run back-fills a `cancelled` result for every
+ * A chat cancelled while tools run back-fills a `cancelled` result for every
  * unfinished call, so the history (a real SQLite file here) never holds a dangling tool call; the
  * chat rejects with ChatCancelledError and emits ChatFailed with cancelled: true.
  */
@@ -125,7 +125,7 @@ describe("cancelling a chat", () => {
     expect(backend.requests).toEqual([]);
   });
 
-  it("a chat cancelled before it starts still emits ChatStarted then ChatFailed, under a fresh chat id (issue 9)", async () => {
+  it("a chat cancelled before it starts still emits ChatStarted then ChatFailed, under a fresh chat id", async () => {
     const { agent, events } = await createTestAgent({ script: [{ text: "answered" }] });
     await agent.chat("first");
     const firstChatId = events[0]?.chatId;

@@ -7,7 +7,7 @@ import { defineTool } from "../../src/tools/define-tool.js";
 import { createTempHistories, createTestAgent } from "../support/agent-harness.js";
 
 /**
- * The post-chat compaction check (SPEC §2.5, §7.3) on both sides of the threshold, against a real
+ * The post-chat compaction check on both sides of the threshold, against a real
  * SQLite history: below the ratio the chat's messages are appended; at or above it the history is
  * replaced by ONE user message holding the summary; an empty summary loses nothing.
  */

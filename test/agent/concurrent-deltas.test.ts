@@ -3,7 +3,7 @@ import type { AgentEvent } from "../../src/events/types.js";
 import { createTestAgent } from "../support/agent-harness.js";
 
 /**
- * SPEC §14: exact delta counts and order with many chats running at once (a peer framework loses
+ * Exact delta counts and order with many chats running at once (a peer framework loses
  * token events at five concurrent streams; we must not). 20 sessions × 200 deltas, streamed with
  * small async gaps so the sessions interleave.
  */

@@ -5,7 +5,7 @@ import { ContextLengthExceededError } from "../../src/llm/errors.js";
 import type { Message } from "../../src/llm/types.js";
 import { createTempHistories, createTestAgent } from "../support/agent-harness.js";
 
-/** SPEC §5: a context-length error means the caller must compact, then retry. */
+/** A context-length error means the caller must compact, then retry. */
 
 let histories: ReturnType<typeof createTempHistories>;
 beforeEach(() => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { InMemoryContextHistory } from "../../src/context/in-memory-history.js";
 import { createTestAgent } from "../support/agent-harness.js";
 
-/** SPEC §2.6: an empty reply becomes exactly `(the model returned no content)`, never "". */
+/** An empty reply becomes exactly `(the model returned no content)`, never "". */
 
 describe("an empty reply", () => {
   it.each([

@@ -5,7 +5,7 @@ import { defineTool } from "../../src/tools/define-tool.js";
 import { createTestAgent } from "../support/agent-harness.js";
 
 /**
- * SPEC §9: every event has agent, session, chatId, seq (strictly increasing per session), ts (ISO
+ * Every event has agent, session, chatId, seq (strictly increasing per session), ts (ISO
  * 8601) and iteration (0 for chat-level events, the 1-based iteration otherwise).
  */
 

@@ -5,7 +5,7 @@ import { SEQ_RESERVATION_BLOCK } from "../../src/events/event-emitter.js";
 import { createTempHistories, createTestAgent } from "../support/agent-harness.js";
 
 /**
- * Regression (issue 9, defect 7): `seq` restarted at 1 whenever a session was rebuilt (after a
+ * Regression: `seq` restarted at 1 whenever a session was rebuilt (after a
  * passivation or a host restart), so two events of one session could carry the same seq. It is
  * monotonic per session now: each rebuilt agent numbers its events above every one the session's
  * earlier instances published, its history keeping the mark.

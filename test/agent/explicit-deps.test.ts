@@ -7,7 +7,7 @@ import type { Message } from "../../src/llm/types.js";
 import { scriptedModel } from "../../src/testing/index.js";
 import { NO_SECRETS } from "../../src/text/secret-redactor.js";
 
-/** Issue 10: a session's dependencies reach the machines as input, not through a registry. */
+/** A session's dependencies reach the machines as input, not through a registry. */
 
 function sessionDeps(overrides: Partial<SessionDeps> = {}): SessionDeps {
   return createSessionDeps({

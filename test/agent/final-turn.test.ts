@@ -6,7 +6,7 @@ import { defineTool } from "../../src/tools/define-tool.js";
 import { createTestAgent } from "../support/agent-harness.js";
 
 /**
- * The last iteration is a final turn (SPEC §2.2): the model cannot call a tool, reasoningEffort
+ * The last iteration is a final turn: the model cannot call a tool, reasoningEffort
  * stays, and the turn is its own state in StateChanged.
  */
 
@@ -92,7 +92,7 @@ describe("the final turn", () => {
 
   it("a model that calls a tool on the final turn anyway gets no tool run and its text is the answer", async () => {
     // Regression pin: tool_choice "none" is a request, not a guarantee (OpenAI-compatible servers
-    // may ignore it). SPEC §2.2: on the last iteration "the model cannot call a tool".
+    // may ignore it). On the last iteration "the model cannot call a tool".
     executions = 0;
     const { agent, backend } = await createTestAgent({
       script: () => ({ text: "Final words.", toolCalls: [{ name: "lookup", arguments: { q: "again" } }] }),

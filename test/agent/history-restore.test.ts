@@ -4,7 +4,7 @@ import { defineTool } from "../../src/tools/define-tool.js";
 import { createTempHistories, createTestAgent } from "../support/agent-harness.js";
 
 /**
- * SPEC §7.1: a session's history lives in SQLite keyed by agent + session; a new agent on the same
+ * A session's history lives in SQLite keyed by agent + session; a new agent on the same
  * file and key continues the conversation (tool calls and thinking blocks included).
  */
 

@@ -4,7 +4,7 @@ import { createTodoListToolSet, renderTodoListReminder } from "../../src/tools/b
 import { createTestAgent } from "../support/agent-harness.js";
 
 /**
- * SPEC §2.1, §6.3: every ToolSet's non-empty iterationPromptInjection() is prepended to the user's
+ * Every ToolSet's non-empty iterationPromptInjection() is prepended to the user's
  * text; it is part of the user message and persisted with it (todo_list's <TODO_LIST_REMINDER>).
  */
 

@@ -6,7 +6,7 @@ import { canCallTools } from "../../src/llm/types.js";
 import { defineTool } from "../../src/tools/define-tool.js";
 import { createTempHistories, createTestAgent } from "../support/agent-harness.js";
 
-/** SPEC §7.3: manual `compact(topic?)` (the `/compact [topic]` command). */
+/** Manual `compact(topic?)` (the `/compact [topic]` command). */
 
 let histories: ReturnType<typeof createTempHistories>;
 beforeEach(() => {
@@ -26,7 +26,7 @@ const conversation: Message[] = [
 ];
 
 describe("manual compaction", () => {
-  it("on an empty context is a no-op: no request, no event, no summary written (issue 9)", async () => {
+  it("on an empty context is a no-op: no request, no event, no summary written", async () => {
     const history = histories.open();
     // The script is empty: any model request would fail the compaction.
     const { agent, backend, events } = await createTestAgent({ script: [], history });
@@ -81,7 +81,7 @@ describe("manual compaction", () => {
   });
 
   it("with tool calls in the history, the summary request keeps the tool definitions with toolChoice none", async () => {
-    // Regression pin (SPEC §2.2, "the same holds for the compaction request"): Anthropic rejects a
+    // Regression pin: Anthropic rejects a
     // request whose history holds tool_use blocks but which defines no tools.
     const { agent, backend } = await createTestAgent({
       script: [{ toolCalls: [{ name: "ping" }] }, { text: "pinged" }, { text: "Pinged once." }],

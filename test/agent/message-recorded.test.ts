@@ -3,7 +3,7 @@ import { z } from "zod";
 import { defineTool } from "../../src/tools/define-tool.js";
 import { createControlledTool, createTestAgent, waitUntil } from "../support/agent-harness.js";
 
-/** SPEC §8: onMessageRecorded sees every user, assistant and tool message; its exceptions are swallowed. */
+/** OnMessageRecorded sees every user, assistant and tool message; its exceptions are swallowed. */
 
 const add = defineTool({
   name: "add",
@@ -55,7 +55,7 @@ describe("onMessageRecorded", () => {
 
   it("sees the cancelled results back-filled for a cancelled chat", async () => {
     // Regression pin: the history gets a `cancelled` tool message for every unfinished call
-    // (SPEC §6.4), so the audit trail must see them too or it shows dangling tool calls.
+    //, so the audit trail must see them too or it shows dangling tool calls.
     const slow = createControlledTool("slow", z.object({ key: z.string() }));
     const { agent, recorded } = await createTestAgent({
       script: [{ toolCalls: [{ id: "k", name: "slow", arguments: { key: "k" } }] }],

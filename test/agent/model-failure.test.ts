@@ -6,7 +6,7 @@ import { defineTool } from "../../src/tools/define-tool.js";
 import { createTempHistories, createTestAgent, danglingToolCalls } from "../support/agent-harness.js";
 
 /**
- * SPEC §2.7: a failed model request ends the chat with ChatFailedError and a ChatFailed event; the
+ * A failed model request ends the chat with ChatFailedError and a ChatFailed event; the
  * chat's messages so far are still persisted (the user message, finished tool rounds).
  */
 

@@ -4,7 +4,7 @@ import type { Script } from "../../src/testing/index.js";
 import { defineTool } from "../../src/tools/define-tool.js";
 import { createTestAgent } from "../support/agent-harness.js";
 
-/** SPEC §8, §9: onLog is best-effort: a callback that throws changes nothing about the chat. */
+/** OnLog is best-effort: a callback that throws changes nothing about the chat. */
 
 const echo = defineTool({
   name: "echo",

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTodoListToolSet } from "../../src/tools/builtin/todo-list.js";
 import { createTempHistories, createTestAgent } from "../support/agent-harness.js";
 
-/** SPEC §6.1, §10: `reset()` (`/new`) clears the context, the history and the ToolSets' state. */
+/** `reset()` (`/new`) clears the context, the history and the ToolSets' state. */
 
 let histories: ReturnType<typeof createTempHistories>;
 beforeEach(() => {

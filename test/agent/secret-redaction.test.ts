@@ -7,7 +7,7 @@ import { defineTool } from "../../src/tools/define-tool.js";
 import { createTestAgent } from "../support/agent-harness.js";
 
 /**
- * Issue 9, defect 4: with a redactor, a configured secret reaches neither the model (through a
+ * With a redactor, a configured secret reaches neither the model (through a
  * tool result), nor an event (a tool call's arguments, its result, a failure), nor the error a
  * failed chat rejects with.
  */

@@ -6,7 +6,7 @@ import { defineTool } from "../../src/tools/define-tool.js";
 import { createTestAgent } from "../support/agent-harness.js";
 
 /**
- * SPEC §4: the first delta of a segment emits ModelStreamSegmentStart (attempt, 1-based); a reset
+ * The first delta of a segment emits ModelStreamSegmentStart (attempt, 1-based); a reset
  * emits ModelStreamSegmentReset (the attempt that died, its reason) and the next segment is the
  * next attempt. A consumer discards what it rendered for a reset segment.
  */

@@ -4,7 +4,7 @@ import { createToolSet } from "../../src/tools/create-tool-set.js";
 import { createTempHistories, createTestAgent } from "../support/agent-harness.js";
 
 /**
- * SPEC §7.2, §8: the system prompt is the agent's own followed by each ToolSet's static prompt; it
+ * The system prompt is the agent's own followed by each ToolSet's static prompt; it
  * heads every request and is never stored in the history.
  */
 

@@ -5,7 +5,7 @@ import { defineTool } from "../../src/tools/define-tool.js";
 import { createTestAgent } from "../support/agent-harness.js";
 
 /**
- * SPEC §3.2: Anthropic thinking blocks (with their signatures, redacted ones too) and reasoning
+ * Anthropic thinking blocks (with their signatures, redacted ones too) and reasoning
  * content go into the assistant message and are replayed verbatim on every later request.
  */
 

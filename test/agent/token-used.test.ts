@@ -5,7 +5,7 @@ import { defineTool } from "../../src/tools/define-tool.js";
 import { createTestAgent } from "../support/agent-harness.js";
 
 /**
- * SPEC §2.4 and §2.6: `tokenUsed` is the LAST request's prompt + completion (every request re-sends
+ * `tokenUsed` is the LAST request's prompt + completion (every request re-sends
  * the whole context, so a sum would overstate it N-fold); the usage a chat returns is the sum.
  */
 

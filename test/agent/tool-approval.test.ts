@@ -11,7 +11,7 @@ import {
 } from "../support/agent-harness.js";
 
 /**
- * Issue 12: tool calls that need approval wait in the iteration's awaitingApproval state; a
+ * Tool calls that need approval wait in the iteration's awaitingApproval state; a
  * person's decision comes out of band; the pending approval is persisted with the session, so a
  * new agent on the same history (a restarted host) can take the decision and finish the chat.
  */

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createControlledTool, createTestAgent, settle, waitUntil } from "../support/agent-harness.js";
 
-/** SPEC §3.4, §8: at most maxConcurrentToolCalls (default 4) tool calls run at once; the rest queue. */
+/** At most maxConcurrentToolCalls (default 4) tool calls run at once; the rest queue. */
 
 const sixCalls = ["1", "2", "3", "4", "5", "6"].map((key) => ({ name: "slow", arguments: { key } }));
 

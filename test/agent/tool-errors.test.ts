@@ -4,7 +4,7 @@ import { defineTool } from "../../src/tools/define-tool.js";
 import { createTestAgent } from "../support/agent-harness.js";
 
 /**
- * SPEC §6.2: a throwing tool, an unknown tool, arguments that are not JSON or fail the schema —
+ * A throwing tool, an unknown tool, arguments that are not JSON or fail the schema —
  * each becomes an `{"error": …}` result the model sees and a ToolCallFailed event; the chat goes on.
  */
 

@@ -4,7 +4,7 @@ import { InMemoryContextHistory } from "../../src/context/in-memory-history.js";
 import { createControlledTool, createTestAgent, settle, waitUntil } from "../support/agent-harness.js";
 
 /**
- * SPEC §3.5: tool results are back-filled in the order the model made the calls, not the order
+ * Tool results are back-filled in the order the model made the calls, not the order
  * they finished in, each linked by its call id.
  */
 

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { defineTool } from "../../src/tools/define-tool.js";
 import { createTestAgent } from "../support/agent-harness.js";
 
-/** SPEC §6.2: results over 8,000 characters reach the model truncated, with a visible marker. */
+/** Results over 8,000 characters reach the model truncated, with a visible marker. */
 
 const big = defineTool({
   name: "big",

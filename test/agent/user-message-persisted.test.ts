@@ -8,7 +8,7 @@ import { defineTool } from "../../src/tools/define-tool.js";
 import { createTempHistories, createTestAgent, danglingToolCalls } from "../support/agent-harness.js";
 
 /**
- * Issue 9, defect 2: a host that dies mid-chat took the user's message with it, because the chat's
+ * A host that dies mid-chat took the user's message with it, because the chat's
  * messages were written only after the loop. The user message is now written before the first
  * model request; the writes after the loop add only what is not yet written.
  */

@@ -7,7 +7,7 @@ import { defineTool } from "../../src/tools/define-tool.js";
 import { createTempHistories, createTestAgent } from "../support/agent-harness.js";
 
 /**
- * Issue 9, defect 3: one lone UTF-16 surrogate (half an emoji) poisoned a session for good: it was
+ * One lone UTF-16 surrogate (half an emoji) poisoned a session for good: it was
  * stored and replayed on every request, and providers refuse such a body with a 400. Whatever the
  * source (the user's text, a tool's result, the model's own reply, an old history row), the
  * conversation and its history hold U+FFFD instead.

@@ -64,7 +64,7 @@ describe("parseChatRequest", () => {
     ['{"session":"s","text":"x","type":7}', /field "type"/],
     ['{"session":"s","text":"x","type":""}', /field "type"/],
     ['{"session":"s","text":"x","id":12}', /field "id"/],
-    // Issue 9 defect 3: a lone surrogate (half an emoji) would poison the session's history.
+    // A lone surrogate (half an emoji) would poison the session's history.
     ['{"session":"s","text":"half \\ud83d an emoji"}', /field "text": must be well-formed Unicode/],
     ['{"session":"s","text":"\\udc00"}', /field "text": must be well-formed Unicode/],
     ['{"session":"s","text":"x","type":"task\\ud800"}', /field "type": must be well-formed Unicode/],

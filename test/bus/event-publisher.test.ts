@@ -263,7 +263,7 @@ describe("createBusEventPublisher on a bus that takes bytes", () => {
   });
 });
 
-describe("events over the bus's max payload (issue 9, defect 5)", () => {
+describe("events over the bus's max payload", () => {
   let server: NatsServer;
   beforeAll(async () => {
     server = await workerNatsServer();

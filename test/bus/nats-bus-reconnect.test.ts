@@ -7,7 +7,7 @@ import { type RestartableNatsServer, startRestartableNatsServer } from "../suppo
 import { record } from "./bus-helpers.js";
 
 /**
- * Issue 9, defect 1: what is published while NATS reconnects must not be lost. The v3 client
+ * What is published while NATS reconnects must not be lost. The v3 client
  * empties its outbound buffer at every reconnect attempt, so before the fix 0 of 10 publishes
  * made during an outage arrived, and a reply sent during it never reached its requester.
  */
@@ -46,7 +46,7 @@ function disconnected(connection: NatsConnection): Promise<void> {
   });
 }
 
-describe("NatsBus across a nats-server restart (issue 9, defect 1)", () => {
+describe("NatsBus across a nats-server restart", () => {
   it("holds what is published while NATS is down and sends it, in order, once it is back", async () => {
     const { bus, lines } = await openBus();
     // The same connection subscribes: it resubscribes before anything it sends after a reconnect.

@@ -6,7 +6,7 @@ import { HostSilentError, requestWithHeartbeat } from "../../src/bus/request-wit
 import { parseSessionHeartbeat, type SessionHeartbeat } from "../../src/bus/session-heartbeat.js";
 
 /**
- * Issue 9, defect 2: a client waiting on a host that died waited out a 30-minute timeout. A
+ * A client waiting on a host that died waited out a 30-minute timeout. A
  * request made with requestWithHeartbeat watches the session's heartbeat and gives up within
  * seconds of the beats stopping.
  */
@@ -41,7 +41,7 @@ const reply = JSON.stringify({ ok: true, session: "s1", result: "done", usage: {
 
 describe("requestWithHeartbeat", () => {
   it("does not blame the host for silence while its own connection is down, and gives it a window once back", async () => {
-    // Issue 9: a nats-server restart silences every host's beats while the client is away too; the
+    // A nats-server restart silences every host's beats while the client is away too; the
     // held beats and the reply arrive after the reconnect, so the client must not give up meanwhile.
     const bus = createBus();
     let connectivity = { isConnected: false, reconnectedAt: 0 };

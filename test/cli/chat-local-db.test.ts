@@ -15,7 +15,7 @@ import {
 } from "../support/cli.js";
 
 /**
- * SPEC §12: `chat --local --db F --session S` run twice in two processes continues the same
+ * `chat --local --db F --session S` run twice in two processes continues the same
  * conversation: the second process restores the first one's exchange from the SQLite file.
  */
 

@@ -10,7 +10,7 @@ import {
 import { useLocalChat } from "../support/local-chat.js";
 
 /**
- * When the CLI compacts (SPEC §2.4–2.5, §12 `--context-window`): the ratio is the LAST
+ * When the CLI compacts: the ratio is the LAST
  * request's prompt + completion tokens over the window (never the sum over a tool loop), compared
  * with ≥ 0.7; the window defaults to the model's known one, else 128,000; the env variable works.
  */

@@ -8,7 +8,7 @@ import {
   secretRedactorFor,
 } from "../../src/config/runtime-config.js";
 
-/** Issue 9, defect 4: which secrets a process hides from tool results, events and error lines. */
+/** Which secrets a process hides from tool results, events and error lines. */
 
 let directory: string;
 beforeAll(async () => {

@@ -214,7 +214,7 @@ describe.each(HOSTED_PROVIDERS)("history across two processes (--provider %s)", 
     expect(callableTools(provider, compaction)).toEqual([]);
     expectNoDanglingCalls(provider, compaction);
     if (provider === "anthropic") {
-      // A request whose history holds tool_use blocks must define tools (SPEC §2.2, §7.3).
+      // A request whose history holds tool_use blocks must define tools.
       expect(Array.isArray(compaction.tools) && compaction.tools.length > 0).toBe(true);
     }
     const stored = storedMessages(db, "c2");

@@ -8,7 +8,7 @@ import { startServe, waitUntilServing } from "../host/running-serve.js";
 import { linesOf, runCli } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
-/** Issue 11: every host has an id (`--host-id`), logged at start, carried by every event as `host`. */
+/** Every host has an id (`--host-id`), logged at start, carried by every event as `host`. */
 
 let server: NatsServer;
 let bus: NatsBus;

@@ -24,7 +24,7 @@ import {
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 12, MCP tools, black-box: `agentloop serve --agents <file with mcpServers>` on a real
+ * MCP tools, black-box: `agentloop serve --agents <file with mcpServers>` on a real
  * nats-server, a fake OpenAI model that calls `<server>__<tool>`, and real MCP servers from npm
  * (the reference "everything" server, the filesystem server confined to a temp dir).
  */

@@ -9,7 +9,7 @@ import { linesOf, runBinary, runCli, startBinary } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 14, OpenTelemetry: with OTEL_EXPORTER_OTLP_ENDPOINT set, the real `agentloop` binary
+ * OpenTelemetry: with OTEL_EXPORTER_OTLP_ENDPOINT set, the real `agentloop` binary
  * exports its spans over OTLP/HTTP (JSON) to `<endpoint>/v1/traces`, flushed when it stops. The
  * collector here is a local HTTP server recording what is POSTed.
  */

@@ -10,7 +10,7 @@ import { type FakeProvider, runCli, startFakeProvider, textTurn } from "../suppo
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Regression (issue 9, defect 7): Anthropic prompt caching could never be switched on. It is now
+ * Regression: Anthropic prompt caching could never be switched on. It is now
  * on by default for Anthropic (a cache breakpoint on the last message of each request), and an
  * agents file's `promptCaching: false` turns it off for one agent.
  */

@@ -179,7 +179,7 @@ describe.each(HOSTED_PROVIDERS)("faults with --provider %s", (provider) => {
     expect(run.code).toBe(1);
     expect(run.stdout).toBe("");
     expect(linesOf(run.stderr)).toHaveLength(1);
-    // An invalid response is not retried (SPEC §5): the same request would get the same answer.
+    // An invalid response is not retried: the same request would get the same answer.
     expect(run.stderr).toMatch(/^agentloop: chat failed: InvalidResponseError: /);
     expect(bodies).toHaveLength(1);
     expect(stackLines(run.stderr)).toEqual([]);

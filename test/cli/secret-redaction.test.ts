@@ -21,7 +21,7 @@ import {
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 9, defect 4: secrets leaked through the shell tool and provider errors. The shell ran with
+ * Secrets leaked through the shell tool and provider errors. The shell ran with
  * the host's whole environment (`echo $OPENAI_API_KEY` put the key into the events, the history
  * and the next request), and a provider error quoting the key was passed on verbatim. Now the
  * shell gets PATH, HOME, the locale and the agent's `shellEnv`, and every configured secret is

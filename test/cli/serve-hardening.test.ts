@@ -20,7 +20,7 @@ import { parseJsonl, runBinary } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 9 through `agentloop serve` on a real nats-server, black-box: the session cap
+ * The hardening of the host through `agentloop serve` on a real nats-server, black-box: the session cap
  * (`--max-sessions`, `overloaded`), a queued chat cancelled before it ran still showing as a chat
  * in the events, and `seq` staying monotonic per session across passivation and restarts.
  */

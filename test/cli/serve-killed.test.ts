@@ -20,7 +20,7 @@ import {
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 9, defect 2, black-box: `agentloop serve` (a real process) killed with SIGKILL mid-chat.
+ * Black-box: `agentloop serve` (a real process) killed with SIGKILL mid-chat.
  * Before the fix the interrupted user message was not in the history, the remote `agentloop chat`
  * waited for its 30-minute limit, and the shell tool's child outlived the host.
  */
@@ -117,7 +117,7 @@ describe("a host killed with SIGKILL mid-chat", () => {
       expect((await serve.run).code).toBe(128);
 
       // The host comes back on the same database (on Anthropic, which wants alternating turns): the
-      // interrupted message is there — the journal resumes its chat first (issue 11), then the next
+      // interrupted message is there — the journal resumes its chat first, then the next
       // message follows the resumed answer.
       const answering = await provider("anthropic", [textTurn("Noted: 42."), textTurn("It was 42.")]);
       const again = startServeProcess([...common, ...answering.flags], answering.env);

@@ -11,7 +11,7 @@ import { type CliRun, runCli, startBinary, waitFor } from "../support/cli.js";
 import { type RestartableNatsServer, startRestartableNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 9, defect 1, end to end: a nats-server dies (SIGKILL) while chats are running and comes
+ * End to end: a nats-server dies (SIGKILL) while chats are running and comes
  * back 1 s or 8 s later. Before the fix every chat that finished during the outage lost its reply
  * (the client waited for its timeout) and its events, ChatCompleted included, live and in the
  * JetStream log, and the host logged nothing. Now every client gets its reply, each session's
@@ -116,10 +116,7 @@ describe.each([
   { command: "serve", downMs: 1_000 },
   { command: "serve", downMs: 8_000 },
   { command: "up", downMs: 1_000 },
-] as const)("$command across a nats-server restart, $downMs ms down (issue 9, defect 1)", ({
-  command,
-  downMs,
-}) => {
+] as const)("$command across a nats-server restart, $downMs ms down", ({ command, downMs }) => {
   it("answers every client and loses no event of the chats that finished during the outage", async () => {
     const server: RestartableNatsServer = await startRestartableNatsServer();
     cleanups.push(() => server.stop());

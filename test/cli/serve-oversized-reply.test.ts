@@ -8,7 +8,7 @@ import { linesOf, runCli, stackLines } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 9, defect 5, end to end: an answer over nats-server's max_payload (1 MB by default) lost
+ * End to end: an answer over nats-server's max_payload (1 MB by default) lost
  * its reply and its ChatCompleted, and the client waited for its timeout. Now the client gets a
  * `reply_too_large` error naming the chat, and the events go out truncated, with a marker.
  */
@@ -41,7 +41,7 @@ afterAll(async () => {
   await server.stop();
 });
 
-describe("a chat answer over NATS max_payload (issue 9, defect 5)", () => {
+describe("a chat answer over NATS max_payload", () => {
   it("reaches the client as reply_too_large with the chat's id; its events are truncated, not lost", async () => {
     expect(bus.maxPayload).toBeLessThan(3 * DELTA.length);
     const run = await runCli(

@@ -12,7 +12,7 @@ import { runCli, toolResults, waitFor } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 9, defect 2, black-box: a second SIGTERM to `agentloop serve` (a real process) used to exit
+ * Black-box: a second SIGTERM to `agentloop serve` (a real process) used to exit
  * 130 at once, with no reply to the waiting clients and nothing saved. Now it cancels what runs:
  * every waiting `agentloop chat` is answered `cancelled`, each cancelled chat writes its history,
  * and only then does the host exit.

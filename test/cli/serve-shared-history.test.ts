@@ -10,7 +10,7 @@ import { type FakeProvider, startFakeProvider, textTurn } from "../support/cli.j
 import { type NatsServer, startNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 11, black-box: with `--history nats` a session's history lives in JetStream, not in the
+ * Black-box: with `--history nats` a session's history lives in JetStream, not in the
  * host, so a host killed with SIGKILL loses nothing: another `serve` (another host id, no shared
  * file) continues the conversation, and the model sees the earlier turns.
  */

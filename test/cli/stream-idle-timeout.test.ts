@@ -17,7 +17,7 @@ import {
 } from "../support/cli.js";
 
 /**
- * Regression (issue 9, defect 6): a stream that stops mid-answer held its chat for the 30-minute
+ * Regression: a stream that stops mid-answer held its chat for the 30-minute
  * total timeout. With `--stream-idle-timeout` (default 120 s) a stream silent that long fails the
  * chat with a timeout, like the time to first byte: not retried (a retry may bill twice).
  */

@@ -5,7 +5,7 @@ import type { AgentEvent, UnknownEvent } from "../../src/events/types.js";
 import { waitUntil } from "../support/agent-harness.js";
 
 /**
- * Issue 10: `tail` checks every payload with the one event parser: a malformed one is skipped and
+ * `tail` checks every payload with the one event parser: a malformed one is skipped and
  * reported with its reason; an event of a kind newer than this version is kept and printed.
  */
 

@@ -27,7 +27,7 @@ import {
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 12: `agentloop serve` with an agent whose `current_time` calls need approval; the
+ * `agentloop serve` with an agent whose `current_time` calls need approval; the
  * decisions go over the control subject of a real nats-server. The pending approval survives the
  * host being killed: the next host on the same database takes the decision, runs the tool once and
  * finishes the chat (its requester gone: the events tell). A host that is killed or signalled is

@@ -5,10 +5,10 @@ import { callableTools, HOSTED_PROVIDERS, parseJsonl, textTurn, toolResults } fr
 import { useLocalChat } from "../support/local-chat.js";
 
 /**
- * Tool errors the model causes (SPEC §6.2) through `agentloop chat --local`: arguments
+ * Tool errors the model causes through `agentloop chat --local`: arguments
  * that fail the schema, arguments that are not JSON, an unknown tool name. Each becomes a
  * `ToolCallFailed` event and an `{"error": …}` result in the next request; the chat goes on.
- * Also the iteration cap with reasoning on (SPEC §2.2).
+ * Also the iteration cap with reasoning on.
  */
 
 const chat = useLocalChat();

@@ -14,7 +14,7 @@ import {
 } from "../support/cli.js";
 
 /**
- * Issue 9, defect 3, over the wire: a model that streams half an emoji (the JSON escape
+ * Over the wire: a model that streams half an emoji (the JSON escape
  * `\ud83d`, which the SDKs turn into a lone surrogate) used to have it stored and replayed on every
  * later request, and a real provider refuses such a body with a 400: the session was dead. Now
  * the history holds U+FFFD and the next process sends a well-formed request.

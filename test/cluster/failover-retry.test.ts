@@ -34,7 +34,7 @@ import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { sessionPreferring, untilShardsBalanced } from "../support/preferred-session.js";
 
 /**
- * Issue 11, black-box: a chat request with an `id` is answered once per id across a failover. Two
+ * Black-box: a chat request with an `id` is answered once per id across a failover. Two
  * `serve` processes (dist/) share one nats-server with `--history nats` and the default 10 s lease
  * (a 2 s one lapsed on a loaded machine before the kill, and the test timed out); the
  * session's owner is killed with SIGKILL mid-stream or mid-tool; the client retries the same id

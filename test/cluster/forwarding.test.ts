@@ -11,7 +11,7 @@ import { waitFor } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 11 in process: two AgentHosts with their own NATS connections and session clusters, fake
+ * In process: two AgentHosts with their own NATS connections and session clusters, fake
  * agents. Requests are sent to one host's own subject so the test decides which host gets them.
  */
 

@@ -8,7 +8,7 @@ import { linesOf, runCli } from "../support/cli.js";
 import { type NatsServer, startNatsCluster, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * `--js-replicas N` (issue 11): the replicas of the streams and KV buckets a host creates, on a
+ * `--js-replicas N`: the replicas of the streams and KV buckets a host creates, on a
  * real three-node JetStream cluster (what docker-compose.yml runs), and what it leaves alone on a
  * single server where they already exist.
  */

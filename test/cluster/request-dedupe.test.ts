@@ -15,7 +15,7 @@ import {
 } from "../support/nats-server.js";
 
 /**
- * Issue 11: the request-id dedupe across hosts, on a real JetStream KV bucket. Each test has its
+ * The request-id dedupe across hosts, on a real JetStream KV bucket. Each test has its
  * own prefix (its own bucket); two RequestDedupe instances stand for two hosts.
  */
 

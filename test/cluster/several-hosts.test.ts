@@ -29,7 +29,7 @@ import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { sessionPreferring, untilShardsBalanced } from "../support/preferred-session.js";
 
 /**
- * Issue 11, black-box: several `agentloop serve` processes (dist/) on one nats-server share the
+ * Black-box: several `agentloop serve` processes (dist/) on one nats-server share the
  * agents, each session leased to one of them. The fake provider's log shows what ran where.
  */
 

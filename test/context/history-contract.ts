@@ -22,7 +22,7 @@ export interface HistoryBackend {
 }
 
 /**
- * The behaviour every persisted history shares (SPEC §7.1, issue 11): SQLite and JetStream run
+ * The behaviour every persisted history shares: SQLite and JetStream run
  * these same cases, so a session behaves the same on either.
  */
 export function describeHistoryContract(name: string, createBackend: () => Promise<HistoryBackend>): void {
@@ -102,7 +102,7 @@ export function describeHistoryContract(name: string, createBackend: () => Promi
       expect(await backend.open("helper", "s2").restore()).toEqual([]);
     });
 
-    it("heals a stored lone surrogate on restore and stores none (issue 9)", async () => {
+    it("heals a stored lone surrogate on restore and stores none", async () => {
       const history = backend.open("bot", "s1");
       await history.append([{ role: "user", content: "before \ud83d" }]);
       await backend.plant("bot", "s1", { role: "assistant", content: "old \ude00 row" });

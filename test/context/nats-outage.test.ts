@@ -15,7 +15,7 @@ import { uniqueRoot } from "../bus/bus-helpers.js";
 import { type RestartableNatsServer, startRestartableNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 21: a 1.5 s nats-server restart failed most in-flight chats under `--history nats` with a
+ * A 1.5 s nats-server restart failed most in-flight chats under `--history nats` with a
  * bare `internal: timeout`. JetStream writes now outlast a short outage and recognise their own
  * record when its acknowledgement was lost; a long one fails `unavailable` (retryable).
  */

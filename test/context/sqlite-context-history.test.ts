@@ -204,7 +204,7 @@ describe("SqliteContextHistory", () => {
     );
   });
 
-  it("upgrades a version-1 file in place: every stored message kept, the seq mark table added (issue 9)", async () => {
+  it("upgrades a version-1 file in place: every stored message kept, the seq mark table added", async () => {
     // A file as the version-1 code wrote it.
     mkdirSync(dirname(path), { recursive: true });
     const old = pinDatabase(new Database(path));

@@ -10,7 +10,7 @@ import { AuthenticationError } from "../../src/llm/errors.js";
 import { defineTool } from "../../src/tools/define-tool.js";
 import { createTestAgent, waitUntil } from "../support/agent-harness.js";
 
-/** Issue 10: one zod schema per event kind, and one parser every reader of events uses. */
+/** One zod schema per event kind, and one parser every reader of events uses. */
 
 const ping = defineTool({
   name: "ping",

@@ -33,7 +33,7 @@ const usage = expect.objectContaining({
 });
 
 /**
- * The agent host's black-box contract (SPEC §10, §11), run once per transport: what a client sees
+ * The agent host's black-box contract, run once per transport: what a client sees
  * on the chat and control subjects and the events subjects.
  */
 export function registerAgentHostContractTests(name: string, options: HostContractOptions): void {
@@ -241,7 +241,7 @@ export function registerAgentHostContractTests(name: string, options: HostContra
       ["a negative depth", '{"session":"s1","text":"x","depth":-1}', /field "depth"/],
       ["a fractional depth", '{"session":"s1","text":"x","depth":1.5}', /field "depth"/],
       ["truncated JSON", '{"session":"s1","text":"x"', /not valid JSON/],
-      // Issue 9 defect 3: half an emoji (a lone surrogate) would be stored and poison every later request.
+      // Half an emoji (a lone surrogate) would be stored and poison every later request.
       [
         "a text with a lone surrogate",
         '{"session":"s1","text":"half \\ud83d"}',

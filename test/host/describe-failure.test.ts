@@ -5,14 +5,14 @@ import { UnavailableError } from "../../src/errors/unavailable-error.js";
 import { describeFailure } from "../../src/host/describe-failure.js";
 
 describe("describeFailure", () => {
-  it("caps a long message on whole characters: a reply never carries half an emoji (issue 9)", () => {
+  it("caps a long message on whole characters: a reply never carries half an emoji", () => {
     const { code, message } = describeFailure(new Error(`${"x".repeat(999)}😀 and more`));
     expect(code).toBe("internal");
     expect(message).toBe(`${"x".repeat(999)}…`);
     expect(message.isWellFormed()).toBe(true);
   });
 
-  it("answers a chat whose JetStream write outlasted its retries `unavailable`, not `internal: timeout` (issue 21)", () => {
+  it("answers a chat whose JetStream write outlasted its retries `unavailable`, not `internal: timeout`", () => {
     const unavailable = new UnavailableError("JetStream did not acknowledge a write to h.s1 within 30 s");
     expect(describeFailure(unavailable)).toEqual({ code: "unavailable", message: unavailable.message });
     const failed = new ChatFailedError(toErrorInfo(unavailable), {

@@ -4,12 +4,12 @@ import type { AgentEvent } from "../../src/events/types.js";
 import { startHostFixture } from "./host-fixture.js";
 
 /**
- * Issue 9, defect 5: an answer over the bus's max payload lost its reply (and its ChatCompleted),
+ * An answer over the bus's max payload lost its reply (and its ChatCompleted),
  * and the client waited for its timeout. The host now answers `reply_too_large` with the chat's id.
  * (The in-process bus takes a small limit here; test/cli/serve-oversized-reply.test.ts runs the
  * same on a real nats-server.)
  */
-describe("a chat answer over the bus's max payload (issue 9, defect 5)", () => {
+describe("a chat answer over the bus's max payload", () => {
   it("is answered reply_too_large with the chatId and the client's id; its events are truncated, not lost", async () => {
     const bus = new LocalBus({ maxPayload: 4_096 });
     const lines: string[] = [];

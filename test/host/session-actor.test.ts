@@ -109,7 +109,7 @@ describe("SessionActor", () => {
     expect(agent.overlapped).toBe(false);
   });
 
-  it("reports every chat it took that never ran: dropped from the queue, or stopped while waiting its turn (issue 9)", async () => {
+  it("reports every chat it took that never ran: dropped from the queue, or stopped while waiting its turn", async () => {
     const agent = new FakeAgent({ isManual: true, cancelsAtOnce: false });
     const actor = new SessionActor({ agent, maxQueue: 1 });
     const running = actor.chatAndWait("long");
@@ -288,7 +288,7 @@ describe("SessionActor: a chat's own signal and listener (Agent Protocol streams
   });
 });
 
-describe("SessionActor: explicit wiring (issue 10)", () => {
+describe("SessionActor: explicit wiring", () => {
   it("its persisted snapshot is plain JSON holding the queue, not the session the machine runs on", async () => {
     const agent = new FakeAgent({ isManual: true });
     const actor = new SessionActor({ agent });
@@ -324,7 +324,7 @@ class ReportingAgent extends FakeAgent {
 /** Past the mailbox's linger of 0 ms: an idle session has dropped its mailbox actor by then. */
 const lingerOver = () => new Promise<void>((resolve) => setTimeout(resolve, 2));
 
-describe("SessionActor: an idle session holds no mailbox actor (issue 15)", () => {
+describe("SessionActor: an idle session holds no mailbox actor", () => {
   it("reports the mailbox's states as one machine across idle spells: idle once, then each change", async () => {
     const agent = new ReportingAgent();
     const actor = new SessionActor({ agent, mailboxLingerMs: 0 });

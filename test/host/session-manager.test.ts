@@ -130,7 +130,7 @@ describe("SessionManager", () => {
     expect(actor.isStopped).toBe(false);
   });
 
-  it("neither passivates nor evicts for room an idle session whose chat awaits a tool approval (issue 12)", async () => {
+  it("neither passivates nor evicts for room an idle session whose chat awaits a tool approval", async () => {
     const { manager, agents, advance } = setup({ maxSessions: 1 });
     const actor = await manager.get("bot", "s1");
     await actor.chatAndWait("hello");
@@ -217,7 +217,7 @@ describe("SessionManager", () => {
   });
 });
 
-describe("SessionManager at its session cap (issue 9)", () => {
+describe("SessionManager at its session cap", () => {
   it("makes room by passivating the least recently used idle session, compaction first", async () => {
     const { manager, agents, advance } = setup({ maxSessions: 2 });
     await manager.use("bot", "old", (actor) => actor.chatAndWait("first"));

@@ -9,7 +9,7 @@ import { ScriptedBackend } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
-/** Issue 11: `startHost({ history: "nats", hostId })`: one session, two hosts in turn, one history. */
+/** `startHost({ history: "nats", hostId })`: one session, two hosts in turn, one history. */
 
 let server: NatsServer;
 let bus: NatsBus;

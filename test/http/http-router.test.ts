@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { HttpError } from "../../src/http/http-io.js";
 import { createRouter, type Route } from "../../src/http/http-router.js";
 
-/** The UI server's routing table (issue 10: routes as a table instead of an if-chain). */
+/** The UI server's routing table (routes as a table instead of an if-chain). */
 
 function routerRecording() {
   const calls: string[] = [];

@@ -16,7 +16,7 @@ import { createTestAgent, danglingToolCalls, waitUntil } from "../support/agent-
 import { storeEntry } from "./journal-helpers.js";
 
 /**
- * Issue 11: a host that stops mid-chat (simulated by abandoning the agent: nothing of it runs again
+ * A host that stops mid-chat (simulated by abandoning the agent: nothing of it runs again
  * or cleans up) leaves a journal; the session's next life finishes the chat from its last step.
  */
 

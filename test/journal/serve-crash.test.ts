@@ -18,7 +18,7 @@ import { type FakeProvider, startFakeProvider, textTurn, toolResults, waitFor } 
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 11, black-box: `agentloop serve` (the built binary) is killed with SIGKILL while a
+ * Black-box: `agentloop serve` (the built binary) is killed with SIGKILL while a
  * non-idempotent tool (`shell`, with a side-effect counter file) runs and another message waits in
  * the session's mailbox. The next `serve` on the same database resumes the chat at once: the tool
  * is not run again, the model sees `interrupted`, then the queued message runs.

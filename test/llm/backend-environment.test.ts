@@ -11,7 +11,7 @@ import {
 import { anthropicFixture } from "../support/fixtures.js";
 
 /**
- * Issue 10: `createBackend` is handed an environment and the backends read nothing else. The bug
+ * `createBackend` is handed an environment and the backends read nothing else. The bug
  * this pins: the Anthropic backend fell back to the process's ANTHROPIC_API_KEY (and the OpenAI
  * client to OPENAI_API_KEY), so a developer's real key reached a keyless local server.
  */

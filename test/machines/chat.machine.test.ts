@@ -31,7 +31,7 @@ import {
 import { danglingToolCalls, settle } from "../support/agent-harness.js";
 
 /**
- * Model-based tests of the chat loop (SPEC §2): the iteration, compaction and history actors are
+ * Model-based tests of the chat loop: the iteration, compaction and history actors are
  * replaced with promises the replay settles; paths planned with xstate/graph (the user message
  * persisted first, or its write failing or cancelled; iterations answering, calling tools,
  * failing; cancellation mid-tools; compaction on both sides of the threshold and failing; history
@@ -95,7 +95,7 @@ const iterationFailed: IterationOutput = {
   usage: emptyUsage(),
   error: { code: "authentication", retryable: false, name: "AuthenticationError", message: "bad key" },
 };
-/** The provider refused the context as too long (SPEC §5: compact, then retry). */
+/** The provider refused the context as too long. */
 const contextOverflow: IterationOutput = {
   status: "failed",
   usage: emptyUsage(),

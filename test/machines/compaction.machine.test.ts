@@ -21,7 +21,7 @@ import {
 import { settle } from "../support/agent-harness.js";
 
 /**
- * Model-based tests of compaction (SPEC §7.3): every path through the machine (a summary, an empty
+ * Model-based tests of compaction: every path through the machine (a summary, an empty
  * or blank summary, a failed request, a failed history write) replayed on the real machine with
  * scripted request and history actors; every state and transition covered.
  */

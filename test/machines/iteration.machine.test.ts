@@ -30,7 +30,7 @@ import {
 import { settle } from "../support/agent-harness.js";
 
 /**
- * Model-based tests of one iteration (SPEC §3): paths planned with xstate/graph over the machine
+ * Model-based tests of one iteration: paths planned with xstate/graph over the machine
  * (stream resets, completion with and without tool calls, failure, tool children finishing in
  * every order) are replayed on the real machine with a scripted stream actor and tool actors whose
  * promises the replay settles. The test checks every state and every transition was taken.

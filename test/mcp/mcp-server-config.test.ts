@@ -4,7 +4,7 @@ import { AgentDefinitionsError, parseAgentDefinitions } from "../../src/config/a
 import { createHostToolSetRegistry } from "../../src/host/create-session-agent.js";
 import { McpServerPool } from "../../src/mcp/mcp-server-pool.js";
 
-/** `mcpServers` in an agents file (issue 12): what is read, and what is refused with a clear reason. */
+/** `mcpServers` in an agents file: what is read, and what is refused with a clear reason. */
 
 const config: RuntimeConfig = {
   provider: "openai-chat",

@@ -7,7 +7,7 @@ import { ScriptedBackend } from "../../src/testing/index.js";
 import { workerNatsServer } from "../support/nats-server.js";
 
 /**
- * Issue 13: a second agentloop host calls the first one's agent through `ask_agent` over the NATS
+ * A second agentloop host calls the first one's agent through `ask_agent` over the NATS
  * agent protocol (discovery on `$SRV.INFO.agents`, the prompt endpoint, the streamed reply), not
  * over our own contract: the two hosts use different subject prefixes, so only the protocol joins them.
  */

@@ -33,7 +33,7 @@ export interface TestAgentParams {
   /** ToolSets offered as they are (after `tools`' set). */
   toolSets?: readonly ToolSet[];
   history?: ContextHistory;
-  /** Where the session's unfinished work is journaled (issue 11). */
+  /** Where the session's unfinished work is journaled. */
   journal?: CreateAgentParams["journal"];
   /** Agent options; `onLog` and `onMessageRecorded` are chained after the harness's own recorders. */
   options?: AgentOptions;
@@ -234,7 +234,7 @@ export function createTempHistories() {
 }
 
 /**
- * Checks the invariant providers enforce (SPEC §6.4): every assistant tool call is answered by a
+ * Checks the invariant providers enforce: every assistant tool call is answered by a
  * tool message with its id, and no tool message answers a call that was not made.
  */
 export function danglingToolCalls(messages: readonly Message[]): string[] {

@@ -18,7 +18,7 @@ import { defineTool } from "../../src/tools/define-tool.js";
 import { createControlledTool, createTestAgent, waitUntil } from "../support/agent-harness.js";
 
 /**
- * Issue 14, OpenTelemetry: a chat is traced as `invoke_agent <agent>` → `iteration` → `chat <model>`
+ * OpenTelemetry: a chat is traced as `invoke_agent <agent>` → `iteration` → `chat <model>`
  * / `execute_tool <tool>` (and `compaction` → `chat <model>`), with the GenAI semantic-convention
  * attributes; a stream reset is recorded on its model request; content only when switched on.
  */

@@ -15,7 +15,7 @@ function call(args: Record<string, unknown>) {
   return { id: "c1", name: "ask_agent", arguments: JSON.stringify(args) };
 }
 
-describe("ask_agent with a protocol target (issue 13, caller side)", () => {
+describe("ask_agent with a protocol target", () => {
   let server: NatsServer;
   let bus: NatsBus;
   let fake: FakeProtocolAgent;

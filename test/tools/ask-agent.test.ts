@@ -145,7 +145,7 @@ describe("createAskAgentToolSet", () => {
   });
 
   it("notices a host that dies while answering (its heartbeat stops) and says so in a tool error", async () => {
-    // Issue 9, defect 2: ask_agent waited out its whole timeout (5 minutes) for a dead host.
+    // Ask_agent waited out its whole timeout (5 minutes) for a dead host.
     const bus = new LocalBus();
     bus.subscribe("agentloop.agents.helper.chat", (message) => {
       const { session } = JSON.parse(message.data) as { session: string };

@@ -47,7 +47,7 @@ describe("formatTaskResult", () => {
     );
   });
 
-  it("never cuts an emoji in half, in the output or the label (issue 9)", () => {
+  it("never cuts an emoji in half, in the output or the label", () => {
     const output = "😀".repeat(3_000);
     for (let maxChars = 150; maxChars < 160; maxChars++) {
       const text = formatTaskResult(

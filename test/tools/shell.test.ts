@@ -51,7 +51,7 @@ describe("shell ToolSet", () => {
     expect(result).toBe(`exit code: 0\n${"x\n".repeat(50)}\n[output truncated]`);
   });
 
-  it("cuts the output on whole characters: never half an emoji (issue 9: a lone surrogate poisons the session)", async () => {
+  it("cuts the output on whole characters: never half an emoji (a lone surrogate poisons the session)", async () => {
     const result = await shell({ command: "printf '😀😀😀'" }, createTestToolContext(), {
       maxOutputChars: 5,
     });
@@ -64,7 +64,7 @@ describe("shell ToolSet", () => {
     expect(result).toBe("exit code: 0\n😀\n");
   });
 
-  it("gives commands PATH, HOME and the locale, plus the names in passEnv, and nothing else (issue 9)", async () => {
+  it("gives commands PATH, HOME and the locale, plus the names in passEnv, and nothing else", async () => {
     const env = {
       PATH: process.env.PATH ?? "/usr/bin:/bin",
       HOME: "/home/agent",
@@ -80,7 +80,7 @@ describe("shell ToolSet", () => {
     expect(result).toBe("exit code: 0\n[/home/agent][C.UTF-8][][granted]\n");
   });
 
-  it("checks cwd after resolving symlinks: a link inside the workspace cannot lead out (issue 9)", async () => {
+  it("checks cwd after resolving symlinks: a link inside the workspace cannot lead out", async () => {
     await symlink("/", join(workspace, "escape"));
     await symlink(join(workspace, "sub"), join(workspace, "inner"));
     await expect(shell({ command: "pwd", cwd: "escape" })).rejects.toThrow(/inside the workspace/);

@@ -195,7 +195,7 @@ describe("runToolCall", () => {
   });
 });
 
-describe("runToolCall: what may not reach the model (issue 9)", () => {
+describe("runToolCall: what may not reach the model", () => {
   const KEY = "sk-live-0123456789";
   const redactor = createSecretRedactor([KEY]);
 

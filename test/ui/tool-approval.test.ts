@@ -11,7 +11,7 @@ import { launchChromium } from "./support/launch-chromium.js";
 import { type RunningUp, startUp } from "./support/running-up.js";
 
 /**
- * Issue 12 in the page: `agentloop up` (the built binary) on a real nats-server, with an agent whose
+ * In the page: `agentloop up` (the built binary) on a real nats-server, with an agent whose
  * `current_time` calls need approval. The held call shows Approve / Deny; the page's buttons send
  * the decision through the UI server's control route, and the chat goes on.
  */

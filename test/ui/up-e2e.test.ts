@@ -18,7 +18,7 @@ import { recordPage } from "./support/page-recorder.js";
 import { type RunningUp, startUp } from "./support/running-up.js";
 
 /**
- * "See it live" (SPEC §12, §13): the real `agentloop up` process (built binary: `npm run build`)
+ * "See it live": the real `agentloop up` process (built binary: `npm run build`)
  * driven through its page in headless Chromium. Once with the demo model on the in-process bus
  * (no NATS server answers), once on a real nats-server with a fake OpenAI-compatible provider whose
  * first stream is cut mid-way, and whose slow stream is stopped from the page.

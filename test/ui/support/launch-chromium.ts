@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, chromium } from "playwright-core";
 
-/** Debian's Chromium, the browser the UI tests drive when it is installed (SPEC §13). */
+/** Debian's Chromium, the browser the UI tests drive when it is installed. */
 export const SYSTEM_CHROMIUM_PATH = "/usr/bin/chromium";
 
 /** Which browser the UI tests run, and where it came from (for the failure message and the log). */
