@@ -110,7 +110,9 @@ describe("SqliteContextHistory", () => {
 
   it("still fails with SQLite's busy error when the lock is not released in time", async () => {
     mkdirSync(dirname(path), { recursive: true });
-    const holder = track(new Database(path));
+    // Pinned like every handle: once garbage, Node 24 aborts the process that finalises it (the
+    // test worker, which goes on to run other files).
+    const holder = track(pinDatabase(new Database(path)));
     holder.exec("CREATE TABLE other (x)");
     holder.exec("BEGIN IMMEDIATE");
     expect(() => openAgentDatabase(path, { busyTimeoutMs: 50 })).toThrow(
