@@ -43,20 +43,22 @@ for (const result of results) {
   process.stderr.write(result.output.endsWith("\n") ? result.output : `${result.output}\n`);
 }
 if (failed) {
-  console.error(
-    `\nnpm test stopped before the tests: ${results
-      .filter((r) => r.status !== 0)
-      .map((r) => r.label)
-      .join(", ")} failed`,
+  const names = results.filter((result) => result.status !== 0).map((result) => result.label);
+  console.error(`\nnpm test stopped before the tests: ${names.join(", ")} failed`);
+  process.exitCode = 1;
+} else {
+  const vitest = spawn(
+    process.execPath,
+    ["node_modules/vitest/vitest.mjs", "run", ...process.argv.slice(2)],
+    {
+      stdio: "inherit",
+    },
   );
-  process.exit(1);
+  // Ctrl-C reaches vitest through the terminal's process group: wait for its teardown (which stops
+  // the nats-servers) and end with its status.
+  process.on("SIGINT", () => {});
+  vitest.on("close", (code, signal) => {
+    process.exitCode = code ?? (signal === null ? 1 : 128);
+    process.exit();
+  });
 }
-
-const vitest = spawn(process.execPath, ["node_modules/vitest/vitest.mjs", "run", ...process.argv.slice(2)], {
-  stdio: "inherit",
-});
-// Ctrl-C reaches vitest through the terminal's process group; wait for it to finish its teardown.
-process.on("SIGINT", () => {});
-vitest.on("close", (code, signal) => {
-  process.exit(code ?? (signal === null ? 1 : 128));
-});
