@@ -260,6 +260,53 @@ describe("the A2A door", () => {
     }
   });
 
+  it("counts only streaming JSON-RPC calls against the stream cap: GetTask still answers while the one stream is open", async () => {
+    const first = await client("JSONRPC");
+    const held = (await first.sendMessage(send(userText("what time is it, capped?")))) as Task;
+    expect(held.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    const capped = await startUiServer({
+      bus,
+      prefix,
+      natsConnection: bus.connection,
+      maxStreams: 1,
+      doors: [
+        createA2aDoor({ agents: [{ name: "assistant", description: "test agent", skills: [TIME_SKILL] }] }),
+      ],
+    });
+    const rpc = (body: Record<string, unknown>, signal?: AbortSignal) =>
+      fetch(`${new URL(capped.url).origin}/a2a/assistant/jsonrpc`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", ...body }),
+        ...(signal === undefined ? {} : { signal }),
+      });
+    const streamGone = new AbortController();
+    try {
+      // The one stream this server allows: SubscribeToTask on the task waiting for approval.
+      const stream = await rpc(
+        { id: 1, method: "SubscribeToTask", params: { id: held.id } },
+        streamGone.signal,
+      );
+      expect(stream.headers.get("content-type")).toMatch(/^text\/event-stream/);
+      expect(capped.stats().openStreams).toBe(1);
+      const got = await rpc({ id: 2, method: "GetTask", params: { id: held.id } });
+      expect(got.status).toBe(200);
+      expect(await got.json()).toMatchObject({ id: 2, result: { id: held.id } });
+      const second = await rpc({ id: 3, method: "SubscribeToTask", params: { id: held.id } });
+      expect(second.status).toBe(503);
+      expect(await second.json()).toMatchObject({
+        jsonrpc: "2.0",
+        id: 3,
+        error: { code: -32603, message: /overloaded/ },
+      });
+      expect(capped.stats().refused.streams).toBe(1);
+    } finally {
+      streamGone.abort();
+      await capped.close();
+      await first.cancelTask({ tenant: "", id: held.id, metadata: undefined });
+    }
+  });
+
   it("fails a task whose chat request is refused (no host serves the agent), with the reason", async () => {
     const ghost = await new ClientFactory({ transports: [new JsonRpcTransportFactory()] }).createFromUrl(
       `${base}/a2a/ghost/.well-known/agent-card.json`,
