@@ -23,6 +23,12 @@ const SESSION_HEADER = "mcp-session-id";
 export interface McpDoorOptions {
   /** A fixed agent list instead of discovery (the in-process bus has no `$SRV` to discover on). */
   agents?: readonly string[];
+  /**
+   * The agents this process serves, listed when the door has no NATS connection (the in-process
+   * bus of `up` without a NATS server has no `$SRV` to discover them on). On NATS, discovery sees
+   * every host's agents and this is unused.
+   */
+  localAgents?: readonly string[];
   maxSessions?: number;
   sessionIdleMs?: number;
   now?: () => number;
@@ -73,10 +79,12 @@ export function createMcpDoor(options: McpDoorOptions = {}): HttpDoor {
     pathPrefix: MCP_PATH,
     isStreamPath: (path) => path === MCP_PATH,
     routes(context: HttpDoorContext) {
+      const fixed =
+        options.agents ?? (context.natsConnection === undefined ? options.localAgents : undefined);
       const catalog = createAgentCatalog({
         prefix: context.prefix,
         ...(context.natsConnection === undefined ? {} : { connection: context.natsConnection }),
-        ...(options.agents === undefined ? {} : { agents: options.agents }),
+        ...(fixed === undefined ? {} : { agents: fixed }),
       });
       const openSession = async (): Promise<StreamableHTTPServerTransport> => {
         makeRoom();
