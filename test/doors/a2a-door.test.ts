@@ -260,6 +260,58 @@ describe("the A2A door", () => {
     }
   });
 
+  it("cancels a task queued behind another chat of its context alone: it never runs, the running one goes on", async () => {
+    const a2a = await client("JSONRPC");
+    const started: Array<string | undefined> = [];
+    const watch = bus.subscribe(`${prefix}.events.assistant.queued-ctx.ChatStarted`, (message) => {
+      started.push((JSON.parse(message.data) as { requestId?: string }).requestId);
+    });
+    try {
+      const running = (await a2a.sendMessage(
+        send(userText("what time is it, first?", { contextId: "queued-ctx" })),
+      )) as Task;
+      expect(running.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+      const queued = (await a2a.sendMessage({
+        ...send(userText("me second", { contextId: "queued-ctx" })),
+        configuration: {
+          acceptedOutputModes: [],
+          taskPushNotificationConfig: undefined,
+          returnImmediately: true,
+        },
+      })) as Task;
+      expect(queued.status?.state).toBe(TaskState.TASK_STATE_SUBMITTED);
+      const cancelled = await a2a.cancelTask({ tenant: "", id: queued.id, metadata: undefined });
+      expect(cancelled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+      expect((await a2a.getTask({ tenant: "", id: queued.id })).status?.state).toBe(
+        TaskState.TASK_STATE_CANCELED,
+      );
+      // The running chat still waits for its approval; approved, it completes.
+      const held = await a2a.getTask({ tenant: "", id: running.id });
+      expect(held.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+      const data = held.status?.message?.parts.find((part) => part.content?.$case === "data")?.content;
+      const toolCallId = (data?.$case === "data" ? data.value : {}) as { approval?: { toolCallId: string } };
+      const answer = userText("", { taskId: running.id });
+      answer.parts = [
+        {
+          content: {
+            $case: "data",
+            value: { approval: { toolCallId: toolCallId.approval?.toolCallId, approved: true } },
+          },
+          metadata: undefined,
+          filename: "",
+          mediaType: "application/json",
+        },
+      ];
+      const done = (await a2a.sendMessage(send(answer))) as Task;
+      expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+      // Only the first task's chat ever started.
+      await bus.flush();
+      expect(started.filter((id) => id !== undefined)).toEqual([running.id]);
+    } finally {
+      watch.unsubscribe();
+    }
+  });
+
   it("counts only streaming JSON-RPC calls against the stream cap: GetTask still answers while the one stream is open", async () => {
     const first = await client("JSONRPC");
     const held = (await first.sendMessage(send(userText("what time is it, capped?")))) as Task;
