@@ -254,6 +254,44 @@ describe("the HTTP doors of `agentloop serve --http`", () => {
     });
   });
 
+  it("the README's AG-UI and A2A one-liners work as written", async () => {
+    const aguiBody = {
+      threadId: "s1",
+      runId: "r1",
+      messages: [{ id: "m1", role: "user", content: "hi" }],
+      tools: [],
+      context: [],
+      state: {},
+      forwardedProps: {},
+    };
+    const agui = await fetch(`${origin}/agui/assistant`, {
+      method: "POST",
+      headers: { ...AUTH, "content-type": "application/json" },
+      body: JSON.stringify(aguiBody),
+    });
+    const events = (await agui.text())
+      .split("\n")
+      .filter((line) => line.startsWith("data: "))
+      .map((line) => JSON.parse(line.slice(6)) as BaseEvent);
+    expect(events.at(-1)).toMatchObject({ type: EventType.RUN_FINISHED, result: "echo: hi" });
+    const a2aBody = {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "SendMessage",
+      params: { message: { messageId: "m1", role: "ROLE_USER", parts: [{ text: "hi" }] } },
+    };
+    const a2a = await fetch(`${origin}/a2a/assistant/jsonrpc`, {
+      method: "POST",
+      headers: { ...AUTH, "content-type": "application/json" },
+      body: JSON.stringify(a2aBody),
+    });
+    expect(await a2a.json()).toMatchObject({
+      jsonrpc: "2.0",
+      id: 1,
+      result: { task: { status: { state: "TASK_STATE_COMPLETED" } } },
+    });
+  });
+
   it("the UI of the same server lists the chats that came in through each door, with their events", async () => {
     const response = await fetch(`${origin}/api/sessions`, { headers: AUTH });
     expect(response.status).toBe(200);
