@@ -20,6 +20,7 @@ import {
   type HostFixture,
   lastUserText,
   SLOW,
+  sleepText,
   startHostFixture,
 } from "../../host/host-fixture.js";
 import { waitFor } from "../../support/cli.js";
@@ -222,6 +223,45 @@ describe("MCP server over Streamable HTTP", () => {
       fixture.events.some((entry) => entry.event.kind === "ChatFailed" && entry.event.session === "mcp-slow"),
     );
     await iterator.return?.();
+  });
+
+  it("cancelling a task queued behind another chat of its session cancels only it: it never runs", async () => {
+    const client = await connect();
+    const first = client.callTool({
+      name: "bot",
+      arguments: { message: sleepText(1_500), session: "mcp-queue" },
+    });
+    await waitFor(() => fixture.host.sessions.find("bot", "mcp-queue")?.isIdle === false);
+    const stream = client.experimental.tasks.callToolStream(
+      { name: "bot", arguments: { message: "second", session: "mcp-queue" } },
+      CallToolResultSchema,
+      { task: { ttl: 60_000 } },
+    );
+    const iterator = stream[Symbol.asyncIterator]();
+    const created = await iterator.next();
+    const taskId = created.value?.type === "taskCreated" ? created.value.task.taskId : "";
+    await waitFor(() =>
+      fixture.events.some(
+        (entry) => entry.event.kind === "ChatStarted" && entry.event.session === "mcp-queue",
+      ),
+    );
+    const cancelled = await client.experimental.tasks.cancelTask(taskId);
+    expect(cancelled.status).toBe("cancelled");
+    // The running chat goes on to its answer.
+    expect((await first).content).toEqual([{ type: "text", text: "woke" }]);
+    await iterator.return?.();
+    // Reported as a chat that was cancelled before it started: no model request, no answer.
+    const secondChat = () =>
+      fixture.events.find(
+        (entry) =>
+          entry.event.session === "mcp-queue" &&
+          entry.event.kind === "ChatStarted" &&
+          entry.event.text === "second",
+      )?.event.chatId;
+    await waitFor(() => secondChat() !== undefined);
+    expect(
+      fixture.events.filter((entry) => entry.event.chatId === secondChat()).map((entry) => entry.event.kind),
+    ).toEqual(["ChatStarted", "ChatFailed"]);
   });
 
   it("ends a session on DELETE: its id is unknown afterwards", async () => {
