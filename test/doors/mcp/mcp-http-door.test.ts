@@ -264,6 +264,44 @@ describe("MCP server over Streamable HTTP", () => {
     ).toEqual(["ChatStarted", "ChatFailed"]);
   });
 
+  it("counts only the session's GET stream and calls waiting on a chat against the stream caps", async () => {
+    const capped = await startUiServer({
+      bus,
+      prefix: fixture.prefix,
+      natsConnection: bus.connection,
+      maxStreams: 2,
+      doors: [createMcpDoor()],
+    });
+    const client = new Client({ name: "mcp-capped", version: "1.0.0" });
+    const other = new Client({ name: "mcp-capped-2", version: "1.0.0" });
+    try {
+      const transport = new StreamableHTTPClientTransport(new URL("/mcp", capped.url));
+      await client.connect(transport);
+      // The client's GET stream holds one of the two.
+      await waitFor(() => capped.stats().openStreams === 1);
+      const answer = await client.callTool({ name: "bot", arguments: { message: "capped" } });
+      expect(answer.content).toEqual([{ type: "text", text: "echo: capped" }]);
+      await other.connect(new StreamableHTTPClientTransport(new URL("/mcp", capped.url)));
+      await waitFor(() => capped.stats().openStreams === 2);
+      // Every stream taken: listing still answers, a further stream is MCP's error.
+      for (let index = 0; index < 3; index++) {
+        expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual(["bot", "clock"]);
+      }
+      const refused = await fetch(new URL("/mcp", capped.url), {
+        headers: { accept: "text/event-stream", "mcp-session-id": transport.sessionId ?? "" },
+      });
+      expect(refused.status).toBe(503);
+      expect(await refused.json()).toMatchObject({
+        jsonrpc: "2.0",
+        error: { code: -32000, message: /overloaded/ },
+      });
+    } finally {
+      await client.close().catch(() => {});
+      await other.close().catch(() => {});
+      await capped.close();
+    }
+  });
+
   it("ends a session on DELETE: its id is unknown afterwards", async () => {
     const client = await connect();
     const transport = client.transport as StreamableHTTPClientTransport;
