@@ -11,7 +11,9 @@ import { InternalError } from "../src/errors/internal-error.js";
  * `stop` answers the running message and the queue `cancelled` at once, but the mailbox stays in
  * its state until the running operation has settled (a stopped chat still writes its back-filled
  * history): messages that arrive meanwhile wait their turn, so two operations never overlap.
- * `shutdown` does the same and then stops the machine (`stopped`, final).
+ * `shutdown` does the same and then stops the machine (`stopped`, final). `withdraw` takes one
+ * queued message out (its caller no longer wants it): answered `cancelled`, it never runs, and the
+ * rest of the queue and the running message go on.
  *
  * The queue lives in the context as plain data, and the callers waiting for an answer do not: the
  * machine only emits `message.completed` / `message.failed` / `message.dropped` with message ids,
@@ -109,10 +111,16 @@ export type SessionMachineEvent =
   | { type: "stop" }
   /** The session is being passivated or the host is closing: drop everything and stop. */
   | { type: "shutdown" }
+  /**
+   * Out of band: the caller of the queued message `id` no longer wants it; nothing else changes. A
+   * message no longer queued (running, answered) is not affected: a running one is cancelled
+   * through its own operation.
+   */
+  | { type: "withdraw"; id: string }
   | OperationSettled;
 
-/** Why a message was answered without being processed. */
-export type DropReason = "superseded" | "queue_overflow" | "cancelled";
+/** Why a message was answered without being processed (`withdrawn`: by its caller, before it ran). */
+export type DropReason = "superseded" | "queue_overflow" | "cancelled" | "withdrawn";
 
 /** What the machine tells the host about messages (the host answers the waiters). */
 export type SessionMachineEmitted =
@@ -156,6 +164,8 @@ export const sessionMachine = setup({
       return isStackableChat(message) && isStackableChat(tail) && tail.type === message.type;
     },
     isQueueFull: ({ context }) => context.queue.length >= context.maxQueue,
+    isQueued: ({ context, event }) =>
+      event.type === "withdraw" && context.queue.some((message) => message.id === event.id),
     isClosing: ({ context }) => context.isClosing,
     /** The running message was already answered (`stop`): its outcome goes to nobody. */
     isAnswered: ({ context }) => context.current === null,
@@ -181,6 +191,22 @@ export const sessionMachine = setup({
       ids: [enqueued(event).id],
       reason: "cancelled" as const,
     })),
+    emitWithdrawn: emit(({ event }) => ({
+      type: "message.dropped" as const,
+      ids: event.type === "withdraw" ? [event.id] : [],
+      reason: "withdrawn" as const,
+    })),
+    /** Takes the first queued message with the withdrawn id out. */
+    removeWithdrawn: assign({
+      queue: ({ context, event }) => {
+        const index = context.queue.findIndex(
+          (message) => event.type === "withdraw" && message.id === event.id,
+        );
+        return index < 0
+          ? context.queue
+          : [...context.queue.slice(0, index), ...context.queue.slice(index + 1)];
+      },
+    }),
     dropOldestAndAppend: assign({
       queue: ({ context, event }) => [...context.queue.slice(1), enqueued(event)],
     }),
@@ -232,6 +258,7 @@ export const sessionMachine = setup({
       { guard: "isQueueFull", actions: ["emitOverflow", "dropOldestAndAppend"] },
       { actions: "append" },
     ],
+    withdraw: { guard: "isQueued", actions: ["emitWithdrawn", "removeWithdrawn"] },
   },
   states: {
     idle: {

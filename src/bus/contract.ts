@@ -43,7 +43,7 @@ export type ChatRequest = z.infer<typeof ChatRequest>;
 /** What a client may send (defaults not yet applied). */
 export type ChatRequestInput = z.input<typeof ChatRequest>;
 
-export const CONTROL_COMMANDS = ["stop", "new", "compact", "approve", "deny"] as const;
+export const CONTROL_COMMANDS = ["stop", "new", "compact", "approve", "deny", "cancel"] as const;
 
 /** Out-of-band commands for one session. */
 export const ControlRequest = z
@@ -58,10 +58,18 @@ export const ControlRequest = z
     reason: WellFormedString.max(4096).optional(),
     /** The arguments text the approver saw: when given, a call with other arguments is refused. */
     arguments: z.string().optional(),
+    /**
+     * The chat request a `cancel` is about (the `id` it was sent with): taken out of the queue if
+     * still queued (it never runs), stopped if running; the session's other chats go on.
+     */
+    id: WellFormedString.min(1).max(256).optional(),
   })
   .superRefine((request, context) => {
     if ((request.command === "approve" || request.command === "deny") && request.toolCallId === undefined) {
       context.addIssue({ code: "custom", path: ["toolCallId"], message: `required by "${request.command}"` });
+    }
+    if (request.command === "cancel" && request.id === undefined) {
+      context.addIssue({ code: "custom", path: ["id"], message: 'required by "cancel"' });
     }
   });
 export type ControlRequest = z.infer<typeof ControlRequest>;

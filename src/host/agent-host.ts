@@ -185,6 +185,13 @@ export class AgentHost {
   /** Cuts the drain's grace short once `close()` was told to hurry (a second signal). */
   #drainHurry: AbortSignal | undefined;
   readonly #maxChatTimeMs: number | undefined;
+  /** The chat requests here that a `cancel` can reach, by agent, session and request id. */
+  readonly #cancellable = new Map<string, AbortController>();
+  /**
+   * Request ids cancelled lately (with when the mark lapses): a chat request that arrives after its
+   * `cancel` (it was still on its way, or is asked again) is answered `cancelled` without running.
+   */
+  readonly #cancelled = new Map<string, number>();
   readonly #now: () => number;
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
@@ -455,6 +462,7 @@ export class AgentHost {
       // The session beats until the reply is out, so the caller can tell "working" from "gone".
       const release = this.#heartbeats.track(agent, session);
       let releaseShard = () => {};
+      let cancelling: string | undefined;
       try {
         const placed = await this.#place(message, request);
         if (placed.where === "sent") return placed.reply;
@@ -489,10 +497,26 @@ export class AgentHost {
               // The asking agent's approvals hold here too, before this chat is even queued.
               if (request.approvals.length > 0) actor.agent.inheritApprovals?.(request.approvals);
               const deadline = this.#deadlineOf(request.lineage);
+              const timeout =
+                deadline === undefined ? undefined : AbortSignal.timeout(Math.max(0, deadline - this.#now()));
+              // A request with an id can be cancelled alone (`cancel`): out of the queue, or stopped.
+              const cancelKey = chat.id === undefined ? undefined : cancelKeyOf(agent, session, chat.id);
+              const cancel = cancelKey === undefined ? undefined : new AbortController();
+              if (cancelKey !== undefined && cancel !== undefined) {
+                this.#cancellable.set(cancelKey, cancel);
+                cancelling = cancelKey;
+                if (this.#isCancelled(cancelKey)) cancel.abort();
+              }
+              const signal =
+                cancel === undefined
+                  ? timeout
+                  : timeout === undefined
+                    ? cancel.signal
+                    : AbortSignal.any([timeout, cancel.signal]);
               const running = actor.chat({
-                ...(deadline === undefined
-                  ? {}
-                  : { deadline, signal: AbortSignal.timeout(Math.max(0, deadline - this.#now())) }),
+                ...(deadline === undefined ? {} : { deadline }),
+                ...(signal === undefined ? {} : { signal }),
+                ...(cancel === undefined ? {} : { withdraw: cancel.signal }),
                 text: chat.text,
                 type: chat.type,
                 stackable: chat.stackable,
@@ -526,6 +550,7 @@ export class AgentHost {
         }
         return this.#reply(message, reply, outcome?.ok === true ? outcome.chatId : undefined);
       } finally {
+        if (cancelling !== undefined) this.#cancellable.delete(cancelling);
         releaseShard();
         release();
       }
@@ -631,7 +656,10 @@ export class AgentHost {
         }
         done = this.holdShard(location.shard);
       }
-      if (request.verb === "control" && request.control.command === "stop") {
+      if (
+        request.verb === "control" &&
+        (request.control.command === "stop" || request.control.command === "cancel")
+      ) {
         return { where: "here", actor: this.sessions.find(agent, session), done };
       }
       try {
@@ -656,6 +684,7 @@ export class AgentHost {
     const { control, agent, session } = request;
     // Nothing runs in a session that is not live: no need to build it just to stop it.
     if (control.command === "stop") return placed?.stop() ?? { ok: true };
+    if (control.command === "cancel") return this.#cancelChat(cancelKeyOf(agent, session, control.id ?? ""));
     try {
       let actor = placed ?? (await this.sessions.open(agent, session));
       // Checked in the same tick as the command is queued, so a passivation cannot slip in between.
@@ -675,6 +704,26 @@ export class AgentHost {
     } catch (error) {
       return { ok: false, error: sessionStartError(error) };
     }
+  }
+
+  /**
+   * `cancel`: the chat request with this id stops here, whether queued (taken out, it never runs)
+   * or running; one not here yet is answered `cancelled` when it comes. Other chats go on.
+   */
+  #cancelChat(key: string): ControlReply {
+    const now = this.#now();
+    for (const [cancelled, lapses] of this.#cancelled) {
+      if (lapses > now && this.#cancelled.size < MAX_CANCELLED_MARKS) break;
+      this.#cancelled.delete(cancelled);
+    }
+    this.#cancelled.set(key, now + CANCELLED_MARK_MS);
+    this.#cancellable.get(key)?.abort();
+    return { ok: true };
+  }
+
+  #isCancelled(key: string): boolean {
+    const lapses = this.#cancelled.get(key);
+    return lapses !== undefined && lapses > this.#now();
   }
 
   /** When a chat starting now must end: its own `--max-chat-time`, or its parent's deadline if sooner. */
@@ -767,4 +816,13 @@ export function sessionStartError(error: unknown): SessionError {
     return { code: "unavailable", message: `cannot start the session: ${error.message}; retry the request` };
   }
   return { code: "internal", message: `cannot start the session: ${describeFailure(error).message}` };
+}
+
+/** How long a `cancel` waits for its chat request to arrive (one sent just before it, or a retry). */
+const CANCELLED_MARK_MS = 10 * 60_000;
+/** Cancel marks kept at most (the oldest go first). */
+const MAX_CANCELLED_MARKS = 10_000;
+
+function cancelKeyOf(agent: string, session: string, id: string): string {
+  return `${agent}\u0000${session}\u0000${id}`;
 }

@@ -35,7 +35,14 @@ export type CommandOutcome = { ok: true } | { ok: false; error: SessionError };
  */
 export type SessionChatRequest = Pick<ChatRequest, "text"> &
   Partial<Pick<ChatRequest, "type" | "stackable">> &
-  ChatOptions;
+  ChatOptions & {
+    /**
+     * Aborted: this chat is no longer wanted. Still queued, it is taken out at once (answered
+     * `cancelled`, it never runs) and the rest of the queue goes on. Cancelling it while it runs is
+     * `signal`'s part.
+     */
+    withdraw?: AbortSignal;
+  };
 
 export interface SessionActorOptions {
   agent: Agent;
@@ -319,15 +326,19 @@ export class SessionActor {
 
   /** Queues a chat message; resolves with its result, or why it was not processed. */
   chat(request: SessionChatRequest): Promise<ChatOutcome> {
-    return this.#enqueue(
-      (id) => ({
-        kind: "chat",
-        id,
-        text: request.text,
-        type: request.type ?? "user",
-        stackable: request.stackable ?? false,
-        depth: request.depth ?? 0,
-      }),
+    let messageId: string | undefined;
+    const outcome = this.#enqueue(
+      (id) => {
+        messageId = id;
+        return {
+          kind: "chat",
+          id,
+          text: request.text,
+          type: request.type ?? "user",
+          stackable: request.stackable ?? false,
+          depth: request.depth ?? 0,
+        };
+      },
       true,
       {
         signal: request.signal,
@@ -340,6 +351,17 @@ export class SessionActor {
       // Made the caller's answer where the mailbox settles it, not in a step of its own.
       chatOutcomeOfSettlement,
     );
+    const { withdraw } = request;
+    const id = messageId;
+    if (withdraw !== undefined && id !== undefined) {
+      const takeOut = () => this.#actor?.send({ type: "withdraw", id });
+      if (withdraw.aborted) takeOut();
+      else {
+        withdraw.addEventListener("abort", takeOut, { once: true });
+        void outcome.finally(() => withdraw.removeEventListener("abort", takeOut));
+      }
+    }
+    return outcome;
   }
 
   /** `chatAndWait`: a message that is never coalesced, resolved with the chat's result. */
@@ -563,6 +585,7 @@ export class SessionActor {
     if (reason === "superseded") {
       return { code: "cancelled", message: "superseded by a newer stackable message of the same type" };
     }
+    if (reason === "withdrawn") return { code: "cancelled", message: "cancelled before it started" };
     return { code: "cancelled", message: this.#cancelReason };
   }
 

@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Bus } from "../bus/bus.js";
 import type { Route } from "./http-router.js";
@@ -13,6 +14,13 @@ export interface HttpDoorContext {
   prefix: string;
   /** Present on NATS; absent on the in-process bus (no JetStream there). */
   natsConnection?: NatsConnection;
+  /**
+   * Counts `response` against the server's stream caps until it closes, for a door that learns
+   * only from the body that it will stream (paths it names in {@link HttpDoor.isStreamPath} are
+   * counted before the handler runs). Undefined when taken, else why not: the door answers that in
+   * its own protocol's shape.
+   */
+  openStream(request: IncomingMessage, response: ServerResponse): string | undefined;
 }
 
 /**
@@ -37,8 +45,9 @@ export interface HttpDoor {
   /** Every path that starts with it belongs to this door, e.g. `/agui/`. */
   pathPrefix: string;
   /**
-   * Whether a request to this path opens a long-lived stream (SSE): those count against the
-   * server's stream caps. Default: none do.
+   * Whether every request to this path opens a long-lived stream (SSE): those count against the
+   * server's stream caps. Default: none do. A path that streams only for some bodies calls
+   * {@link HttpDoorContext.openStream} instead.
    */
   isStreamPath?(path: string): boolean;
   /** The door's routes, made once when the server starts. */

@@ -34,6 +34,12 @@ export interface HttpGuard {
   wrap(handler: RequestListener): RequestListener;
   /** The token requests must carry, or undefined when none is required (loopback, none given). */
   readonly token: string | undefined;
+  /**
+   * Counts `response` as an open stream (until it closes) when the handler learns only from the
+   * body that it will stream (a JSON-RPC streaming method): undefined when taken, else why not (the
+   * refusal is counted and logged; the handler answers it in its protocol's own shape).
+   */
+  openStream(request: IncomingMessage, response: ServerResponse): string | undefined;
   /** Refusals so far by rule, and the streams open now. */
   stats(): HttpGuardStats;
 }
@@ -132,6 +138,13 @@ export function createHttpGuard(options: HttpGuardOptions): HttpGuard {
     return isIP(bare) !== 0 && localAddresses().includes(bare);
   };
 
+  const countRefusal = (request: IncomingMessage, rule: HttpGuardRule, message: string): void => {
+    refused[rule] += 1;
+    report(
+      `refused ${request.method ?? "GET"} ${pathOf(request)} from ${remoteOf(request)} (rule: ${rule}): ${message}`,
+    );
+  };
+
   const refuse = (
     request: IncomingMessage,
     response: ServerResponse,
@@ -140,10 +153,7 @@ export function createHttpGuard(options: HttpGuardOptions): HttpGuard {
     code: string,
     message: string,
   ): void => {
-    refused[rule] += 1;
-    report(
-      `refused ${request.method ?? "GET"} ${pathOf(request)} from ${remoteOf(request)} (rule: ${rule}): ${message}`,
-    );
+    countRefusal(request, rule, message);
     const body = JSON.stringify({ ok: false, error: { code, message } });
     response.writeHead(status, {
       "content-type": "application/json; charset=utf-8",
@@ -173,6 +183,25 @@ export function createHttpGuard(options: HttpGuardOptions): HttpGuard {
     const bearer = typeof header === "string" ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined;
     const offered = bearer ?? (isStream ? url.searchParams.get("token") : null) ?? undefined;
     return offered !== undefined && timingSafeEqual(digest(offered), tokenDigest);
+  };
+
+  /** Counts `response` as an open stream until it closes; over a cap, why not (nothing counted). */
+  const claimStream = (request: IncomingMessage, response: ServerResponse): string | undefined => {
+    const address = remoteOf(request);
+    const fromAddress = streamsByAddress.get(address) ?? 0;
+    if (openStreams >= maxStreams || fromAddress >= maxPerAddress) {
+      const which = openStreams >= maxStreams ? `${maxStreams} in all` : `${maxPerAddress} per address`;
+      return `too many open event streams (at most ${which})`;
+    }
+    openStreams += 1;
+    streamsByAddress.set(address, fromAddress + 1);
+    response.once("close", () => {
+      openStreams -= 1;
+      const left = (streamsByAddress.get(address) ?? 1) - 1;
+      if (left <= 0) streamsByAddress.delete(address);
+      else streamsByAddress.set(address, left);
+    });
+    return undefined;
   };
 
   const wrap = (handler: RequestListener): RequestListener => {
@@ -237,28 +266,11 @@ export function createHttpGuard(options: HttpGuardOptions): HttpGuard {
         return;
       }
       if (isStream) {
-        const address = remoteOf(request);
-        const fromAddress = streamsByAddress.get(address) ?? 0;
-        if (openStreams >= maxStreams || fromAddress >= maxPerAddress) {
-          const which = openStreams >= maxStreams ? `${maxStreams} in all` : `${maxPerAddress} per address`;
-          refuse(
-            request,
-            response,
-            "streams",
-            503,
-            "overloaded",
-            `too many open event streams (at most ${which})`,
-          );
+        const over = claimStream(request, response);
+        if (over !== undefined) {
+          refuse(request, response, "streams", 503, "overloaded", over);
           return;
         }
-        openStreams += 1;
-        streamsByAddress.set(address, fromAddress + 1);
-        response.once("close", () => {
-          openStreams -= 1;
-          const left = (streamsByAddress.get(address) ?? 1) - 1;
-          if (left <= 0) streamsByAddress.delete(address);
-          else streamsByAddress.set(address, left);
-        });
       }
       handler(request, response);
     };
@@ -267,6 +279,12 @@ export function createHttpGuard(options: HttpGuardOptions): HttpGuard {
   return {
     wrap,
     token,
+    openStream: (request, response) => {
+      const over = claimStream(request, response);
+      if (over === undefined) return undefined;
+      countRefusal(request, "streams", over);
+      return over;
+    },
     stats: () => ({ refused: { ...refused }, openStreams }),
   };
 }

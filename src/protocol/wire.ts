@@ -47,7 +47,8 @@ export const Heartbeat = z.looseObject({
   session: z.string().optional(),
   instance_id: z.string().min(1),
   ts: z.union([z.string(), z.number()]).optional(),
-  interval_s: z.number().positive(),
+  // A whole number of seconds, as the reference decoders read it (an integer field): 1.5 is no heartbeat.
+  interval_s: z.number().int().positive(),
 });
 export type Heartbeat = z.infer<typeof Heartbeat>;
 

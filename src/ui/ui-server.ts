@@ -128,6 +128,7 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
     bus: ui.bus,
     prefix: ui.prefix,
     ...(ui.natsConnection === undefined ? {} : { natsConnection: ui.natsConnection }),
+    openStream: guard.openStream,
   };
   const routes = [...uiRoutes(ui), ...doors.flatMap((door) => door.routes(doorContext))];
   const route = createRouter(routes, (request) => serveStatic(ui, request));
@@ -138,7 +139,15 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
       route(request, response).catch((error: unknown) => answerFailure(response, error));
     }),
   );
-  await listen(server, options.port ?? 0, host);
+  try {
+    await listen(server, options.port ?? 0, host);
+  } catch (error) {
+    // Not listening (the port is taken…): nothing may outlive the failed start.
+    subscription.unsubscribe();
+    ui.hub.close();
+    await Promise.all(doors.map((door) => door.close?.()));
+    throw error;
+  }
   const { port } = server.address() as AddressInfo;
   const query = guard.token === undefined ? "" : `?token=${encodeURIComponent(guard.token)}`;
   const urls = shownHosts(host, localAddresses).map((shown) => `http://${shown}:${port}/${query}`);

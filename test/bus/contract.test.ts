@@ -120,6 +120,7 @@ describe("parseControlRequest", () => {
       '{"session":"s","command":"deny","toolCallId":"c1","reason":"no"}',
       { session: "s", command: "deny", toolCallId: "c1", reason: "no" },
     ],
+    ['{"session":"s","command":"cancel","id":"r1"}', { session: "s", command: "cancel", id: "r1" }],
   ])("accepts %s", (payload, value) => {
     expect(parseControlRequest(payload)).toEqual({ ok: true, value });
   });
@@ -135,6 +136,7 @@ describe("parseControlRequest", () => {
     ['{"session":"s","command":"compact","topic":"\\ud800"}', /field "topic": must be well-formed Unicode/],
     ['{"session":"s","command":"approve"}', /missing field "toolCallId"/],
     ['{"session":"s","command":"deny","toolCallId":""}', /field "toolCallId"/],
+    ['{"session":"s","command":"cancel"}', /missing field "id"/],
   ])("refuses %j as bad_request (%s)", (payload, reason) => {
     const result = parseControlRequest(payload);
     expect(result.ok).toBe(false);

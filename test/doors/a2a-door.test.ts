@@ -260,6 +260,105 @@ describe("the A2A door", () => {
     }
   });
 
+  it("cancels a task queued behind another chat of its context alone: it never runs, the running one goes on", async () => {
+    const a2a = await client("JSONRPC");
+    const started: Array<string | undefined> = [];
+    const watch = bus.subscribe(`${prefix}.events.assistant.queued-ctx.ChatStarted`, (message) => {
+      started.push((JSON.parse(message.data) as { requestId?: string }).requestId);
+    });
+    try {
+      const running = (await a2a.sendMessage(
+        send(userText("what time is it, first?", { contextId: "queued-ctx" })),
+      )) as Task;
+      expect(running.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+      const queued = (await a2a.sendMessage({
+        ...send(userText("me second", { contextId: "queued-ctx" })),
+        configuration: {
+          acceptedOutputModes: [],
+          taskPushNotificationConfig: undefined,
+          returnImmediately: true,
+        },
+      })) as Task;
+      expect(queued.status?.state).toBe(TaskState.TASK_STATE_SUBMITTED);
+      const cancelled = await a2a.cancelTask({ tenant: "", id: queued.id, metadata: undefined });
+      expect(cancelled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+      expect((await a2a.getTask({ tenant: "", id: queued.id })).status?.state).toBe(
+        TaskState.TASK_STATE_CANCELED,
+      );
+      // The running chat still waits for its approval; approved, it completes.
+      const held = await a2a.getTask({ tenant: "", id: running.id });
+      expect(held.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+      const data = held.status?.message?.parts.find((part) => part.content?.$case === "data")?.content;
+      const toolCallId = (data?.$case === "data" ? data.value : {}) as { approval?: { toolCallId: string } };
+      const answer = userText("", { taskId: running.id });
+      answer.parts = [
+        {
+          content: {
+            $case: "data",
+            value: { approval: { toolCallId: toolCallId.approval?.toolCallId, approved: true } },
+          },
+          metadata: undefined,
+          filename: "",
+          mediaType: "application/json",
+        },
+      ];
+      const done = (await a2a.sendMessage(send(answer))) as Task;
+      expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+      // Only the first task's chat ever started.
+      await bus.flush();
+      expect(started.filter((id) => id !== undefined)).toEqual([running.id]);
+    } finally {
+      watch.unsubscribe();
+    }
+  });
+
+  it("counts only streaming JSON-RPC calls against the stream cap: GetTask still answers while the one stream is open", async () => {
+    const first = await client("JSONRPC");
+    const held = (await first.sendMessage(send(userText("what time is it, capped?")))) as Task;
+    expect(held.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    const capped = await startUiServer({
+      bus,
+      prefix,
+      natsConnection: bus.connection,
+      maxStreams: 1,
+      doors: [
+        createA2aDoor({ agents: [{ name: "assistant", description: "test agent", skills: [TIME_SKILL] }] }),
+      ],
+    });
+    const rpc = (body: Record<string, unknown>, signal?: AbortSignal) =>
+      fetch(`${new URL(capped.url).origin}/a2a/assistant/jsonrpc`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", ...body }),
+        ...(signal === undefined ? {} : { signal }),
+      });
+    const streamGone = new AbortController();
+    try {
+      // The one stream this server allows: SubscribeToTask on the task waiting for approval.
+      const stream = await rpc(
+        { id: 1, method: "SubscribeToTask", params: { id: held.id } },
+        streamGone.signal,
+      );
+      expect(stream.headers.get("content-type")).toMatch(/^text\/event-stream/);
+      expect(capped.stats().openStreams).toBe(1);
+      const got = await rpc({ id: 2, method: "GetTask", params: { id: held.id } });
+      expect(got.status).toBe(200);
+      expect(await got.json()).toMatchObject({ id: 2, result: { id: held.id } });
+      const second = await rpc({ id: 3, method: "SubscribeToTask", params: { id: held.id } });
+      expect(second.status).toBe(503);
+      expect(await second.json()).toMatchObject({
+        jsonrpc: "2.0",
+        id: 3,
+        error: { code: -32603, message: /overloaded/ },
+      });
+      expect(capped.stats().refused.streams).toBe(1);
+    } finally {
+      streamGone.abort();
+      await capped.close();
+      await first.cancelTask({ tenant: "", id: held.id, metadata: undefined });
+    }
+  });
+
   it("fails a task whose chat request is refused (no host serves the agent), with the reason", async () => {
     const ghost = await new ClientFactory({ transports: [new JsonRpcTransportFactory()] }).createFromUrl(
       `${base}/a2a/ghost/.well-known/agent-card.json`,

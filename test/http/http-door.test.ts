@@ -64,3 +64,31 @@ describe("protocol doors on the UI's HTTP server", () => {
     expect(foreign.status).toBe(403);
   });
 });
+
+describe("a server that cannot listen", () => {
+  it("leaves no bus subscription and no open door behind when its port is taken", async () => {
+    server = await startUiServer({ bus: new LocalBus() });
+    const port = Number(new URL(server.url).port);
+    const bus = new LocalBus();
+    let open = 0;
+    const subscribe = bus.subscribe.bind(bus);
+    bus.subscribe = (...args: Parameters<LocalBus["subscribe"]>) => {
+      const subscription = subscribe(...args);
+      open += 1;
+      let ended = false;
+      return {
+        ...subscription,
+        unsubscribe: () => {
+          if (!ended) open -= 1;
+          ended = true;
+          subscription.unsubscribe();
+        },
+      };
+    };
+    const door = probeDoor();
+    await expect(startUiServer({ bus, port, doors: [door] })).rejects.toThrow(/EADDRINUSE/);
+    expect(open).toBe(0);
+    expect(door.closed).toBe(1);
+    await bus.close();
+  });
+});

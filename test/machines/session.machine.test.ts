@@ -66,6 +66,8 @@ function eventsFor(snapshot: Snapshot): SessionMachineEvent[] {
     { type: "stop" },
     { type: "shutdown" },
   ];
+  // Withdrawn by id: the replay names the first queued message (every id is "m" in the traversal).
+  if (snapshot.context.queue.length > 0) events.push({ type: "withdraw", id: "m" });
   const output = OUTPUT_OF_STATE[String(snapshot.value)];
   if (output !== undefined) {
     events.push({ type: "operation.done", output });
@@ -151,6 +153,11 @@ describe("session machine (model-based)", () => {
           const id = `m${++nextId}`;
           enqueuedIds.push(id);
           actor.send({ type: "enqueue", message: { ...event.message, id } });
+        } else if (event.type === "withdraw") {
+          const first = before.context.queue[0];
+          if (first === undefined) throw new Error("nothing queued to withdraw");
+          actor.send({ type: "withdraw", id: first.id });
+          expect(emitted.at(-1)).toEqual({ type: "message.dropped", ids: [first.id], reason: "withdrawn" });
         } else if (event.type === "stop" || event.type === "shutdown") {
           actor.send(event);
           // A running chat or compaction is told to cancel, and stays until it has settled.
@@ -270,6 +277,21 @@ describe("session machine (behaviour)", () => {
     actor.send(chat("s1", { stackable: true } as Partial<MailboxMessage>));
     actor.send(chat("plain"));
     expect(actor.getSnapshot().context.queue.map((message) => message.id)).toEqual(["s1", "plain"]);
+  });
+
+  it("withdraw takes only that queued message out: it never runs, the running one and the rest go on", () => {
+    const { actor, emitted, operations } = start();
+    actor.send(chat("running"));
+    actor.send(chat("q1"));
+    actor.send(chat("q2"));
+    actor.send({ type: "withdraw", id: "q1" });
+    // Not queued (running, or unknown): nothing happens.
+    actor.send({ type: "withdraw", id: "running" });
+    actor.send({ type: "withdraw", id: "nobody" });
+    expect(emitted).toEqual([{ type: "message.dropped", ids: ["q1"], reason: "withdrawn" }]);
+    expect(operations[0]?.cancelled).toBe(false);
+    operations[0]?.settle({ type: "operation.done", output: { kind: "new" } });
+    expect(operations.map((operation) => operation.message.id)).toEqual(["running", "q2"]);
   });
 
   it("stop answers the running message and the whole queue at once; the next message waits until the stopped one settled", () => {

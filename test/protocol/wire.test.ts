@@ -8,7 +8,13 @@ import {
   parseProtocolSubject,
   protocolSubjectOf,
 } from "../../src/protocol/protocol-subjects.js";
-import { isNoResponders, parseReplyChunk, ServiceInfo } from "../../src/protocol/wire.js";
+import {
+  Heartbeat,
+  isNoResponders,
+  parseJson,
+  parseReplyChunk,
+  ServiceInfo,
+} from "../../src/protocol/wire.js";
 
 describe("subject tokens (§2)", () => {
   it("accepts plain tokens and refuses dots, wildcards, whitespace, NUL and a leading $", () => {
@@ -179,6 +185,13 @@ describe("agent listings", () => {
     ts: "t",
     interval_s: 2,
   };
+
+  it("reads interval_s as the reference decoders do: a whole number of seconds, at least 1", () => {
+    expect(parseJson(Heartbeat, JSON.stringify(heartbeat))?.interval_s).toBe(2);
+    for (const interval of [1.5, 0, -1, "2"]) {
+      expect(parseJson(Heartbeat, JSON.stringify({ ...heartbeat, interval_s: interval }))).toBeUndefined();
+    }
+  });
 
   it("counts an instance online while its heartbeat is younger than 3 × interval", () => {
     const sighting = { address: { agent: "bot", owner: "acme", name: "s1" }, heartbeat, receivedAt: 1_000 };

@@ -37,6 +37,8 @@ const PATH_PREFIX = "/a2a/";
 const CARD_PATH = /^\/a2a\/([^/]+)\/\.well-known\/agent-card\.json$/;
 const JSON_RPC_PATH = /^\/a2a\/([^/]+)\/jsonrpc$/;
 const REST_PATH = /^\/a2a\/([^/]+)\/rest\/(.+)$/;
+/** The JSON-RPC methods answered with a stream (SSE). */
+const STREAMING_METHODS: ReadonlySet<string> = new Set(["SendStreamingMessage", "SubscribeToTask"]);
 
 export interface A2aDoorOptions {
   /** The agents the door shows (their cards); any other name is not found. */
@@ -59,8 +61,8 @@ export function createA2aDoor(options: A2aDoorOptions): HttpDoor {
   return {
     name: "a2a",
     pathPrefix: PATH_PREFIX,
-    isStreamPath: (path) =>
-      /\/rest\/(message:stream|tasks\/[^/]+:subscribe)$/.test(path) || JSON_RPC_PATH.test(path),
+    // The JSON-RPC path streams only for its streaming methods: those claim a stream themselves.
+    isStreamPath: (path) => /\/rest\/(message:stream|tasks\/[^/]+:subscribe)$/.test(path),
     routes: (context) => a2aRoutes(context, profiles, closing.signal),
     close: async () => closing.abort(),
   };
@@ -111,7 +113,11 @@ function a2aRoutes(
         sendA2aJson(request.response, 200, AgentCard.toJSON(agentCard(profile, baseUrl(request.request))));
       },
     },
-    { method: "POST", path: JSON_RPC_PATH, handle: (request) => handleJsonRpc(request, handlerFor) },
+    {
+      method: "POST",
+      path: JSON_RPC_PATH,
+      handle: (request) => handleJsonRpc(request, handlerFor, context.openStream),
+    },
     { method: "POST", path: REST_PATH, handle: (request) => handleRest(request, handlerFor) },
     { method: "GET", path: REST_PATH, handle: (request) => handleRest(request, handlerFor) },
   ];
@@ -210,6 +216,7 @@ async function readBody(request: IncomingMessage): Promise<string> {
 async function handleJsonRpc(
   request: RouteRequest,
   handlerFor: (request: RouteRequest) => Promise<A2aAgentHandler | undefined>,
+  openStream: HttpDoorContext["openStream"],
 ): Promise<void> {
   const { response } = request;
   let body: unknown;
@@ -249,6 +256,18 @@ async function handleJsonRpc(
       id,
       error: { code: A2A_ERROR_CODE.METHOD_NOT_FOUND, message: `no agent named ${request.params[0]} here` },
     });
+  }
+  const method = (body as { method: string }).method;
+  if (STREAMING_METHODS.has(method)) {
+    // Only a streaming call holds its response open: only it counts against the stream caps.
+    const refused = openStream(request.request, response);
+    if (refused !== undefined) {
+      return sendA2aJson(response, 503, {
+        jsonrpc: "2.0",
+        id,
+        error: { code: A2A_ERROR_CODE.INTERNAL_ERROR, message: `overloaded: ${refused}` },
+      });
+    }
   }
   const result = await new JsonRpcTransportHandler(handler).handle(
     body as Record<string, unknown>,

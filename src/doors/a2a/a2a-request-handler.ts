@@ -165,8 +165,9 @@ export class A2aAgentHandler implements A2ARequestHandler {
     if (isFinalPhase(snapshot.progress.phase)) {
       throw new TaskNotCancelableError(`task ${record.id} is already ${snapshot.progress.phase}`);
     }
-    await this.#control({ session: record.contextId, command: "stop" });
-    // The stop ends the session's running chat (and its queue): wait for this task's end.
+    // This task's chat alone (the request's id is the task's): taken out of the session's queue
+    // if it waits there behind another chat, stopped if it runs; the session's other chats go on.
+    await this.#control({ session: record.contextId, command: "cancel", id: record.id });
     let { progress } = snapshot;
     for await (const item of this.#updates(
       record,

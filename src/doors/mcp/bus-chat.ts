@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { Bus } from "../../bus/bus.js";
 import { BusTimeoutError, NoRespondersError } from "../../bus/bus-errors.js";
 import { type ChatReply, type ErrorCode, parseChatReply, parseControlReply } from "../../bus/contract.js";
@@ -24,7 +25,10 @@ export interface BusChatOptions {
   agent: string;
   session: string;
   text: string;
-  /** Aborting it stops the chat on its host (control `stop`) and answers `cancelled`. */
+  /**
+   * Aborting it cancels this chat on its host (control `cancel` with the request's id: out of the
+   * session's queue, or stopped if it runs; other chats of the session go on) and answers `cancelled`.
+   */
   signal?: AbortSignal;
   /** A tool call of this chat waits for an approver. */
   onApprovalRequested?: (request: ApprovalRequest) => void;
@@ -48,9 +52,11 @@ export async function chatOverBus(options: BusChatOptions): Promise<ChatReply> {
     if (event.kind === "ToolApprovalRequested") options.onApprovalRequested?.(event);
     else if (event.kind === "ToolApprovalResolved") options.onApprovalResolved?.(event.toolCallId);
   });
+  // The request's own id: what a `cancel` names, so it reaches this chat and no other.
+  const id = randomUUID();
   const onAbort = () => {
-    // The host runs the chat whatever happens to this request: it is told to stop it.
-    void sendControl(bus, prefix, agent, { session, command: "stop" });
+    // The host runs the chat whatever happens to this request: it is told to cancel it.
+    void sendControl(bus, prefix, agent, { session, command: "cancel", id });
   };
   try {
     await bus.flush();
@@ -58,7 +64,7 @@ export async function chatOverBus(options: BusChatOptions): Promise<ChatReply> {
     const reply = await requestWithHeartbeat(
       bus,
       chatSubject(prefix, agent),
-      JSON.stringify({ session, text: options.text }),
+      JSON.stringify({ session, text: options.text, id }),
       {
         heartbeatSubject: sessionHeartbeatSubject(prefix, agent, session),
         timeoutMs: options.timeoutMs ?? DOOR_CHAT_TIMEOUT_MS,

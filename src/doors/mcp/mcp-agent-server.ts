@@ -101,7 +101,8 @@ type CallExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
  * - **Tasks** (the SDK's experimental Tasks support): a `tools/call` with `task` answers at once
  *   with a task; `tasks/get` shows `working`, `input_required` while a tool call of the chat waits
  *   for approval, then `completed` / `failed`; `tasks/result` gives the tool result; `tasks/cancel`
- *   stops the chat on its host. Without `task` the call simply waits for the answer.
+ *   cancels that chat on its host (not the session's other chats). Without `task` the call simply
+ *   waits for the answer.
  * - **Approvals**: a held tool call is asked with an elicitation (`approve` / `deny`, a reason) when
  *   the client supports elicitation; the answer is sent as the control `approve` / `deny` bound to
  *   that call and its arguments. In a task the question travels through `tasks/result` and the task

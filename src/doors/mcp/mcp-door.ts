@@ -23,6 +23,12 @@ const SESSION_HEADER = "mcp-session-id";
 export interface McpDoorOptions {
   /** A fixed agent list instead of discovery (the in-process bus has no `$SRV` to discover on). */
   agents?: readonly string[];
+  /**
+   * The agents this process serves, listed when the door has no NATS connection (the in-process
+   * bus of `up` without a NATS server has no `$SRV` to discover them on). On NATS, discovery sees
+   * every host's agents and this is unused.
+   */
+  localAgents?: readonly string[];
   maxSessions?: number;
   sessionIdleMs?: number;
   now?: () => number;
@@ -71,12 +77,15 @@ export function createMcpDoor(options: McpDoorOptions = {}): HttpDoor {
   return {
     name: "mcp",
     pathPrefix: MCP_PATH,
-    isStreamPath: (path) => path === MCP_PATH,
+    // Only what holds its response open counts against the stream caps (claimed in the handlers):
+    // a session's GET stream, and the calls that wait on a chat. tools/list and the like do not.
     routes(context: HttpDoorContext) {
+      const fixed =
+        options.agents ?? (context.natsConnection === undefined ? options.localAgents : undefined);
       const catalog = createAgentCatalog({
         prefix: context.prefix,
         ...(context.natsConnection === undefined ? {} : { connection: context.natsConnection }),
-        ...(options.agents === undefined ? {} : { agents: options.agents }),
+        ...(fixed === undefined ? {} : { agents: fixed }),
       });
       const openSession = async (): Promise<StreamableHTTPServerTransport> => {
         makeRoom();
@@ -115,6 +124,10 @@ export function createMcpDoor(options: McpDoorOptions = {}): HttpDoor {
             }
             const session = sessionOf(request);
             if (session === "unknown") return sendSessionNotFound(request.response);
+            if (waitsOnChat(body)) {
+              const refused = context.openStream(request.request, request.response);
+              if (refused !== undefined) return sendOverloaded(request.response, refused);
+            }
             if (session === "none") {
               if (!isInitializeRequest(body)) {
                 return sendRpcError(
@@ -144,6 +157,8 @@ export function createMcpDoor(options: McpDoorOptions = {}): HttpDoor {
                 `a GET stream needs the ${SESSION_HEADER} header`,
               );
             }
+            const refused = context.openStream(request.request, request.response);
+            if (refused !== undefined) return sendOverloaded(request.response, refused);
             return session.transport.handleRequest(request.request, request.response);
           },
         },
@@ -171,6 +186,24 @@ export function createMcpDoor(options: McpDoorOptions = {}): HttpDoor {
 
 function sendRpcError(response: ServerResponse, status: number, code: number, message: string): void {
   sendJson(response, status, { jsonrpc: "2.0", error: { code, message }, id: null });
+}
+
+function sendOverloaded(response: ServerResponse, reason: string): void {
+  sendRpcError(response, 503, -32000, `overloaded: ${reason}`);
+}
+
+/** The methods whose answer waits on a chat (its response stays open meanwhile). */
+const CHAT_METHODS: ReadonlySet<string> = new Set(["tools/call", "tasks/result"]);
+
+/** Whether the body (a message or a batch) holds a request whose answer waits on a chat. */
+function waitsOnChat(body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.some(
+    (message) =>
+      typeof message === "object" &&
+      message !== null &&
+      CHAT_METHODS.has(String((message as { method?: unknown }).method)),
+  );
 }
 
 function sendSessionNotFound(response: ServerResponse): void {

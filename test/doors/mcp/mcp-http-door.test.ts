@@ -20,6 +20,7 @@ import {
   type HostFixture,
   lastUserText,
   SLOW,
+  sleepText,
   startHostFixture,
 } from "../../host/host-fixture.js";
 import { waitFor } from "../../support/cli.js";
@@ -222,6 +223,83 @@ describe("MCP server over Streamable HTTP", () => {
       fixture.events.some((entry) => entry.event.kind === "ChatFailed" && entry.event.session === "mcp-slow"),
     );
     await iterator.return?.();
+  });
+
+  it("cancelling a task queued behind another chat of its session cancels only it: it never runs", async () => {
+    const client = await connect();
+    const first = client.callTool({
+      name: "bot",
+      arguments: { message: sleepText(1_500), session: "mcp-queue" },
+    });
+    await waitFor(() => fixture.host.sessions.find("bot", "mcp-queue")?.isIdle === false);
+    const stream = client.experimental.tasks.callToolStream(
+      { name: "bot", arguments: { message: "second", session: "mcp-queue" } },
+      CallToolResultSchema,
+      { task: { ttl: 60_000 } },
+    );
+    const iterator = stream[Symbol.asyncIterator]();
+    const created = await iterator.next();
+    const taskId = created.value?.type === "taskCreated" ? created.value.task.taskId : "";
+    await waitFor(() =>
+      fixture.events.some(
+        (entry) => entry.event.kind === "ChatStarted" && entry.event.session === "mcp-queue",
+      ),
+    );
+    const cancelled = await client.experimental.tasks.cancelTask(taskId);
+    expect(cancelled.status).toBe("cancelled");
+    // The running chat goes on to its answer.
+    expect((await first).content).toEqual([{ type: "text", text: "woke" }]);
+    await iterator.return?.();
+    // Reported as a chat that was cancelled before it started: no model request, no answer.
+    const secondChat = () =>
+      fixture.events.find(
+        (entry) =>
+          entry.event.session === "mcp-queue" &&
+          entry.event.kind === "ChatStarted" &&
+          entry.event.text === "second",
+      )?.event.chatId;
+    await waitFor(() => secondChat() !== undefined);
+    expect(
+      fixture.events.filter((entry) => entry.event.chatId === secondChat()).map((entry) => entry.event.kind),
+    ).toEqual(["ChatStarted", "ChatFailed"]);
+  });
+
+  it("counts only the session's GET stream and calls waiting on a chat against the stream caps", async () => {
+    const capped = await startUiServer({
+      bus,
+      prefix: fixture.prefix,
+      natsConnection: bus.connection,
+      maxStreams: 2,
+      doors: [createMcpDoor()],
+    });
+    const client = new Client({ name: "mcp-capped", version: "1.0.0" });
+    const other = new Client({ name: "mcp-capped-2", version: "1.0.0" });
+    try {
+      const transport = new StreamableHTTPClientTransport(new URL("/mcp", capped.url));
+      await client.connect(transport);
+      // The client's GET stream holds one of the two.
+      await waitFor(() => capped.stats().openStreams === 1);
+      const answer = await client.callTool({ name: "bot", arguments: { message: "capped" } });
+      expect(answer.content).toEqual([{ type: "text", text: "echo: capped" }]);
+      await other.connect(new StreamableHTTPClientTransport(new URL("/mcp", capped.url)));
+      await waitFor(() => capped.stats().openStreams === 2);
+      // Every stream taken: listing still answers, a further stream is MCP's error.
+      for (let index = 0; index < 3; index++) {
+        expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual(["bot", "clock"]);
+      }
+      const refused = await fetch(new URL("/mcp", capped.url), {
+        headers: { accept: "text/event-stream", "mcp-session-id": transport.sessionId ?? "" },
+      });
+      expect(refused.status).toBe(503);
+      expect(await refused.json()).toMatchObject({
+        jsonrpc: "2.0",
+        error: { code: -32000, message: /overloaded/ },
+      });
+    } finally {
+      await client.close().catch(() => {});
+      await other.close().catch(() => {});
+      await capped.close();
+    }
   });
 
   it("ends a session on DELETE: its id is unknown afterwards", async () => {
