@@ -159,6 +159,12 @@ describe("a sub-agent's work in the transcript", () => {
       expect(await lane.getAttribute("data-status")).toBe("running");
       expect(await isOpen(lane)).toBe(true);
       expect(await lane.locator(byTestId("child-text")).isVisible()).toBe(true);
+      // The timeline draws keeper's span as a lane of its own under the tools, its tool step inside.
+      const span = page.locator(`${byTestId("timeline-child")}[data-agent="keeper"][data-session="lead-s1"]`);
+      await expect.poll(() => span.getAttribute("data-status")).toBe("running");
+      expect(
+        await span.locator(`${byTestId("timeline-child-step")}[data-tool-name="open_vault"]`).count(),
+      ).toBe(1);
       await page.screenshot({ path: `${ARTIFACTS}/ui-child-lane-live.png` });
       vaultGate.open();
 
@@ -175,6 +181,7 @@ describe("a sub-agent's work in the transcript", () => {
         "door 7 open",
       ]);
       expect(await askCall.locator(byTestId("tool-result")).textContent()).toBe("door 7 open");
+      await expect.poll(() => span.getAttribute("data-status")).toBe("completed");
 
       // After a reload the session is rebuilt from the server: the same lane, folded, opens on a click.
       await page.reload();
@@ -198,6 +205,13 @@ describe("a sub-agent's work in the transcript", () => {
       const replayedStep = replayed.locator(`${byTestId("child-step")}[data-tool-name="open_vault"]`);
       expect(await replayedStep.getAttribute("data-status")).toBe("completed");
       expect(await replayedStep.locator(byTestId("child-step-status")).textContent()).toBe("done");
+      const replayedSpan = page.locator(`${byTestId("timeline-child")}[data-agent="keeper"]`);
+      expect(await replayedSpan.getAttribute("data-status")).toBe("completed");
+      expect(
+        await replayedSpan
+          .locator(`${byTestId("timeline-child-step")}[data-tool-name="open_vault"]`)
+          .getAttribute("data-status"),
+      ).toBe("completed");
       await page.screenshot({ path: `${ARTIFACTS}/ui-child-lane-replayed.png` });
       // A second click folds it again: the reader decides.
       await replayed.locator(byTestId("child-lane-head")).click();
@@ -231,15 +245,15 @@ describe("a sub-agent's work in the transcript", () => {
         "open_safe held by keeper / lead-s2",
       );
       expect(await step.locator(byTestId("tool-args")).textContent()).toContain('"code": "1234"');
-    // In the order keeper did it: its text, then the held call (whose root copy came first).
-    await expect
-      .poll(() =>
-        lane
-          .locator(`${byTestId("child-lane-body")} > *`)
-          .evaluateAll((nodes) => nodes.map((node) => node.getAttribute("data-testid"))),
-      )
-      .toEqual(["child-text", "child-step"]);
-    expect(await lane.locator(byTestId("child-text")).textContent()).toBe("Opening the safe.");
+      // In the order keeper did it: its text, then the held call (whose root copy came first).
+      await expect
+        .poll(() =>
+          lane
+            .locator(`${byTestId("child-lane-body")} > *`)
+            .evaluateAll((nodes) => nodes.map((node) => node.getAttribute("data-testid"))),
+        )
+        .toEqual(["child-text", "child-step"]);
+      expect(await lane.locator(byTestId("child-text")).textContent()).toBe("Opening the safe.");
       // Shown once, in the lane: not a second time as a call of lead's own.
       expect(await page.locator(byTestId("approve-tool")).count()).toBe(1);
       await expect
