@@ -59,13 +59,21 @@ function firstUserText(request: ScriptedRequest): string {
 const lead = new ScriptedBackend((request): ScriptedStep => {
   const result = lastResult(request);
   if (result !== undefined) return { text: `keeper says: ${result}` };
-  const task = firstUserText(request).includes("safe") ? "open the safe" : "open door 7";
+  const asked = firstUserText(request);
+  const task = asked.includes("safe")
+    ? "open the safe"
+    : asked.includes("smith")
+      ? "ask smith"
+      : "open door 7";
   return { toolCalls: [{ name: "ask_agent", arguments: { agent: "keeper", message: task } }] };
 });
 
 const keeper = new ScriptedBackend((request): ScriptedStep => {
   const result = lastResult(request);
   if (result !== undefined) return { text: result };
+  if (firstUserText(request).includes("smith")) {
+    return { toolCalls: [{ name: "ask_agent", arguments: { agent: "smith", message: "forge a key" } }] };
+  }
   if (firstUserText(request).includes("safe")) {
     return { text: "Opening the safe.", toolCalls: [{ name: "open_safe", arguments: { code: "1234" } }] };
   }
@@ -74,6 +82,12 @@ const keeper = new ScriptedBackend((request): ScriptedStep => {
     text: "Checking the vault.",
     toolCalls: [{ name: "open_vault", arguments: { door: 7 } }],
   };
+});
+
+const smith = new ScriptedBackend((request): ScriptedStep => {
+  const result = lastResult(request);
+  if (result !== undefined) return { text: `forged: ${result}` };
+  return { text: "Heating the forge.", toolCalls: [{ name: "current_time" }] };
 });
 
 let bus: LocalBus;
@@ -91,7 +105,8 @@ beforeAll(async () => {
     prefix: PREFIX,
     agents: [
       { name: "lead", tools: ["ask_agent"], backend: lead },
-      { name: "keeper", tools: [openVault, openSafe], backend: keeper },
+      { name: "keeper", tools: [openVault, openSafe, "ask_agent"], backend: keeper },
+      { name: "smith", tools: ["current_time"], backend: smith },
     ],
   });
   const machines = { chat: loopLikeMachine, iteration: iterationLikeMachine } as const;
@@ -268,12 +283,48 @@ describe("a sub-agent's work in the transcript", () => {
       await step.locator(byTestId("approve-tool")).click();
       await expect.poll(() => step.getAttribute("data-status")).toBe("completed");
       expect(await step.locator(byTestId("tool-approval")).count()).toBe(0);
+      // (The status line shows whichever came last, the decision's answer or the chat's reply.)
       await expect
-        .poll(() => page.locator(byTestId("control-status")).textContent())
-        .toContain("reply from lead / s2");
-      expect(await page.locator(byTestId("assistant-text")).last().textContent()).toBe(
-        "keeper says: safe open with 1234",
-      );
+        .poll(() => page.locator(byTestId("assistant-text")).last().textContent())
+        .toBe("keeper says: safe open with 1234");
+    },
+  );
+
+  it(
+    "nests a chat the asked agent asked in turn under that agent's own ask_agent step",
+    {
+      timeout: 90_000,
+    },
+    async () => {
+      await send("s3", "ask smith for a key");
+      await expect
+        .poll(() => page.locator(byTestId("control-status")).textContent(), { timeout: 30_000 })
+        .toContain("reply from lead / s3");
+      const lane = keeperLane("s3");
+      await lane.locator(byTestId("child-lane-head")).first().click();
+      const askStep = lane.locator(`${byTestId("child-step")}[data-tool-name="ask_agent"]`);
+      expect(await askStep.getAttribute("data-status")).toBe("completed");
+      const nested = askStep.locator(`${byTestId("child-lane")}[data-agent="smith"]`);
+      expect(await nested.getAttribute("data-session")).toBe("keeper-lead-s3");
+      expect(await nested.getAttribute("data-depth")).toBe("2");
+      expect(await nested.getAttribute("data-status")).toBe("completed");
+      await nested.locator(byTestId("child-lane-head")).first().click();
+      expect(await nested.locator(byTestId("child-text")).allTextContents()).toEqual([
+        "Heating the forge.",
+        expect.stringMatching(/^forged: /),
+      ]);
+      expect(
+        await nested
+          .locator(`${byTestId("child-step")}[data-tool-name="current_time"]`)
+          .getAttribute("data-status"),
+      ).toBe("completed");
+      // One lane each: smith's is not also shown beside keeper's.
+      expect(await page.locator(byTestId("child-lane")).count()).toBe(2);
+      // The timeline nests it too.
+      expect(
+        await page.locator(`${byTestId("timeline-child")}[data-agent="smith"]`).getAttribute("data-depth"),
+      ).toBe("2");
+      await page.screenshot({ path: `${ARTIFACTS}/ui-child-lane-nested.png` });
       expect(pageErrors).toEqual([]);
     },
   );
