@@ -241,6 +241,12 @@ describe("a sub-agent's work in the transcript", () => {
       expect(
         await page.locator(`${byTestId("tool-call")}[data-status="completed"] .tool-name`).allTextContents(),
       ).toEqual(["open_vault"]);
+      // keeper's chat says who asked it, and leads back there.
+      const askedBy = page.locator(byTestId("asked-by"));
+      expect(await askedBy.textContent()).toMatch(/^asked by lead \/ s1 \(its call \S+\) open session$/);
+      await askedBy.locator(byTestId("open-parent-session")).click();
+      await expect.poll(() => page.locator(byTestId("selected-session")).textContent()).toBe("lead / s1");
+      await keeperLane("s1").waitFor();
     },
   );
 

@@ -69,6 +69,7 @@ export class TranscriptView {
             event.text,
           );
           chat.node.prepend(chat.user);
+          if (event.parent) chat.user.after(this.askedBy(event.parent));
         }
         break;
       }
@@ -402,6 +403,23 @@ export class TranscriptView {
     }
     tool.node.append(
       element("pre", { className: "tool-body", "data-testid": "tool-result" }, prettyJson(event.result)),
+    );
+  }
+
+  /** A chat another agent asked: who asked it, with a way back to that session. */
+  askedBy(parent) {
+    const back = element(
+      "button",
+      { type: "button", className: "lane-open", "data-testid": "open-parent-session" },
+      "open session",
+    );
+    back.addEventListener("click", () => this.openSession?.(parent.agent, parent.session));
+    back.hidden = !this.openSession;
+    return element(
+      "div",
+      { className: "note asked-by", "data-testid": "asked-by" },
+      `asked by ${parent.agent} / ${parent.session}${parent.toolCallId ? ` (its call ${parent.toolCallId})` : ""} `,
+      back,
     );
   }
 
