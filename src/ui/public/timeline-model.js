@@ -44,7 +44,11 @@ export class TimelineModel {
     if (!Number.isFinite(ms)) return undefined;
     const chat = this.chatOf(event.chatId, ms);
     chat.lastMs = Math.max(chat.lastMs, ms);
-    if (this.lanes.apply(event).length > 0) chat.children = this.lanes.treeOf(chat.chatId);
+    // Lanes change in place; the tree's shape only when a lane is added.
+    const laneCount = this.lanes.lanes.size;
+    if (this.lanes.apply(event).length > 0 && this.lanes.lanes.size !== laneCount) {
+      chat.children = this.lanes.treeOf(chat.chatId);
+    }
     const iteration = Number.isInteger(event.iteration) ? event.iteration : 0;
     if (iteration > 0 && !(event.kind === "ModelResponse" && event.purpose === "compaction")) {
       touchBand(chat, iteration, ms);

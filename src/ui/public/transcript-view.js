@@ -447,8 +447,17 @@ export class TranscriptView {
         const next = lane.items.slice(index + 1).find((later) => this.itemNodes.has(later));
         body.insertBefore(shown.node, next ? this.itemNodes.get(next).node : null);
       }
-      if (item.kind === "text") shown.node.textContent = item.text;
-      else this.updateLaneStep(shown, item, lane);
+      // Only what changed is written: a long lane is redrawn at every step of its chat.
+      if (item.kind === "text") {
+        if (shown.text !== item.text) {
+          shown.node.textContent = item.text;
+          shown.text = item.text;
+        }
+      } else {
+        const state = `${item.status}|${item.error}|${item.approval?.pending}|${item.approval?.decidable}`;
+        if (shown.state !== state) this.updateLaneStep(shown, item, lane);
+        shown.state = state;
+      }
     });
   }
 
