@@ -17,6 +17,13 @@ export interface HeldToolCallListing {
   host?: string;
   /** When the call was held (the event's ISO 8601 timestamp). */
   requestedAt: string;
+  /**
+   * A call of a chat another agent asked (`ask_agent`): the chat at the top of that tree, where
+   * the call is also listed (its copy) and may be decided all the same.
+   */
+  root?: { agent: string; session: string; chatId: string };
+  /** The copy on the root's session of a call held further down the tree: the session holding it. */
+  heldBy?: { agent: string; session: string; chatId: string };
 }
 
 export interface ListHeldToolCallsOptions {
@@ -73,6 +80,10 @@ export async function listHeldToolCalls(
       arguments: event.arguments,
       ...(event.host === undefined ? {} : { host: event.host }),
       requestedAt: event.ts,
+      ...(event.root === undefined
+        ? {}
+        : { root: { agent: event.root.agent, session: event.root.session, chatId: event.root.chatId } }),
+      ...(event.heldBy === undefined ? {} : { heldBy: event.heldBy }),
     });
   }
   if (held.size === 0) return [];

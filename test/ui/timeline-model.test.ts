@@ -424,6 +424,99 @@ describe("approval waits", () => {
   });
 });
 
+describe("sub-agent lanes", () => {
+  it("draws each asked chat as a nested lane under the ask_agent call, its tool steps inside", () => {
+    const at = chatEvents();
+    const keeper = { agent: "keeper", session: "bot-s1", chatId: "k1" };
+    const smith = { agent: "smith", session: "keeper-bot-s1", chatId: "m1" };
+    const step = (source: typeof keeper, fields: object): EventBody =>
+      ({
+        kind: "ToolCallProgress",
+        toolName: "ask_agent",
+        toolCallId: "ask_1",
+        source,
+        ...fields,
+      }) as EventBody;
+    const model = new TimelineModel();
+    for (const event of [
+      at(0, { kind: "ChatStarted", text: "go" }),
+      at(100, { kind: "ToolCallStarted", toolName: "ask_agent", toolCallId: "ask_1", arguments: "{}" }, 1),
+      at(200, step(keeper, { step: "chat_started" }), 1),
+      at(300, step(keeper, { step: "tool_started", tool: "ask_agent", sourceToolCallId: "a1" }), 1),
+      at(400, step(smith, { step: "chat_started" }), 1),
+      at(500, step(smith, { step: "tool_started", tool: "open_vault", sourceToolCallId: "v1" }), 1),
+      at(700, step(smith, { step: "tool_completed", tool: "open_vault", sourceToolCallId: "v1" }), 1),
+      at(800, step(smith, { step: "chat_completed" }), 1),
+      at(850, step(keeper, { step: "tool_completed", tool: "ask_agent", sourceToolCallId: "a1" }), 1),
+      at(
+        900,
+        {
+          kind: "ToolApprovalRequested",
+          toolName: "open_safe",
+          toolCallId: "s1",
+          arguments: "{}",
+          heldBy: keeper,
+        },
+        1,
+      ),
+    ]) {
+      model.apply(event);
+    }
+    const chat = model.get("chat-1")!;
+    expect(chat.children.map((lane) => lane.chatId)).toEqual(["k1", "m1"]);
+    // Running: drawn to "now".
+    const layout = layoutTimeline(chat, T0 + 1000);
+    expect(layout.children).toEqual([
+      expect.objectContaining({
+        agent: "keeper",
+        depth: 1,
+        toolCallId: "ask_1",
+        status: "running",
+        startMs: T0 + 200,
+        endMs: T0 + 1000,
+        x0: 0.2,
+        x1: 1,
+      }),
+      expect.objectContaining({
+        agent: "smith",
+        depth: 2,
+        status: "completed",
+        startMs: T0 + 400,
+        endMs: T0 + 800,
+      }),
+    ]);
+    expect(layout.children[0]!.steps.map((s) => [s.toolName, s.status])).toEqual([
+      ["ask_agent", "completed"],
+      ["open_safe", "awaiting-approval"],
+    ]);
+    expect(layout.children[1]!.steps).toEqual([
+      expect.objectContaining({ toolName: "open_vault", status: "completed", x0: 0.5, x1: 0.7 }),
+    ]);
+    // The root waits for the held call, and the wait names who holds it.
+    expect(layout.waits).toEqual([
+      expect.objectContaining({
+        kind: "approval",
+        toolName: "open_safe",
+        heldBy: { agent: "keeper", session: "bot-s1" },
+      }),
+    ]);
+
+    // The asking chat ends: its lanes end with it.
+    model.apply(
+      at(1200, {
+        kind: "ChatFailed",
+        error: { code: "cancelled", retryable: false, message: "stop" },
+        cancelled: true,
+      }),
+    );
+    const ended = layoutTimeline(model.get("chat-1")!);
+    expect(ended.children.map((lane) => [lane.agent, lane.status, lane.endMs - T0])).toEqual([
+      ["keeper", "cancelled", 1200],
+      ["smith", "completed", 800],
+    ]);
+  });
+});
+
 describe("time axis", () => {
   it("places round ticks and formats durations", () => {
     expect(timeTicks(3600).map((tick) => tick.label)).toEqual([

@@ -16,15 +16,18 @@ const DECISION_TIMEOUT_MS = 30_000;
 /**
  * `agentloop pending [--agent A] [--json]`: every tool call waiting for approval on the NATS
  * system, whichever host holds it and whether or not its requester is still there, read from the
- * event log. One line per call (`--json`: one JSON object per line), oldest first.
+ * event log. One line per call (`--json`: one JSON object per line), oldest first: a call held
+ * inside an `ask_agent` tree, which the log has twice (the holder's and the copy on the root's
+ * session), is one line naming both.
  */
 export const pendingCommand: Command = async (context) => {
   const agent = optionalName(context.flags.agent, "--agent");
   const bus = await connectCommandToNats(context, "pending");
   if (typeof bus === "number") return bus;
   try {
-    const calls = await readHeldCalls(context, bus, "pending", agent === undefined ? {} : { agent });
-    if (typeof calls === "number") return calls;
+    const held = await readHeldCalls(context, bus, "pending", agent === undefined ? {} : { agent });
+    if (typeof held === "number") return held;
+    const calls = oneEntryPerCall(held);
     if (context.flags.json === true) {
       for (const call of calls) context.stdout.write(`${JSON.stringify(call)}\n`);
     } else if (calls.length === 0) {
@@ -124,14 +127,37 @@ async function decide(context: CliContext, approved: boolean): Promise<number> {
   }
 }
 
-/** `assistant/s1  call_1  current_time({})  waiting 2m 5s  host h1` */
+/**
+ * The held calls with each call once: the copy of a call on its tree's root session is left out
+ * when the holder's own entry is listed (that one names the root); a copy whose holder is not
+ * listed (`--agent` left it out) stays, naming the holder. Order is kept.
+ */
+export function oneEntryPerCall(calls: readonly HeldToolCallListing[]): HeldToolCallListing[] {
+  const keyOf = (agent: string, session: string, chatId: string, toolCallId: string) =>
+    JSON.stringify([agent, session, chatId, toolCallId]);
+  const holders = new Set(calls.map((call) => keyOf(call.agent, call.session, call.chatId, call.toolCallId)));
+  return calls.filter(
+    (call) =>
+      call.heldBy === undefined ||
+      !holders.has(keyOf(call.heldBy.agent, call.heldBy.session, call.heldBy.chatId, call.toolCallId)),
+  );
+}
+
+/**
+ * `assistant/s1  call_1  current_time({})  waiting 2m 5s  host h1`; a call of an asked chat ends
+ * with `root lead/s1` (it may be decided there too), a root's copy with `held by keeper/lead-s1`.
+ */
 export function formatHeldCall(call: HeldToolCallListing, now: number): string {
   const since = Date.parse(call.requestedAt);
+  const isRootElsewhere =
+    call.root !== undefined && (call.root.agent !== call.agent || call.root.session !== call.session);
   return [
     `${call.agent}/${call.session}`,
     call.toolCallId,
     shownCall(call, 200),
     Number.isNaN(since) ? "waiting" : `waiting ${elapsed(now - since)}`,
+    ...(call.heldBy === undefined ? [] : [`held by ${call.heldBy.agent}/${call.heldBy.session}`]),
+    ...(call.root === undefined || !isRootElsewhere ? [] : [`root ${call.root.agent}/${call.root.session}`]),
     ...(call.host === undefined ? [] : [`host ${call.host}`]),
   ].join("  ");
 }

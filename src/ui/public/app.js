@@ -260,7 +260,11 @@ async function select(key) {
   if (app.view) app.view.dispose();
   if (app.timeline) app.timeline.dispose();
   transcript.replaceChildren();
-  app.view = new TranscriptView(transcript, { decide: decideToolCall });
+  app.view = new TranscriptView(transcript, {
+    decide: decideToolCall,
+    // A sub-agent's lane opens its own session: every event of it, not only the steps relayed here.
+    openSession: (childAgent, childSession) => select(ensureSession(childAgent, childSession)),
+  });
   app.timeline = new TimelineView(timelineRoot, timelineSummary);
   app.pending = [];
   updateSelectedState();

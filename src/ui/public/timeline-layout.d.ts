@@ -2,6 +2,7 @@
 
 import type { ErrorInfo } from "../../events/types.js";
 import type { TokenUsage } from "../../llm/types.js";
+import type { LaneStatus, StepStatus } from "./child-lanes.js";
 import type { ChatTimeline, ItemStatus, ToolItem, WaitItem } from "./timeline-model.js";
 
 /** A span on the chat's time axis, as fractions 0..1 of the chat's duration. */
@@ -48,6 +49,26 @@ export interface TimelineLayout {
   toolLanes: number;
   waits: Array<Span & Omit<WaitItem, "endMs"> & { endMs: number; durationMs: number }>;
   waitLanes: number;
+  /** The chats the `ask_agent` calls asked, depth first: one nested lane each under the tools. */
+  children: Array<
+    Span & {
+      chatId: string;
+      agent: string;
+      session: string;
+      /** 1 under this chat's call, 2 under a step of that lane, … */
+      depth: number;
+      /** This chat's `ask_agent` call whose progress carried it. */
+      toolCallId: string;
+      status: LaneStatus;
+      error: string | null;
+      startMs: number;
+      endMs: number;
+      durationMs: number;
+      steps: Array<
+        Span & { toolCallId: string; toolName: string; status: StepStatus; startMs: number; endMs: number }
+      >;
+    }
+  >;
   tokens: Array<{ index: number; iteration: number; final: boolean; usage: TokenUsage }>;
   context: { tokenUsed: number | null; tokenLimit: number | null; ratio: number | null; threshold: number };
 }

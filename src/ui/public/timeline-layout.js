@@ -107,6 +107,39 @@ export function layoutTimeline(chat, now = chat.lastMs) {
     };
   });
 
+  // A sub-agent's span: its first step (or chat_started) to its end; its tool steps inside it.
+  const children = (chat.children ?? []).map((lane) => {
+    const steps = lane.items.filter((item) => item.kind === "tool" && item.startMs !== null);
+    const laneStart = lane.startMs ?? steps[0]?.startMs ?? lane.lastMs ?? t0;
+    const laneEnd = lane.endMs ?? (lane.status === "running" ? end : (lane.lastMs ?? end));
+    return {
+      chatId: lane.chatId,
+      agent: lane.agent,
+      session: lane.session,
+      depth: lane.depth,
+      toolCallId: lane.callKey.slice(chat.chatId.length + 1),
+      status: lane.status,
+      error: lane.error,
+      startMs: laneStart,
+      endMs: laneEnd,
+      durationMs: laneEnd - laneStart,
+      x0: x(laneStart),
+      x1: x(laneEnd),
+      steps: steps.map((step) => {
+        const stepEnd = step.endMs ?? laneEnd;
+        return {
+          toolCallId: step.toolCallId,
+          toolName: step.toolName,
+          status: step.status,
+          startMs: step.startMs,
+          endMs: stepEnd,
+          x0: x(step.startMs),
+          x1: x(stepEnd),
+        };
+      }),
+    };
+  });
+
   const tokens = chat.requests
     .filter((request) => request.usage)
     .map((request) => ({
@@ -135,6 +168,7 @@ export function layoutTimeline(chat, now = chat.lastMs) {
     toolLanes: chat.toolLanes.length,
     waits,
     waitLanes: chat.waitLanes.length,
+    children,
     tokens,
     context: { tokenUsed, tokenLimit, ratio, threshold: compactRatio },
   };

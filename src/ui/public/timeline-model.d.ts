@@ -2,6 +2,7 @@
 
 import type { ErrorInfo } from "../../events/types.js";
 import type { TokenUsage } from "../../llm/types.js";
+import type { ChildLane, ChildLanes } from "./child-lanes.js";
 
 export declare const DEFAULT_COMPACT_RATIO: number;
 
@@ -77,6 +78,8 @@ export interface WaitItem {
   /** Approval waits: the decision (null while pending or when the chat ended first). */
   approved?: boolean | null;
   reason?: string | null;
+  /** Approval waits of a call held further down the agent tree: the session holding it. */
+  heldBy?: { agent: string; session: string } | null;
 }
 
 export interface ChatTimeline {
@@ -98,6 +101,8 @@ export interface ChatTimeline {
   /** The last item of each lane (for allocation); its length is the number of lanes. */
   toolLanes: ToolItem[];
   waitLanes: WaitItem[];
+  /** The chats its `ask_agent` calls asked (and those asked in turn), depth first. */
+  children: ChildLane[];
 }
 
 /** Anything with the event envelope; unknown kinds and fields are ignored. */
@@ -111,6 +116,7 @@ export interface TimelineEvent {
 
 export declare class TimelineModel {
   readonly chats: Map<string, ChatTimeline>;
+  readonly lanes: ChildLanes;
   apply(event: TimelineEvent): ChatTimeline | undefined;
   get(chatId: string): ChatTimeline | undefined;
   latest(): ChatTimeline | undefined;

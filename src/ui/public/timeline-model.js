@@ -12,7 +12,12 @@
 // - a tool call: ToolCallStarted → ToolCallCompleted / ToolCallFailed, in parallel lanes;
 // - a wait, in its own lanes: ContextCompaction started → completed / failed (kind "compaction");
 //   ToolApprovalRequested → the ToolApprovalResolved with the same toolCallId, or the chat's end
-//   when it was never resolved (kind "approval").
+//   when it was never resolved (kind "approval"; a call held further down the agent tree names its
+//   holder, `heldBy`);
+// - a sub-agent's span, nested under the `ask_agent` call that asked it: the asked chat's
+//   ToolCallProgress steps on this session (child-lanes.js), its tool steps inside it.
+
+import { ChildLanes } from "./child-lanes.js";
 
 /** Where the context is compacted when the events do not say (the agent's contextCompactRatio, 0.7 by default). */
 export const DEFAULT_COMPACT_RATIO = 0.7;
@@ -24,6 +29,8 @@ export class TimelineModel {
   constructor() {
     /** chatId → chat timeline, in the order the chats first appeared. */
     this.chats = new Map();
+    /** The chats this session's `ask_agent` calls asked, as the transcript shows them. */
+    this.lanes = new ChildLanes();
   }
 
   /**
@@ -37,6 +44,11 @@ export class TimelineModel {
     if (!Number.isFinite(ms)) return undefined;
     const chat = this.chatOf(event.chatId, ms);
     chat.lastMs = Math.max(chat.lastMs, ms);
+    // Lanes change in place; the tree's shape only when a lane is added.
+    const laneCount = this.lanes.lanes.size;
+    if (this.lanes.apply(event).length > 0 && this.lanes.lanes.size !== laneCount) {
+      chat.children = this.lanes.treeOf(chat.chatId);
+    }
     const iteration = Number.isInteger(event.iteration) ? event.iteration : 0;
     if (iteration > 0 && !(event.kind === "ModelResponse" && event.purpose === "compaction")) {
       touchBand(chat, iteration, ms);
@@ -157,6 +169,7 @@ export class TimelineModel {
         context: { tokenUsed: null, tokenLimit: null, compactRatio: DEFAULT_COMPACT_RATIO },
         toolLanes: [],
         waitLanes: [],
+        children: [],
       };
       this.chats.set(chatId, chat);
     }
@@ -356,6 +369,7 @@ function approvalRequested(chat, event, ms) {
     toolCallId,
     approved: null,
     reason: null,
+    heldBy: heldByOf(event),
   });
 }
 
@@ -369,11 +383,19 @@ function approvalResolved(chat, event, ms) {
       toolCallId,
       approved: null,
       reason: null,
+      heldBy: heldByOf(event),
     });
   wait.endMs = ms;
   wait.status = "completed";
   wait.approved = event.approved === true;
   wait.reason = typeof event.reason === "string" && event.reason !== "" ? event.reason : null;
+}
+
+/** The session further down the agent tree that holds a call (its copy on the root), or null. */
+function heldByOf(event) {
+  const holder = event.heldBy;
+  if (!holder || typeof holder.agent !== "string" || typeof holder.session !== "string") return null;
+  return { agent: holder.agent, session: holder.session };
 }
 
 function endChat(chat, ms, status, error) {

@@ -311,6 +311,15 @@ function waterfall(layout, trackPx) {
     waitRows.push(row(`waits-${lane}`, lane === 0 ? "waits" : "", waits, trackPx));
   }
 
+  // Each asked chat in a lane of its own under the tools, indented by how deep it sits.
+  const childRows = layout.children.map((child, index) => {
+    const name = `${"↳".repeat(child.depth)} ${child.agent}`;
+    const node = row(`child-${index}`, name, [childBar(child)], trackPx);
+    node.querySelector(".tl-row-label").title =
+      `${child.agent} / ${child.session}, asked by ${child.depth === 1 ? `the call ${child.toolCallId}` : "the lane above"}`;
+    return node;
+  });
+
   const rows = element(
     "div",
     { className: "tl-rows" },
@@ -318,6 +327,7 @@ function waterfall(layout, trackPx) {
     row("iterations", "iterations"),
     row("model", "model", requests, trackPx),
     ...toolRows,
+    ...childRows,
     ...waitRows,
   );
   return element("div", { className: "tl-waterfall", "data-testid": "timeline-waterfall" }, axis, rows);
@@ -397,6 +407,45 @@ function toolBar(tool) {
   return { node, x0: tool.x0, x1: tool.x1, texts };
 }
 
+function childBar(child) {
+  const node = element("div", {
+    className: "tl-bar tl-child",
+    "data-testid": "timeline-child",
+    "data-agent": child.agent,
+    "data-session": child.session,
+    "data-chat-id": child.chatId,
+    "data-depth": child.depth,
+    "data-status": child.status,
+    title: [
+      `${child.agent} / ${child.session} · ${child.status} · ${formatDuration(child.durationMs)}`,
+      child.error ?? "",
+      ...child.steps.map(
+        (step) => `${step.toolName} · ${step.status} · ${formatDuration(step.endMs - step.startMs)}`,
+      ),
+    ]
+      .filter(Boolean)
+      .join("\n"),
+  });
+  place(node, child.x0, child.x1);
+  const width = Math.max(child.x1 - child.x0, 1e-9);
+  for (const step of child.steps) {
+    node.append(
+      place(
+        element("div", {
+          className: "tl-seg tl-child-step",
+          "data-testid": "timeline-child-step",
+          "data-tool-name": step.toolName,
+          "data-status": step.status,
+        }),
+        (step.x0 - child.x0) / width,
+        (step.x1 - child.x0) / width,
+      ),
+    );
+  }
+  const texts = [`${child.agent} / ${child.session} · ${formatDuration(child.durationMs)}`, child.agent];
+  return { node, x0: child.x0, x1: child.x1, texts, isOutsideFirst: true };
+}
+
 function waitBar(wait) {
   const approval = wait.kind === "approval";
   const decision = !approval || wait.approved === null ? "" : wait.approved ? "approved" : "denied";
@@ -409,6 +458,7 @@ function waitBar(wait) {
     title: [
       `${wait.kind}${wait.topic ? ` (topic: ${wait.topic})` : ""} · ${wait.status} · ${formatDuration(wait.durationMs)}`,
       approval ? `${wait.toolName} (${wait.toolCallId})` : "",
+      wait.heldBy ? `held by ${wait.heldBy.agent} / ${wait.heldBy.session}` : "",
       decision ? `${decision}${wait.reason ? `: ${wait.reason}` : ""}` : "",
       wait.usage ? `summary request: ${usageText(wait.usage)}` : "",
       typeof wait.tokenUsed === "number" ? `context after: ${formatTokens(wait.tokenUsed)} tokens` : "",
@@ -445,5 +495,6 @@ function legend() {
     item("tl-tool-failed", "failed"),
     item("tl-wait-compaction", "compaction"),
     item("tl-wait-approval", "approval"),
+    item("tl-child", "sub-agent"),
   );
 }

@@ -1,9 +1,10 @@
 // The transcript of one session, built event by event (a reset segment's text is discarded: the model is asked again and its retry replaces it).
+import { ChildLanes, callKeyOf } from "./child-lanes.js";
 import { element, formatUsage, prettyJson } from "./dom.js";
 
 /** Tool calls by chat: a provider may reuse a call id in another chat. */
 function toolKey(event) {
-  return `${event.chatId}/${event.toolCallId}`;
+  return callKeyOf(event.chatId, event.toolCallId);
 }
 
 export class TranscriptView {
@@ -11,12 +12,20 @@ export class TranscriptView {
    * @param {HTMLElement} root
    * @param {{ decide?: (request: object, command: "approve" | "deny") => void }} [options]
    *   `decide` sends the Approve / Deny of a tool call held for approval.
+   * @param {{ openSession?: (agent: string, session: string) => void }} [options]
+   *   `openSession` opens another session (a sub-agent's, from its lane).
    */
   constructor(root, options = {}) {
     this.root = root;
     this.decide = options.decide;
+    this.openSession = options.openSession;
     this.chats = new Map();
     this.tools = new Map();
+    /** What the chats this session's `ask_agent` calls asked are doing (child-lanes.js). */
+    this.lanes = new ChildLanes();
+    /** Source chatId → its lane's nodes; lane item → its nodes ({ node, status?, approval? }). */
+    this.laneNodes = new Map();
+    this.itemNodes = new Map();
     this.stickToBottom = true;
     this.scrollScheduled = false;
     this.lastScrollTop = root.scrollTop;
@@ -41,6 +50,15 @@ export class TranscriptView {
   }
 
   apply(event) {
+    const changedLanes = this.lanes.apply(event);
+    const isShownInLane = changedLanes.length > 0 && event.heldBy !== undefined;
+    this.applyOwn(event, isShownInLane);
+    for (const lane of changedLanes) this.renderLane(lane);
+    if (changedLanes.length > 0) this.scroll();
+  }
+
+  /** The session's own steps; a copy of a call held further down goes to its lane when it has one. */
+  applyOwn(event, isShownInLane) {
     switch (event.kind) {
       case "ChatStarted": {
         const chat = this.chat(event);
@@ -51,6 +69,7 @@ export class TranscriptView {
             event.text,
           );
           chat.node.prepend(chat.user);
+          if (event.parent) chat.user.after(this.askedBy(event.parent));
         }
         break;
       }
@@ -84,10 +103,10 @@ export class TranscriptView {
         this.toolSettled(event);
         break;
       case "ToolApprovalRequested":
-        this.approvalRequested(event);
+        if (!isShownInLane) this.approvalRequested(event);
         break;
       case "ToolApprovalResolved":
-        this.approvalResolved(event);
+        if (!isShownInLane) this.approvalResolved(event);
         break;
       case "ContextCompaction": {
         const chat = this.chat(event);
@@ -293,6 +312,14 @@ export class TranscriptView {
     tool.approval = element(
       "div",
       { className: "tool-approval", "data-testid": "tool-approval" },
+      // A call held further down the agent tree, decided here (the root) all the same.
+      event.heldBy
+        ? element(
+            "span",
+            { className: "approval-holder", "data-testid": "approval-holder" },
+            `held by ${event.heldBy.agent} / ${event.heldBy.session}`,
+          )
+        : null,
       button("approve", "Approve"),
       button("deny", "Deny"),
     );
@@ -379,6 +406,215 @@ export class TranscriptView {
     );
   }
 
+  /** A chat another agent asked: who asked it, with a way back to that session. */
+  askedBy(parent) {
+    const back = element(
+      "button",
+      { type: "button", className: "lane-open", "data-testid": "open-parent-session" },
+      "open session",
+    );
+    back.addEventListener("click", () => this.openSession?.(parent.agent, parent.session));
+    back.hidden = !this.openSession;
+    return element(
+      "div",
+      { className: "note asked-by", "data-testid": "asked-by" },
+      `asked by ${parent.agent} / ${parent.session}${parent.toolCallId ? ` (its call ${parent.toolCallId})` : ""} `,
+      back,
+    );
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Sub-agent lanes: under an `ask_agent` call, what the chat it asked does (and the chats that one
+  // asked, nested the same way). A lane is open while its chat runs or holds a call for a decision
+  // and folds to its one-line head once it ended: the live view follows the work in progress, the
+  // answer is the tool's result just below, and a finished tree stays one line per chat until the
+  // reader opens it. The reader's own open / close wins from then on.
+
+  renderLane(lane) {
+    const nodes = this.laneNodeOf(lane);
+    const { details, status, body } = nodes;
+    details.setAttribute("data-status", lane.status);
+    status.textContent = laneStatusText(lane);
+    status.title = lane.error ?? "";
+    const isHolding = lane.items.some((item) => item.kind === "tool" && item.approval?.pending);
+    if (!nodes.isToggledByReader) details.open = lane.status === "running" || isHolding;
+    lane.items.forEach((item, index) => {
+      let shown = this.itemNodes.get(item);
+      if (!shown) {
+        shown = item.kind === "text" ? this.laneTextNode() : this.laneStepNode(item);
+        this.itemNodes.set(item, shown);
+        // Items are appended, except text that goes before a step known ahead of it.
+        const next = lane.items.slice(index + 1).find((later) => this.itemNodes.has(later));
+        body.insertBefore(shown.node, next ? this.itemNodes.get(next).node : null);
+      }
+      // Only what changed is written: a long lane is redrawn at every step of its chat.
+      if (item.kind === "text") {
+        if (shown.text !== item.text) {
+          shown.node.textContent = item.text;
+          shown.text = item.text;
+        }
+      } else {
+        const state = `${item.status}|${item.error}|${item.approval?.pending}|${item.approval?.decidable}`;
+        if (shown.state !== state) this.updateLaneStep(shown, item, lane);
+        shown.state = state;
+      }
+    });
+  }
+
+  laneNodeOf(lane) {
+    let nodes = this.laneNodes.get(lane.chatId);
+    if (nodes) return nodes;
+    const status = element("span", { className: "lane-status", "data-testid": "child-lane-status" });
+    const open = element(
+      "button",
+      {
+        type: "button",
+        className: "lane-open",
+        "data-testid": "open-child-session",
+        title: `open ${lane.agent} / ${lane.session} with all its events`,
+      },
+      "open session",
+    );
+    open.addEventListener("click", (event) => {
+      // Inside the summary: open the session, do not fold the lane.
+      event.preventDefault();
+      event.stopPropagation();
+      this.openSession?.(lane.agent, lane.session);
+    });
+    open.hidden = !this.openSession;
+    const summary = element(
+      "summary",
+      { className: "lane-head", "data-testid": "child-lane-head" },
+      element("span", { className: "lane-arrow" }, "↳"),
+      element(
+        "span",
+        { className: "lane-name", "data-testid": "child-lane-name" },
+        `${lane.agent} / ${lane.session}`,
+      ),
+      status,
+      open,
+    );
+    const body = element("div", { className: "lane-body", "data-testid": "child-lane-body" });
+    const details = element(
+      "details",
+      {
+        className: "child-lane",
+        "data-testid": "child-lane",
+        "data-agent": lane.agent,
+        "data-session": lane.session,
+        "data-chat-id": lane.chatId,
+        "data-depth": lane.depth,
+      },
+      summary,
+      body,
+    );
+    nodes = { details, status, body, isToggledByReader: false };
+    // A click (or Enter / Space) on the head is the reader's: the lane stays as they left it.
+    summary.addEventListener("click", () => {
+      nodes.isToggledByReader = true;
+    });
+    this.laneNodes.set(lane.chatId, nodes);
+    this.laneContainerOf(lane).append(details);
+    return nodes;
+  }
+
+  /** Where a lane goes: under the step that asked it, or under this session's own tool call. */
+  laneContainerOf(lane) {
+    let host;
+    if (lane.parent) {
+      const asker = this.lanes.get(lane.parent.chatId);
+      const step = asker?.steps.get(lane.parent.toolCallId);
+      host = step ? this.itemNodes.get(step)?.node : undefined;
+    } else {
+      let tool = this.tools.get(lane.callKey);
+      if (!tool) {
+        // Its ToolCallStarted was not seen (a replay that begins mid-call): the call is shown for it.
+        const [chatId, toolCallId] = splitCallKey(lane.callKey);
+        this.toolStarted({ chatId, toolCallId, toolName: "ask_agent", arguments: "", iteration: 1 });
+        tool = this.tools.get(lane.callKey);
+      }
+      host = tool?.node;
+    }
+    host ??= this.root;
+    let container = host.querySelector(":scope > .child-lanes");
+    if (!container) {
+      container = element("div", { className: "child-lanes" });
+      host.append(container);
+    }
+    return container;
+  }
+
+  laneTextNode() {
+    return { node: element("div", { className: "lane-text", "data-testid": "child-text" }) };
+  }
+
+  laneStepNode(step) {
+    const status = element("span", { className: "tool-status", "data-testid": "child-step-status" });
+    const node = element(
+      "div",
+      {
+        className: "lane-step",
+        "data-testid": "child-step",
+        "data-tool-call-id": step.toolCallId,
+        "data-tool-name": step.toolName,
+      },
+      element(
+        "div",
+        { className: "tool-head" },
+        element("span", { className: "tool-name" }, step.toolName),
+        status,
+      ),
+    );
+    return { node, status, approval: null };
+  }
+
+  updateLaneStep(shown, step, lane) {
+    const { node } = shown;
+    node.setAttribute("data-status", step.status);
+    shown.status.textContent = stepStatusText(step);
+    shown.status.title = step.error ?? "";
+    const approval = step.approval;
+    if (approval?.pending && approval.decidable && approval.request && this.decide) {
+      if (!shown.approval) {
+        const request = approval.request;
+        const button = (command, label) => {
+          const control = element(
+            "button",
+            { type: "button", className: `approval-${command}`, "data-testid": `${command}-tool` },
+            label,
+          );
+          control.addEventListener("click", () => {
+            for (const other of shown.approval.querySelectorAll("button")) other.disabled = true;
+            this.decide?.(request, command);
+          });
+          return control;
+        };
+        shown.approval = element(
+          "div",
+          { className: "tool-approval", "data-testid": "tool-approval" },
+          element(
+            "span",
+            { className: "approval-holder", "data-testid": "approval-holder" },
+            `${step.toolName} held by ${lane.agent} / ${lane.session}`,
+          ),
+          button("approve", "Approve"),
+          button("deny", "Deny"),
+        );
+        node.append(
+          element(
+            "pre",
+            { className: "tool-body", "data-testid": "tool-args" },
+            prettyJson(approval.arguments),
+          ),
+        );
+        node.append(shown.approval);
+      }
+    } else if (shown.approval) {
+      shown.approval.remove();
+      shown.approval = null;
+    }
+  }
+
   /** Keeps the newest text in view unless the reader scrolled up; once per frame. */
   scroll() {
     if (!this.stickToBottom || this.scrollScheduled) return;
@@ -389,5 +625,33 @@ export class TranscriptView {
       this.root.scrollTop = this.root.scrollHeight;
       this.lastScrollTop = this.root.scrollTop;
     });
+  }
+}
+
+function splitCallKey(key) {
+  const index = key.indexOf("/");
+  return [key.slice(0, index), key.slice(index + 1)];
+}
+
+function laneStatusText(lane) {
+  if (lane.status === "running") return "running…";
+  if (lane.status === "failed") return `failed${lane.error ? `: ${lane.error}` : ""}`;
+  return lane.status === "completed" ? "done" : lane.status;
+}
+
+function stepStatusText(step) {
+  switch (step.status) {
+    case "running":
+      return "running…";
+    case "completed":
+      return "done";
+    case "failed":
+      return `failed${step.error ? `: ${step.error}` : ""}`;
+    case "awaiting-approval":
+      return "awaiting approval";
+    case "denied":
+      return `denied${step.approval?.reason ? `: ${step.approval.reason}` : ""}`;
+    default:
+      return step.status;
   }
 }
