@@ -4,6 +4,7 @@ import { z } from "zod";
 import { jetStreamName } from "../bus/subjects.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
 import { describeError } from "../errors/describe-error.js";
+import { SHUTDOWN_WAIT_MS, settlesWithin } from "./bounded-wait.js";
 import { listKvKeys } from "./kv-keys.js";
 import type { LeaseTiming } from "./session-lease.js";
 import { entryJson, WatchedBucket } from "./watched-bucket.js";
@@ -156,7 +157,7 @@ export class Membership {
   /** This host shuts down: says so (others stop sending it shards), then keeps beating until {@link close}. */
   async leave(): Promise<void> {
     this.#isLeaving = true;
-    await this.#announce().catch(() => {});
+    await this.#announce(SHUTDOWN_WAIT_MS).catch(() => {});
   }
 
   /** Stops beating and removes this host's record (it expires anyway if that fails). */
@@ -164,7 +165,7 @@ export class Membership {
     clearInterval(this.#timer);
     this.#timer = undefined;
     this.#members.close();
-    await this.#kv.delete(this.#options.hostId).catch(() => {});
+    await settlesWithin(this.#kv.delete(this.#options.hostId), SHUTDOWN_WAIT_MS);
   }
 
   async #beat(): Promise<void> {
@@ -175,7 +176,7 @@ export class Membership {
     }
   }
 
-  async #announce(): Promise<void> {
+  async #announce(timeoutMs = this.#options.timing.ttlMs / 3): Promise<void> {
     const { hostId, subject, shardCount, timing } = this.#options;
     const now = this.#now();
     const record: MemberRecord = {
@@ -188,7 +189,7 @@ export class Membership {
       ...(this.#isLeaving ? { leaving: true } : {}),
       ...(this.#options.agents === undefined ? {} : { agents: [...this.#options.agents] }),
     };
-    const revision = await this.#kv.put(hostId, JSON.stringify(record), { timeout: timing.ttlMs / 3 });
+    const revision = await this.#kv.put(hostId, JSON.stringify(record), { timeout: timeoutMs });
     this.#members.note(hostId, record, revision);
   }
 }
