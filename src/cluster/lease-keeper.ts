@@ -34,6 +34,8 @@ export interface LeaseKeeperOptions {
    * the moment a host dies, so others take over sooner.
    */
   renewEveryMs?: number;
+  /** Whether the connection is up now: {@link LeaseKeeper.close} does not wait on releases while it is down. */
+  isConnected?: () => boolean;
 }
 
 /** One lease this host holds. */
@@ -90,6 +92,7 @@ export class LeaseKeeper {
   readonly #log: (line: string) => void;
   readonly #monotonic: () => number;
   readonly #renewEveryMs: number;
+  readonly #isConnected: () => boolean;
   #ticker: NodeJS.Timeout | undefined;
   #isClosed = false;
 
@@ -102,6 +105,7 @@ export class LeaseKeeper {
     this.#log = options.log ?? (() => {});
     this.#monotonic = options.monotonic ?? (() => performance.now());
     this.#renewEveryMs = options.renewEveryMs ?? options.store.timing.ttlMs / 3;
+    this.#isConnected = options.isConnected ?? (() => true);
   }
 
   /** Leases held now. */
@@ -193,6 +197,8 @@ export class LeaseKeeper {
     for (const held of [...this.#held.values()]) void this.release(held.lease.agent, held.lease.session);
     clearInterval(this.#ticker);
     this.#ticker = undefined;
+    // Disconnected: the releases are queued for the reconnect; the leases run out by themselves.
+    if (this.#isConnected() === false) return;
     await Promise.allSettled([...this.#releases]);
   }
 

@@ -74,6 +74,8 @@ export interface MembershipOptions {
   onChange?: () => void;
   log?: (line: string) => void;
   now?: () => number;
+  /** Whether the connection is up now (see {@link ShardKeeperOptions.isConnected}). */
+  isConnected?: () => boolean;
 }
 
 /**
@@ -157,7 +159,7 @@ export class Membership {
   /** This host shuts down: says so (others stop sending it shards), then keeps beating until {@link close}. */
   async leave(): Promise<void> {
     this.#isLeaving = true;
-    await this.#announce(SHUTDOWN_WAIT_MS).catch(() => {});
+    await settlesWithin(this.#announce(SHUTDOWN_WAIT_MS), this.#shutdownWaitMs());
   }
 
   /** Stops beating and removes this host's record (it expires anyway if that fails). */
@@ -165,7 +167,12 @@ export class Membership {
     clearInterval(this.#timer);
     this.#timer = undefined;
     this.#members.close();
-    await settlesWithin(this.#kv.delete(this.#options.hostId), SHUTDOWN_WAIT_MS);
+    await settlesWithin(this.#kv.delete(this.#options.hostId), this.#shutdownWaitMs());
+  }
+
+  /** How long a goodbye may take: not at all while the connection is down (it is queued for the reconnect). */
+  #shutdownWaitMs(): number {
+    return this.#options.isConnected?.() === false ? 0 : SHUTDOWN_WAIT_MS;
   }
 
   async #beat(): Promise<void> {

@@ -125,6 +125,17 @@ export class SessionCluster {
     let cluster: SessionCluster | undefined;
     // Lease upkeep goes on its own connection when there is one.
     const upkeep = options.leaseConnection ?? options.connection;
+    // Followed so that a shutdown with the server gone does not wait on writes that cannot land.
+    let isConnected = true;
+    void (async () => {
+      for await (const status of upkeep.status()) {
+        if (status.type === "disconnect") isConnected = false;
+        else if (status.type === "reconnect") isConnected = true;
+      }
+    })().catch(() => {
+      // The status stream ends with the connection.
+    });
+    const connected = () => isConnected && !upkeep.isClosed();
     const membership = await Membership.join({
       connection: upkeep,
       prefix: options.prefix,
@@ -133,6 +144,7 @@ export class SessionCluster {
       shardCount,
       ...(agents === undefined ? {} : { agents }),
       timing: options.timing,
+      isConnected: connected,
       ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
       onChange: () => cluster?.shards.membershipChanged(),
       ...(options.log === undefined ? {} : { log: options.log }),
@@ -146,6 +158,7 @@ export class SessionCluster {
         shardCount,
         ...(agents === undefined ? {} : { agents }),
         timing: options.timing,
+        isConnected: connected,
         membership,
         ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
         drain: (shard) => (cluster === undefined ? Promise.resolve() : cluster.#drain(shard)),

@@ -3,7 +3,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetStreamName } from "../bus/subjects.js";
 import { describeError } from "../errors/describe-error.js";
-import { SHUTDOWN_WAIT_MS } from "./bounded-wait.js";
+import { SHUTDOWN_WAIT_MS, settlesWithin } from "./bounded-wait.js";
 import { listKvKeys } from "./kv-keys.js";
 import { type LeaseFence, LeaseLostError } from "./lease-fence.js";
 import { LeaseKeeper } from "./lease-keeper.js";
@@ -66,6 +66,8 @@ export interface ShardKeeperOptions {
   onLost: (shard: number, reason: string) => void;
   log?: (line: string) => void;
   now?: () => number;
+  /** Whether the connection is up now: releases at shutdown are not waited for while it is down. */
+  isConnected?: () => boolean;
 }
 
 /** Where a session's requests go now, as the shard map says. */
@@ -162,6 +164,7 @@ export class ShardKeeper {
       subject: options.subject,
       onLost: (_agent, _host, reason) => this.#loseAll(`this host's lease was lost: ${reason}`),
       renewEveryMs: options.timing.ttlMs / HOST_RENEWALS_PER_TTL,
+      ...(options.isConnected === undefined ? {} : { isConnected: options.isConnected }),
       ...(options.log === undefined ? {} : { log: options.log }),
     });
     this.#table = new WatchedBucket<LeaseRecord>(
@@ -557,23 +560,20 @@ export class ShardKeeper {
     if (held.lostReason !== undefined) return;
     held.lostReason = "released";
     const record: LeaseRecord = { ...held.record, released: true, expiresAt: this.#now() };
-    try {
-      await this.#kv.update(
-        `${this.#shardAgent}.${shard}`,
-        JSON.stringify(record),
-        held.revision,
-        SHUTDOWN_WAIT_MS,
-      );
-    } catch (error) {
-      // Taken over meanwhile (not ours to release any more), or NATS away: it lapses with this host's lease.
-      if (!isConflict(error)) this.#noteReleaseFailure(shard, describeError(error));
-    }
+    const writing = this.#kv
+      .update(`${this.#shardAgent}.${shard}`, JSON.stringify(record), held.revision, SHUTDOWN_WAIT_MS)
+      .catch((error: unknown) => {
+        // Taken over meanwhile (not ours to release any more), or NATS away: it lapses with this host's lease.
+        if (!isConflict(error)) this.#noteReleaseFailure(shard, describeError(error));
+      });
+    // Disconnected: the write is queued for the reconnect, not waited for.
+    await settlesWithin(writing, this.#options.isConnected?.() === false ? 0 : SHUTDOWN_WAIT_MS);
   }
 
   /** Failed releases are logged as one line per burst (NATS away at shutdown fails them all at once). */
   #noteReleaseFailure(shard: number, reason: string): void {
-    const failures = (this.#releaseFailures ??= { shards: [], reason });
-    failures.shards.push(shard);
+    this.#releaseFailures ??= { shards: [], reason };
+    this.#releaseFailures.shards.push(shard);
     this.#releaseFailureTimer ??= setTimeout(() => this.#logReleaseFailures(), 100);
     this.#releaseFailureTimer.unref?.();
   }
