@@ -560,14 +560,22 @@ export class ShardKeeper {
     if (held.lostReason !== undefined) return;
     held.lostReason = "released";
     const record: LeaseRecord = { ...held.record, released: true, expiresAt: this.#now() };
+    // A hand-over waits for its release (the next owner needs it); a shutdown waits a bounded time,
+    // and not at all while disconnected (the write is queued for the reconnect).
+    const isShuttingDown = this.#isLeaving;
     const writing = this.#kv
-      .update(`${this.#shardAgent}.${shard}`, JSON.stringify(record), held.revision, SHUTDOWN_WAIT_MS)
+      .update(
+        `${this.#shardAgent}.${shard}`,
+        JSON.stringify(record),
+        held.revision,
+        ...(isShuttingDown ? [SHUTDOWN_WAIT_MS] : []),
+      )
       .catch((error: unknown) => {
         // Taken over meanwhile (not ours to release any more), or NATS away: it lapses with this host's lease.
         if (!isConflict(error)) this.#noteReleaseFailure(shard, describeError(error));
       });
-    // Disconnected: the write is queued for the reconnect, not waited for.
-    await settlesWithin(writing, this.#options.isConnected?.() === false ? 0 : SHUTDOWN_WAIT_MS);
+    if (!isShuttingDown) await writing;
+    else await settlesWithin(writing, this.#options.isConnected?.() === false ? 0 : SHUTDOWN_WAIT_MS);
   }
 
   /** Failed releases are logged as one line per burst (NATS away at shutdown fails them all at once). */
