@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
-import { type FakeProvider, startFakeProvider, turn } from "../../src/testing/index.js";
+import { chatTurnSse, type FakeProvider, startFakeProvider } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
 import { killServeProcesses, startServeProcess, waitUntilServing } from "../host/running-serve.js";
 import { type RestartableNatsServer, startRestartableNatsServer } from "../support/nats-server.js";
@@ -23,7 +23,7 @@ describe("serve with its nats-server gone", () => {
     const server: RestartableNatsServer = await startRestartableNatsServer();
     cleanups.push(() => server.stop());
     const model: FakeProvider = await startFakeProvider("openai-chat", {
-      script: () => turn({ text: "ok" }),
+      script: () => chatTurnSse({ text: ["ok"] }),
     });
     cleanups.push(() => model.close());
     const bus = await NatsBus.connect({ url: server.url, name: "serve-shutdown-test" });
