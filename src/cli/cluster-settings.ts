@@ -1,3 +1,4 @@
+import { DEFAULT_LEASE_TTL_MS } from "../cluster/session-lease.js";
 import { checkShardCount } from "../cluster/shard-map.js";
 import { parseDuration } from "../config/runtime-config.js";
 import { UsageError } from "./cli-context.js";
@@ -7,6 +8,8 @@ type Flags = Record<string, string | boolean | undefined>;
 /** The settings of `serve` / `up` for several hosts on one NATS system: `--lease-ttl`, `--dedupe-window`, `--js-replicas`. */
 export interface ClusterSettings {
   leaseTtlMs?: number;
+  /** The clock error tolerated between hosts (at most a third of the TTL). */
+  leaseSkewMs?: number;
   dedupeWindowMs?: number;
   /** Replicas of the JetStream streams and KV buckets this host creates. */
   jsReplicas?: number;
@@ -25,7 +28,8 @@ const MAX_JS_REPLICAS = 5;
 const MAX_RESUMES_PER_SECOND = 10_000;
 
 /**
- * `--lease-ttl 10s` (AGENTLOOP_LEASE_TTL, 300ms–1h), `--dedupe-window 10m` (AGENTLOOP_DEDUPE_WINDOW,
+ * `--lease-ttl 10s` (AGENTLOOP_LEASE_TTL, 300ms–1h), `--lease-skew 500ms` (AGENTLOOP_LEASE_SKEW, 1ms to a
+ * third of the TTL), `--dedupe-window 10m` (AGENTLOOP_DEDUPE_WINDOW,
  * 1s–7d), `--js-replicas 3` (AGENTLOOP_JS_REPLICAS, 1–5), `--shards 1024` (AGENTLOOP_SHARDS),
  * `--resume-rate 50` (AGENTLOOP_RESUME_RATE, sessions per second, 1–10000).
  */
@@ -36,6 +40,14 @@ export function clusterSettingsFrom(flags: Flags, env: NodeJS.ProcessEnv): Clust
     MIN_LEASE_TTL_MS,
     MAX_LEASE_TTL_MS,
     "300ms and 1h",
+  );
+  const skew = pick(flags, "lease-skew", env, "AGENTLOOP_LEASE_SKEW");
+  const leaseSkewMs = bounded(
+    skew,
+    "--lease-skew",
+    1,
+    (leaseTtlMs ?? DEFAULT_LEASE_TTL_MS) / 3,
+    "1ms and a third of --lease-ttl",
   );
   const dedupeWindowMs = bounded(
     pick(flags, "dedupe-window", env, "AGENTLOOP_DEDUPE_WINDOW"),
@@ -51,6 +63,7 @@ export function clusterSettingsFrom(flags: Flags, env: NodeJS.ProcessEnv): Clust
     ...(resumesPerSecond === undefined ? {} : { resumesPerSecond }),
     ...(shards === undefined ? {} : { shards }),
     ...(leaseTtlMs === undefined ? {} : { leaseTtlMs }),
+    ...(leaseSkewMs === undefined ? {} : { leaseSkewMs }),
     ...(dedupeWindowMs === undefined ? {} : { dedupeWindowMs }),
     ...(jsReplicas === undefined ? {} : { jsReplicas }),
   };

@@ -71,6 +71,10 @@ export const FLAG_HELP: Readonly<Record<string, FlagHelp>> = {
   heartbeat: { value: "D", text: "(AGENTLOOP_HEARTBEAT) Agent Protocol heartbeat interval" },
   "keep-alive": { value: "D", text: "(AGENTLOOP_KEEP_ALIVE) keep-alive interval while a prompt runs" },
   "lease-ttl": { value: "D", text: "(AGENTLOOP_LEASE_TTL) session lease time to live (default 10s)" },
+  "lease-skew": {
+    value: "D",
+    text: "(AGENTLOOP_LEASE_SKEW) clock error tolerated between hosts (default 500ms, at most a third of the TTL)",
+  },
   "resume-rate": {
     value: "N",
     text: "(AGENTLOOP_RESUME_RATE) sessions resumed per second at most after a failover (default 50)",

@@ -1,5 +1,6 @@
 import { performance } from "node:perf_hooks";
 import { describeError } from "../errors/describe-error.js";
+import { SHUTDOWN_WAIT_MS } from "./bounded-wait.js";
 import { type LeaseFence, LeaseLostError } from "./lease-fence.js";
 import {
   LeaseConflictError,
@@ -28,6 +29,13 @@ export interface LeaseKeeperOptions {
   log?: (line: string) => void;
   /** Monotonic clock in ms (default `performance.now`): a wall-clock jump must not stretch a lease. */
   monotonic?: () => number;
+  /**
+   * How often every lease is renewed (default TTL/3). More often keeps the stored expiry closer to
+   * the moment a host dies, so others take over sooner.
+   */
+  renewEveryMs?: number;
+  /** Whether the connection is up now: {@link LeaseKeeper.close} does not wait on releases while it is down. */
+  isConnected?: () => boolean;
 }
 
 /** One lease this host holds. */
@@ -68,7 +76,7 @@ class HeldLease implements LeaseFence {
 
 /**
  * The leases this host holds: acquires one when a session starts here, renews all of
- * them every TTL/3 with a compare-and-set, and gives each up when its session stops. A lease not
+ * them every TTL/3 (or `renewEveryMs`) with a compare-and-set, and gives each up when its session stops. A lease not
  * renewed in time is dropped locally at `expiry − skew` by this host's monotonic clock — before
  * any other host may take it (at `expiry + skew` by its wall clock) — and `onLost` stops the
  * session. Each held lease is the session's {@link LeaseFence}.
@@ -83,6 +91,8 @@ export class LeaseKeeper {
   readonly #onLost: (agent: string, session: string, reason: string) => void;
   readonly #log: (line: string) => void;
   readonly #monotonic: () => number;
+  readonly #renewEveryMs: number;
+  readonly #isConnected: () => boolean;
   #ticker: NodeJS.Timeout | undefined;
   #isClosed = false;
 
@@ -94,6 +104,8 @@ export class LeaseKeeper {
     this.#onLost = options.onLost;
     this.#log = options.log ?? (() => {});
     this.#monotonic = options.monotonic ?? (() => performance.now());
+    this.#renewEveryMs = options.renewEveryMs ?? options.store.timing.ttlMs / 3;
+    this.#isConnected = options.isConnected ?? (() => true);
   }
 
   /** Leases held now. */
@@ -150,7 +162,7 @@ export class LeaseKeeper {
     const held = new HeldLease(lease, this.#deadlineFrom(sentAt), this.#monotonic);
     this.#held.set(key, held);
     this.#arm(held);
-    this.#ticker ??= setInterval(() => this.#renewAll(), this.store.timing.ttlMs / 3);
+    this.#ticker ??= setInterval(() => this.#renewAll(), this.#renewEveryMs);
     this.#ticker.unref?.();
     return held;
   }
@@ -167,7 +179,8 @@ export class LeaseKeeper {
     held.lostReason = "released";
     // A renewal in flight would move the revision: release after it.
     const release = (held.renewing ?? Promise.resolve())
-      .then(() => this.store.release(held.lease))
+      // Bounded: with NATS away a shutdown must not wait for it; the lease runs out by itself.
+      .then(() => this.store.release(held.lease, { timeoutMs: SHUTDOWN_WAIT_MS }))
       .catch((error: unknown) => {
         this.#log(
           `could not release the lease of ${held.lease.agent}/${held.lease.session}: ${describeError(error)}; it expires in ${Math.round(this.store.timing.ttlMs / 1000)} s`,
@@ -184,6 +197,8 @@ export class LeaseKeeper {
     for (const held of [...this.#held.values()]) void this.release(held.lease.agent, held.lease.session);
     clearInterval(this.#ticker);
     this.#ticker = undefined;
+    // Disconnected: the releases are queued for the reconnect; the leases run out by themselves.
+    if (this.#isConnected() === false) return;
     await Promise.allSettled([...this.#releases]);
   }
 

@@ -4,6 +4,7 @@ import { z } from "zod";
 import { jetStreamName } from "../bus/subjects.js";
 import { ConfigurationError } from "../errors/configuration-error.js";
 import { describeError } from "../errors/describe-error.js";
+import { SHUTDOWN_WAIT_MS, settlesWithin } from "./bounded-wait.js";
 import { listKvKeys } from "./kv-keys.js";
 import type { LeaseTiming } from "./session-lease.js";
 import { entryJson, WatchedBucket } from "./watched-bucket.js";
@@ -73,6 +74,8 @@ export interface MembershipOptions {
   onChange?: () => void;
   log?: (line: string) => void;
   now?: () => number;
+  /** Whether the connection is up now (see {@link ShardKeeperOptions.isConnected}). */
+  isConnected?: () => boolean;
 }
 
 /**
@@ -156,7 +159,7 @@ export class Membership {
   /** This host shuts down: says so (others stop sending it shards), then keeps beating until {@link close}. */
   async leave(): Promise<void> {
     this.#isLeaving = true;
-    await this.#announce().catch(() => {});
+    await settlesWithin(this.#announce(SHUTDOWN_WAIT_MS), this.#shutdownWaitMs());
   }
 
   /** Stops beating and removes this host's record (it expires anyway if that fails). */
@@ -164,7 +167,12 @@ export class Membership {
     clearInterval(this.#timer);
     this.#timer = undefined;
     this.#members.close();
-    await this.#kv.delete(this.#options.hostId).catch(() => {});
+    await settlesWithin(this.#kv.delete(this.#options.hostId), this.#shutdownWaitMs());
+  }
+
+  /** How long a goodbye may take: not at all while the connection is down (it is queued for the reconnect). */
+  #shutdownWaitMs(): number {
+    return this.#options.isConnected?.() === false ? 0 : SHUTDOWN_WAIT_MS;
   }
 
   async #beat(): Promise<void> {
@@ -175,7 +183,7 @@ export class Membership {
     }
   }
 
-  async #announce(): Promise<void> {
+  async #announce(timeoutMs = this.#options.timing.ttlMs / 3): Promise<void> {
     const { hostId, subject, shardCount, timing } = this.#options;
     const now = this.#now();
     const record: MemberRecord = {
@@ -188,7 +196,7 @@ export class Membership {
       ...(this.#isLeaving ? { leaving: true } : {}),
       ...(this.#options.agents === undefined ? {} : { agents: [...this.#options.agents] }),
     };
-    const revision = await this.#kv.put(hostId, JSON.stringify(record), { timeout: timing.ttlMs / 3 });
+    const revision = await this.#kv.put(hostId, JSON.stringify(record), { timeout: timeoutMs });
     this.#members.note(hostId, record, revision);
   }
 }

@@ -40,7 +40,14 @@ export function toHostToken(hostId: string): string {
 }
 
 export interface SessionClusterOptions {
+  /** The host's connection: forwarding, probes and stored replies. */
   connection: NatsConnection;
+  /**
+   * A connection of its own for lease upkeep (this host's lease, the shard leases, the membership
+   * heartbeats and their watches), so a renewal never waits behind the journal, history and event
+   * traffic of a busy host. Default: `connection`.
+   */
+  leaseConnection?: NatsConnection;
   prefix: string;
   /** This host's id; must be one subject token (see {@link toHostToken}). */
   hostId: string;
@@ -116,27 +123,42 @@ export class SessionCluster {
     const agents = options.agents === undefined ? undefined : [...new Set(options.agents)].sort();
     const subject = hostSubject(options.prefix, options.hostId);
     let cluster: SessionCluster | undefined;
+    // Lease upkeep goes on its own connection when there is one.
+    const upkeep = options.leaseConnection ?? options.connection;
+    // Followed so that a shutdown with the server gone does not wait on writes that cannot land.
+    let isConnected = true;
+    void (async () => {
+      for await (const status of upkeep.status()) {
+        if (status.type === "disconnect") isConnected = false;
+        else if (status.type === "reconnect") isConnected = true;
+      }
+    })().catch(() => {
+      // The status stream ends with the connection.
+    });
+    const connected = () => isConnected && !upkeep.isClosed();
     const membership = await Membership.join({
-      connection: options.connection,
+      connection: upkeep,
       prefix: options.prefix,
       hostId: options.hostId,
       subject,
       shardCount,
       ...(agents === undefined ? {} : { agents }),
       timing: options.timing,
+      isConnected: connected,
       ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
       onChange: () => cluster?.shards.membershipChanged(),
       ...(options.log === undefined ? {} : { log: options.log }),
     });
     try {
       const shards = await ShardKeeper.open({
-        connection: options.connection,
+        connection: upkeep,
         prefix: options.prefix,
         hostId: options.hostId,
         subject,
         shardCount,
         ...(agents === undefined ? {} : { agents }),
         timing: options.timing,
+        isConnected: connected,
         membership,
         ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
         drain: (shard) => (cluster === undefined ? Promise.resolve() : cluster.#drain(shard)),
@@ -347,8 +369,8 @@ export class SessionCluster {
 
   /** Gives up every shard (after the sessions have stopped) and the membership. */
   async close(): Promise<void> {
-    await this.shards.close();
-    await this.membership.close();
+    // Side by side: with NATS away each waits its bounded time, not one after the other.
+    await Promise.all([this.shards.close(), this.membership.close()]);
   }
 
   /**

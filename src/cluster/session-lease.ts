@@ -64,16 +64,33 @@ export interface StoredLease {
 export interface LeaseTiming {
   ttlMs: number;
   /**
-   * The clock skew tolerated between hosts (default ttl/5). The owner stops using a lease `skewMs`
-   * before its expiry by its own monotonic clock; another host takes it only `skewMs` after the
-   * expiry by its wall clock: safe while clocks differ by less than 2 × skewMs.
+   * The clock error tolerated between hosts (`--lease-skew`, default 500 ms, at most TTL/5 by
+   * default). The owner stops using a lease `skewMs` before its expiry by its own monotonic clock;
+   * another host takes it only `skewMs` after the expiry by its wall clock: safe while clocks differ
+   * by less than 2 × skewMs. A failover takes at most TTL + skew plus the takeover itself.
    */
   skewMs: number;
 }
 
-/** The default margin: a fifth of the TTL (2 s of the default 10 s). */
-export function leaseTiming(ttlMs = DEFAULT_LEASE_TTL_MS, skewMs = ttlMs / 5): LeaseTiming {
+/** Default clock error tolerated between hosts (`--lease-skew`): NTP keeps hosts within milliseconds. */
+export const DEFAULT_LEASE_SKEW_MS = 500;
+
+/**
+ * The timing of a TTL and a skew; the skew defaults to {@link DEFAULT_LEASE_SKEW_MS}, or a fifth
+ * of the TTL when that is less (a short test TTL keeps a proportionate margin).
+ * @throws RangeError when the TTL is not positive or the skew is negative or over a third of the TTL
+ *   (the owner would stop using its lease before its next renewal could land).
+ */
+export function leaseTiming(
+  ttlMs = DEFAULT_LEASE_TTL_MS,
+  skewMs = Math.min(DEFAULT_LEASE_SKEW_MS, ttlMs / 5),
+): LeaseTiming {
   if (!(ttlMs > 0)) throw new RangeError(`lease ttl must be positive, got ${ttlMs}`);
+  if (!(skewMs >= 0 && skewMs <= ttlMs / 3)) {
+    throw new RangeError(
+      `lease skew must be from 0 to a third of the lease ttl (${ttlMs} ms), got ${skewMs}`,
+    );
+  }
   return { ttlMs, skewMs };
 }
 
@@ -234,10 +251,10 @@ export class SessionLeaseStore {
   }
 
   /** Gives the lease up (its epoch kept). A lease already taken by another host is left alone. */
-  async release(lease: StoredLease): Promise<boolean> {
+  async release(lease: StoredLease, options: { timeoutMs?: number } = {}): Promise<boolean> {
     const record: LeaseRecord = { ...lease.record, released: true, expiresAt: this.#now() };
     try {
-      await this.#casUpdate(lease.key, record, lease.revision);
+      await this.#casUpdate(lease.key, record, lease.revision, options.timeoutMs);
       return true;
     } catch (error) {
       if (error instanceof LeaseConflictError) return false;

@@ -3,6 +3,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetStreamName } from "../bus/subjects.js";
 import { describeError } from "../errors/describe-error.js";
+import { SHUTDOWN_WAIT_MS, settlesWithin } from "./bounded-wait.js";
 import { listKvKeys } from "./kv-keys.js";
 import { type LeaseFence, LeaseLostError } from "./lease-fence.js";
 import { LeaseKeeper } from "./lease-keeper.js";
@@ -33,6 +34,12 @@ const HOST_AGENT = "host";
 /** How many shards one host acquires or hands over at once. */
 const PARALLEL_MOVES = 32;
 
+/**
+ * How often a host renews its own lease, as a share of the TTL: a dead host's stored expiry is at
+ * most TTL/5 past its death on average half that, so its shards are taken sooner.
+ */
+const HOST_RENEWALS_PER_TTL = 5;
+
 /** `AGENTLOOP_SHARDS` for the default prefix. */
 export function shardsBucketName(prefix: string): string {
   return jetStreamName(prefix, "SHARDS");
@@ -59,6 +66,8 @@ export interface ShardKeeperOptions {
   onLost: (shard: number, reason: string) => void;
   log?: (line: string) => void;
   now?: () => number;
+  /** Whether the connection is up now: releases at shutdown are not waited for while it is down. */
+  isConnected?: () => boolean;
 }
 
 /** Where a session's requests go now, as the shard map says. */
@@ -126,7 +135,17 @@ export class ShardKeeper {
   readonly #released = new Map<number, number>();
   readonly #now: () => number;
   #assignment: (string | undefined)[] = [];
+  /** The live hosts the assignment was computed from, joined: it is recomputed when they change. */
+  #assignedFrom: string | undefined;
+  /** Fires when the next other host's lease runs out (expiry + skew), see {@link #followHostLeases}. */
+  #expiryTimer: NodeJS.Timeout | undefined;
+  /** Per host, the last of its lease's epochs known dead (run out and taken over, or superseded): its shards under them need no re-read. */
+  readonly #evicted = new Map<string, number>();
+  /** Takeovers of a dead host's lease under way, by `<host>@<epoch>`. */
+  readonly #evicting = new Map<string, Promise<"free" | "again">>();
   #timer: NodeJS.Timeout | undefined;
+  #releaseFailures: { shards: number[]; reason: string } | undefined;
+  #releaseFailureTimer: NodeJS.Timeout | undefined;
   #balancing: Promise<void> | undefined;
   #joining: Promise<LeaseFence> | undefined;
   #isLeaving = false;
@@ -144,6 +163,8 @@ export class ShardKeeper {
       hostId: options.hostId,
       subject: options.subject,
       onLost: (_agent, _host, reason) => this.#loseAll(`this host's lease was lost: ${reason}`),
+      renewEveryMs: options.timing.ttlMs / HOST_RENEWALS_PER_TTL,
+      ...(options.isConnected === undefined ? {} : { isConnected: options.isConnected }),
       ...(options.log === undefined ? {} : { log: options.log }),
     });
     this.#table = new WatchedBucket<LeaseRecord>(
@@ -152,9 +173,12 @@ export class ShardKeeper {
         return parsed.success ? parsed.data : undefined;
       },
       (key) => {
-        if (key.startsWith(`${this.#shardAgent}.`))
+        if (key.startsWith(`${this.#shardAgent}.`)) {
           this.#wake(Number(key.slice(this.#shardAgent.length + 1)));
-        else for (const shard of [...this.#waiters.keys()]) this.#wake(shard);
+          return;
+        }
+        for (const shard of [...this.#waiters.keys()]) this.#wake(shard);
+        if (key.startsWith(`${HOST_AGENT}.`)) this.#followHostLeases();
       },
     );
   }
@@ -174,24 +198,81 @@ export class ShardKeeper {
     return keeper;
   }
 
-  /** Starts balancing: at once, on every membership change, and every TTL/10 (at most 1 s). */
+  /**
+   * Starts balancing: at once, on every membership change, the moment another host's lease runs
+   * out, and every TTL/10 (at most 1 s).
+   */
   start(): void {
-    this.membershipChanged();
     this.#timer = setInterval(() => this.#balance(), Math.min(1_000, this.#options.timing.ttlMs / 10));
     this.#timer.unref();
+    this.membershipChanged();
+    this.#followHostLeases();
   }
 
   /** The members changed: the preferred owners are computed again and the balancer runs. */
   membershipChanged(): void {
+    this.#refreshAssignment();
+    for (const shard of [...this.#waiters.keys()]) this.#wake(shard);
+    this.#balance();
+  }
+
+  /**
+   * Whether `host` counts as a live member: its heartbeat is live and its lease (when it has one
+   * yet) has not run out. A killed host's heartbeat outlives it by up to a TTL; its lease is what
+   * its shards live by, so that is what decides as soon as it runs out.
+   */
+  #isLive(host: string): boolean {
+    if (this.#options.membership.liveMember(host) === undefined) return false;
+    if (host === this.hostId) return true;
+    const lease = this.#table.get(`${HOST_AGENT}.${host}`)?.value;
+    if (lease === undefined) return true;
+    return lease.host === host && !isLeaseFree(lease, "", this.#now(), this.#options.timing);
+  }
+
+  /** Computes the preferred owners again when the live hosts changed (always when `force`). */
+  #refreshAssignment(): void {
     const members = this.#options.membership
       .live()
       .filter(
         (member) => this.#options.agents === undefined || isSameAgentSet(member.agents, this.#options.agents),
       )
-      .map((member) => member.host);
+      .map((member) => member.host)
+      .filter((host) => this.#isLive(host));
+    const key = members.join(",");
+    if (key === this.#assignedFrom) return;
+    this.#assignedFrom = key;
     this.#assignment = Array.from({ length: this.shardCount }, (_, shard) => preferredOwner(shard, members));
-    for (const shard of [...this.#waiters.keys()]) this.#wake(shard);
-    this.#balance();
+  }
+
+  /**
+   * Follows the other hosts' leases (the watch brings every renewal): a timer fires the moment the
+   * first of them runs out, and then the shards of that host prefer the live ones and are taken in
+   * one balancer pass, instead of waiting for its heartbeat to expire or for the next poll.
+   */
+  #followHostLeases(): void {
+    clearTimeout(this.#expiryTimer);
+    this.#expiryTimer = undefined;
+    if (this.#isLeaving || this.#timer === undefined) return;
+    const now = this.#now();
+    let next = Number.POSITIVE_INFINITY;
+    let hasLapsed = false;
+    for (const [key, { value }] of this.#table.entries()) {
+      if (!key.startsWith(`${HOST_AGENT}.`) || value.host === this.hostId || value.released === true)
+        continue;
+      if (key !== `${HOST_AGENT}.${value.host}`) continue;
+      const freeAt = value.expiresAt + this.#options.timing.skewMs;
+      if (freeAt < now) hasLapsed = true;
+      else next = Math.min(next, freeAt);
+    }
+    const before = this.#assignedFrom;
+    this.#refreshAssignment();
+    if (hasLapsed || before !== this.#assignedFrom) {
+      for (const shard of [...this.#waiters.keys()]) this.#wake(shard);
+      this.#balance();
+    }
+    if (next === Number.POSITIVE_INFINITY) return;
+    this.#expiryTimer = setTimeout(() => this.#followHostLeases(), next - now + 1);
+    this.#expiryTimer.unref?.();
   }
 
   shardOf(agent: string, session: string): number {
@@ -235,9 +316,14 @@ export class ShardKeeper {
   /** Whether this host may take the free shard now (it prefers this host, or its preferred one is gone). */
   mayTake(shard: number, options: { isForwarded?: boolean } = {}): boolean {
     if (this.#isLeaving) return false;
-    const preferred = this.#assignment[shard];
-    if (preferred === undefined || preferred === this.hostId || options.isForwarded === true) return true;
-    return this.#options.membership.liveMember(preferred) === undefined;
+    if (options.isForwarded === true) return true;
+    let preferred = this.#assignment[shard];
+    if (preferred !== undefined && preferred !== this.hostId && !this.#isLive(preferred)) {
+      // The preferred host just died: the live hosts' preference decides, not whoever asks first.
+      this.#refreshAssignment();
+      preferred = this.#assignment[shard];
+    }
+    return preferred === undefined || preferred === this.hostId || !this.#isLive(preferred);
   }
 
   /** Where requests for `shard` go now, without I/O. */
@@ -256,7 +342,10 @@ export class ShardKeeper {
     }
     if (this.mayTake(shard, options)) return { where: "changing", shard, reason: "it is free" };
     const preferred = this.#assignment[shard];
-    const member = preferred === undefined ? undefined : this.#options.membership.liveMember(preferred);
+    const member =
+      preferred === undefined || !this.#isLive(preferred)
+        ? undefined
+        : this.#options.membership.liveMember(preferred);
     if (member === undefined) return { where: "changing", shard, reason: "no live host prefers it" };
     return { where: "elsewhere", shard, host: member.host, subject: member.subject, isLeaseHolder: false };
   }
@@ -298,6 +387,7 @@ export class ShardKeeper {
   /** The host shuts down: takes no more shards. {@link close} releases what is held. */
   leave(): void {
     this.#isLeaving = true;
+    clearTimeout(this.#expiryTimer);
   }
 
   /**
@@ -317,10 +407,12 @@ export class ShardKeeper {
     this.#isLeaving = true;
     clearInterval(this.#timer);
     this.#timer = undefined;
+    clearTimeout(this.#expiryTimer);
     await this.#balancing?.catch(() => {});
     await Promise.allSettled([...this.#acquiring.values()]);
     await Promise.allSettled([...this.#draining.values()]);
     await Promise.allSettled([...this.#held.keys()].map((shard) => this.#release(shard)));
+    this.#logReleaseFailures();
     await this.#hostLeases.close();
     this.#table.close();
   }
@@ -377,29 +469,11 @@ export class ShardKeeper {
       const isOwnNow =
         current?.host === this.hostId && current.hostEpoch === hostEpoch && current.released !== true;
       if (current !== undefined && current.released !== true && !isOwnNow && current.host !== this.hostId) {
-        const owner = await this.#store.read(HOST_AGENT, current.host);
-        const ownerRecord = owner?.record;
-        const isSameIncarnation =
-          ownerRecord !== undefined &&
-          ownerRecord.host === current.host &&
-          ownerRecord.released !== true &&
-          ownerRecord.epoch === current.hostEpoch;
-        if (isSameIncarnation && owner !== undefined) {
-          if (!isLeaseFree(ownerRecord, this.hostId, this.#now(), this.#options.timing)) {
-            throw new SessionOwnedElsewhereError(this.#shardAgent, String(shard), {
-              ...current,
-              expiresAt: ownerRecord.expiresAt,
-            });
-          }
-          // Its host's lease ran out: take that lease over (its next renewal then fails) and let it go.
-          try {
-            const evicted = await this.#store.acquire(HOST_AGENT, current.host, this.hostId);
-            await this.#store.release(evicted);
-          } catch (error) {
-            if (error instanceof SessionOwnedElsewhereError) throw error;
-            continue;
-          }
-        }
+        const evictedEpoch = this.#evicted.get(current.host);
+        // Its host's lease at this epoch or a later one was found run out and taken over here: the
+        // shard is free without reading that lease again (one dead host's shards, one read).
+        const isEvicted = evictedEpoch !== undefined && (current.hostEpoch ?? 0) <= evictedEpoch;
+        if (!isEvicted && (await this.#evictOwner(current, shard)) === "again") continue;
       }
       const now = this.#now();
       const record: LeaseRecord = {
@@ -430,6 +504,53 @@ export class ShardKeeper {
     throw new LeaseLostError(`shard ${shard} kept changing while this host tried to take it`, 0);
   }
 
+  /**
+   * The shard's record names another host: when that host's lease, at the record's epoch, is still
+   * its own, it must have run out (else SessionOwnedElsewhereError) and is taken over here (its
+   * next renewal then fails) and let go. "again": the lease changed meanwhile, read the shard again.
+   */
+  async #evictOwner(current: LeaseRecord, shard: number): Promise<"free" | "again"> {
+    const owner = await this.#store.read(HOST_AGENT, current.host);
+    const ownerRecord = owner?.record;
+    if (ownerRecord === undefined || owner === undefined) return "free";
+    const isOwnersOwn = ownerRecord.host === current.host && ownerRecord.released !== true;
+    if (!isOwnersOwn || ownerRecord.epoch !== current.hostEpoch) {
+      // Rewritten since the shard was taken under it (taken over, released, or a new incarnation of
+      // that host): every incarnation before the one stored now is dead, and so is a released one.
+      this.#noteDead(current.host, isOwnersOwn ? ownerRecord.epoch - 1 : ownerRecord.epoch);
+      return "free";
+    }
+    if (!isLeaseFree(ownerRecord, this.hostId, this.#now(), this.#options.timing)) {
+      throw new SessionOwnedElsewhereError(this.#shardAgent, String(shard), {
+        ...current,
+        expiresAt: ownerRecord.expiresAt,
+      });
+    }
+    // Many of the dead host's shards are taken at once: its lease is taken over once.
+    const key = `${current.host}@${ownerRecord.epoch}`;
+    let evicting = this.#evicting.get(key);
+    if (evicting === undefined) {
+      evicting = (async () => {
+        try {
+          const evicted = await this.#store.acquire(HOST_AGENT, current.host, this.hostId);
+          await this.#store.release(evicted);
+          this.#noteDead(current.host, ownerRecord.epoch);
+          return "free" as const;
+        } catch (error) {
+          if (error instanceof SessionOwnedElsewhereError) throw error;
+          return "again" as const;
+        }
+      })().finally(() => this.#evicting.delete(key));
+      this.#evicting.set(key, evicting);
+    }
+    return evicting;
+  }
+
+  /** Every incarnation of `host` up to `epoch` is known dead: shards taken under them are free. */
+  #noteDead(host: string, epoch: number): void {
+    if (epoch > (this.#evicted.get(host) ?? -1)) this.#evicted.set(host, epoch);
+  }
+
   /** Gives the shard up (its epoch kept, so the next owner's is higher). */
   async #release(shard: number): Promise<void> {
     const held = this.#held.get(shard);
@@ -439,13 +560,44 @@ export class ShardKeeper {
     if (held.lostReason !== undefined) return;
     held.lostReason = "released";
     const record: LeaseRecord = { ...held.record, released: true, expiresAt: this.#now() };
-    try {
-      await this.#kv.update(`${this.#shardAgent}.${shard}`, JSON.stringify(record), held.revision);
-    } catch (error) {
-      // Taken over meanwhile (not ours to release any more), or NATS away: it lapses with this host's lease.
-      if (!isConflict(error))
-        this.#options.log?.(`could not release shard ${shard}: ${describeError(error)}`);
-    }
+    // A hand-over waits for its release (the next owner needs it); a shutdown waits a bounded time,
+    // and not at all while disconnected (the write is queued for the reconnect).
+    const isShuttingDown = this.#isLeaving;
+    const writing = this.#kv
+      .update(
+        `${this.#shardAgent}.${shard}`,
+        JSON.stringify(record),
+        held.revision,
+        ...(isShuttingDown ? [SHUTDOWN_WAIT_MS] : []),
+      )
+      .catch((error: unknown) => {
+        // Taken over meanwhile (not ours to release any more), or NATS away: it lapses with this host's lease.
+        if (!isConflict(error)) this.#noteReleaseFailure(shard, describeError(error));
+      });
+    if (!isShuttingDown) await writing;
+    else await settlesWithin(writing, this.#options.isConnected?.() === false ? 0 : SHUTDOWN_WAIT_MS);
+  }
+
+  /** Failed releases are logged as one line per burst (NATS away at shutdown fails them all at once). */
+  #noteReleaseFailure(shard: number, reason: string): void {
+    this.#releaseFailures ??= { shards: [], reason };
+    this.#releaseFailures.shards.push(shard);
+    this.#releaseFailureTimer ??= setTimeout(() => this.#logReleaseFailures(), 100);
+    this.#releaseFailureTimer.unref?.();
+  }
+
+  #logReleaseFailures(): void {
+    clearTimeout(this.#releaseFailureTimer);
+    this.#releaseFailureTimer = undefined;
+    const failures = this.#releaseFailures;
+    this.#releaseFailures = undefined;
+    if (failures === undefined) return;
+    const [first] = failures.shards;
+    const which =
+      failures.shards.length === 1
+        ? `shard ${first}`
+        : `${failures.shards.length} shards (${first} and others)`;
+    this.#options.log?.(`could not release ${which}: ${failures.reason}; they lapse with this host's lease`);
   }
 
   #wake(shard: number): void {
@@ -475,9 +627,7 @@ export class ShardKeeper {
       const preferred = this.#assignment[shard];
       if (this.#holds(shard)) {
         const isPreferredElsewhere =
-          preferred !== undefined &&
-          preferred !== this.hostId &&
-          this.#options.membership.liveMember(preferred) !== undefined;
+          preferred !== undefined && preferred !== this.hostId && this.#isLive(preferred);
         if (isPreferredElsewhere) toHand.push(shard);
       } else if (this.leaseOf(shard) === undefined && this.mayTake(shard)) {
         toTake.push(shard);

@@ -1,10 +1,11 @@
 import { join, parse } from "node:path";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { Bus } from "../bus/bus.js";
 import { ensureEventStream } from "../bus/event-log.js";
 import { NatsBus } from "../bus/nats-bus.js";
 import { jetStreamName, tenantPrefix } from "../bus/subjects.js";
 import { AgentRouting } from "../cluster/agent-routing.js";
-import { SessionCluster } from "../cluster/session-cluster.js";
+import { SessionCluster, type SessionClusterOptions } from "../cluster/session-cluster.js";
 import { leaseTiming } from "../cluster/session-lease.js";
 import type { ResolvedAgentDefinition } from "../config/agent-definitions.js";
 import { createHostId, isValidHostId } from "../config/host-id.js";
@@ -34,6 +35,12 @@ import { TokenBudget } from "./token-budget.js";
 
 export interface HostServiceOptions {
   bus: Bus;
+  /**
+   * Several hosts: a second connection to the same NATS server, for lease upkeep only (see
+   * {@link SessionClusterOptions.leaseConnection}); the caller closes it after `close()`.
+   * Default: the bus's connection.
+   */
+  leaseConnection?: NatsConnection;
   definitions: readonly ResolvedAgentDefinition[];
   config: RuntimeConfig;
   env?: ProviderEnvironment;
@@ -58,6 +65,8 @@ export interface HostServiceOptions {
   history?: HistoryBackendName;
   /** Several hosts: session lease TTL (`--lease-ttl`, default 10 s) and dedupe window (`--dedupe-window`). */
   leaseTtlMs?: number;
+  /** Several hosts: the clock error tolerated between them (`--lease-skew`, default 500 ms or TTL/5 when less). */
+  leaseSkewMs?: number;
   dedupeWindowMs?: number;
   /**
    * Sessions the journal sweeper resumes per second at most after a crash or a failover
@@ -221,9 +230,10 @@ async function startOnBus(
     if (bus instanceof NatsBus) {
       const started = await SessionCluster.startOrExplain({
         connection: bus.connection,
+        ...(options.leaseConnection === undefined ? {} : { leaseConnection: options.leaseConnection }),
         prefix,
         hostId,
-        timing: leaseTiming(options.leaseTtlMs),
+        timing: leaseTiming(options.leaseTtlMs, options.leaseSkewMs),
         ...replicas,
         ...(options.dedupeWindowMs === undefined ? {} : { dedupeWindowMs: options.dedupeWindowMs }),
         ...(options.shards === undefined ? {} : { shardCount: options.shards }),

@@ -1,6 +1,7 @@
 import { BusConfigError } from "../../bus/bus-errors.js";
 import { NatsBus } from "../../bus/nats-bus.js";
 import { redactNatsUrl } from "../../bus/nats-url.js";
+import { SHUTDOWN_WAIT_MS, settlesWithin } from "../../cluster/bounded-wait.js";
 import { loadAgentDefinitions, type ResolvedAgentDefinition } from "../../config/agent-definitions.js";
 import { loadConfigFile } from "../../config/load-config-file.js";
 import {
@@ -96,9 +97,24 @@ export const serveCommand: Command = async (context) => {
     );
     return 1;
   }
+  // Lease upkeep on a connection of its own: renewals never queue behind the bulk traffic.
+  let leaseBus: NatsBus;
+  try {
+    leaseBus = await NatsBus.connect({
+      url: config.natsUrl,
+      name: "agentloop serve (leases)",
+      log: (line) => log(`lease connection: ${line}`),
+      ...natsIdentityOptions(config),
+    });
+  } catch (error) {
+    await settlesWithin(bus.close(), SHUTDOWN_WAIT_MS);
+    log(`cannot open the lease connection to NATS at ${url}: ${describeError(error)}`);
+    return error instanceof BusConfigError ? EXIT_USER_MISTAKE : 1;
+  }
   try {
     const service = await startHostService({
       bus,
+      leaseConnection: leaseBus.connection,
       definitions,
       config,
       env: context.env,
@@ -143,6 +159,10 @@ export const serveCommand: Command = async (context) => {
     hurry?.removeEventListener("abort", onHurry);
     return hurry?.aborted === true ? 130 : 0;
   } finally {
-    await bus.close();
+    // Bounded: with the server gone a drain waits for a reconnect that may never come.
+    await Promise.all([
+      settlesWithin(bus.close(), SHUTDOWN_WAIT_MS),
+      settlesWithin(leaseBus.close(), SHUTDOWN_WAIT_MS),
+    ]);
   }
 };
