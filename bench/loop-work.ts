@@ -102,7 +102,9 @@ interface ProfileNode {
 }
 
 /** Bytes allocated per iteration (and by site) while `workload` runs, collected objects included. */
-async function allocatedPerIteration(workload: Workload): Promise<{ bytes: number; sites: Map<string, number> }> {
+async function allocatedPerIteration(
+  workload: Workload,
+): Promise<{ bytes: number; sites: Map<string, number> }> {
   await workload(WARM_UP_CHATS);
   const session = new Session();
   session.connect();
