@@ -6,6 +6,7 @@ import type { Message, ToolCall } from "../src/llm/types.js";
 import { wellFormedMessage } from "../src/llm/well-formed-message.js";
 import { ToolError } from "../src/tools/tool-errors.js";
 import { runToolCall, toolResultMessage } from "../src/tools/tool-runner.js";
+import type { ToolContext } from "../src/tools/tool-set.js";
 
 export interface ToolCallInput {
   call: ToolCall;
@@ -36,64 +37,57 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
       });
     }
     const startedAt = now();
-    const shared = toolContext();
+    // A fresh object per call (see SessionDeps.toolContext): completed here rather than copied
+    // into another one with spreads (one object fewer, no empty temporaries per call).
+    const context = toolContext() as ToolContext;
+    const { post, delegateApproval } = context;
+    context.signal = signal;
+    context.toolCallId = call.id;
     // Its span was opened by ToolCallStarted: a chat it asks joins the trace under it.
     const traceparent = traceparentOf?.(call.id);
-    const { post, delegateApproval } = shared;
-    const outcome = await runToolCall(
-      call,
-      toolSets,
-      {
-        ...shared,
-        signal,
-        toolCallId: call.id,
-        ...(traceparent === undefined ? {} : { traceparent }),
-        // At the root of a tree, a call held further down is asked here too, naming who holds it.
-        ...(delegateApproval === undefined
-          ? {}
-          : {
-              delegateApproval: (held, pending) => {
-                delegateApproval(held, pending);
-                if (signal.aborted) return;
-                const { toolCallId, toolName, holder } = held;
-                events.emit(
-                  iteration,
-                  pending
-                    ? {
-                        kind: "ToolApprovalRequested",
-                        toolName,
-                        toolCallId,
-                        arguments: held.arguments,
-                        heldBy: holder,
-                      }
-                    : {
-                        kind: "ToolApprovalResolved",
-                        toolName,
-                        toolCallId,
-                        approved: held.approved ?? false,
-                        heldBy: holder,
-                      },
-                );
+    if (traceparent !== undefined) context.traceparent = traceparent;
+    // At the root of a tree, a call held further down is asked here too, naming who holds it.
+    if (delegateApproval !== undefined) {
+      context.delegateApproval = (held, pending) => {
+        delegateApproval(held, pending);
+        if (signal.aborted) return;
+        const { toolCallId, toolName, holder } = held;
+        events.emit(
+          iteration,
+          pending
+            ? {
+                kind: "ToolApprovalRequested",
+                toolName,
+                toolCallId,
+                arguments: held.arguments,
+                heldBy: holder,
+              }
+            : {
+                kind: "ToolApprovalResolved",
+                toolName,
+                toolCallId,
+                approved: held.approved ?? false,
+                heldBy: holder,
               },
-            }),
-        progress: (step) => {
-          if (!signal.aborted) {
-            events.emit(iteration, {
-              kind: "ToolCallProgress",
-              toolName: call.name,
-              toolCallId: call.id,
-              ...step,
-            });
-          }
-        },
-        // Whatever a tool posts (a background task's result) reaches the model and the history too.
-        ...(post === undefined ? {} : { post: (text, options) => post(redactor.redact(text), options) }),
-        ...(redactor.isActive ? { redact: (text: string) => redactor.redact(text) } : {}),
-        // Tool output enters the conversation: no secrets, no lone surrogates (as for results).
-        appendMessage: (message) => appended.push(wellFormedMessage(redactor.redactValue(message))),
-      },
-      { redactor },
-    );
+        );
+      };
+    }
+    context.progress = (step) => {
+      if (!signal.aborted) {
+        events.emit(iteration, {
+          kind: "ToolCallProgress",
+          toolName: call.name,
+          toolCallId: call.id,
+          ...step,
+        });
+      }
+    };
+    // Whatever a tool posts (a background task's result) reaches the model and the history too.
+    if (post !== undefined) context.post = (text, options) => post(redactor.redact(text), options);
+    if (redactor.isActive) context.redact = (text: string) => redactor.redact(text);
+    // Tool output enters the conversation: no secrets, no lone surrogates (as for results).
+    context.appendMessage = (message) => appended.push(wellFormedMessage(redactor.redactValue(message)));
+    const outcome = await runToolCall(call, toolSets, context, { redactor });
     const durationMs = now() - startedAt;
     // A call that started and was cancelled is closed too: whoever saw it start sees it end.
     if (outcome.cancelled && isStarted) {

@@ -8,8 +8,8 @@ import type { LlmOptions, Message, TokenUsage, ToolDefinition } from "../src/llm
 import { addUsage, emptyUsage, withoutTools } from "../src/llm/types.js";
 import { type CompactionOutput, compactionMachine } from "./compaction.machine.js";
 import {
+  type IterationInFlight,
   type IterationOutput,
-  type IterationProgressEvent,
   iterationMachine,
   type ToolCallSettlement,
 } from "./iteration.machine.js";
@@ -115,7 +115,11 @@ export interface ChatContext {
   lastUsage: TokenUsage | null;
   tokenUsed: number;
   result: string | null;
-  /** What the current iteration has produced so far (back-filled when the chat is cancelled). */
+  /**
+   * What the iteration that ended the chat early had produced (back-filled by `cancelling` and
+   * `failing`): taken from the cancel event or the failed iteration's output. The running iteration
+   * keeps it in its own context until then, so a turn costs the chat no progress events.
+   */
   inFlight: { assistant: Message | null; settled: Record<string, ToolCallSettlement> };
   compacted: boolean;
   error: ErrorInfo | null;
@@ -160,7 +164,11 @@ export function upgradeChatSnapshot(snapshot: Record<string, unknown>): Record<s
   return { ...snapshot, context: { config, ...rest } };
 }
 
-export type ChatEvent = { type: "cancel" } | IterationProgressEvent;
+/**
+ * `inFlight`: what the running iteration has produced (`iterationInFlight` of its context), sent by
+ * whoever cancels the chat while it iterates, so the chat back-fills the calls left open.
+ */
+export type ChatEvent = { type: "cancel"; inFlight?: IterationInFlight | null };
 
 /** The user message: the injections, then the user's text. */
 export function buildUserMessage(userText: string, injections: string[]): Message {
@@ -246,6 +254,11 @@ export const chatMachine = setup({
     recordFailure: assign(({ context }, { output }: { output: IterationOutput }) => ({
       error: output.status === "failed" ? output.error : null,
       usage: addUsage(context.usage, output.usage),
+      // A call's failure ended a turn that called tools: what it had produced is back-filled.
+      inFlight:
+        output.status === "failed" && output.inFlight !== undefined
+          ? { assistant: output.inFlight.assistant, settled: output.inFlight.settled }
+          : context.inFlight,
     })),
     recordError: assign((_, { error }: { error: unknown }) => ({ error: toErrorInfo(error) })),
     /** The chat is refused for its spent budget. */
@@ -366,16 +379,13 @@ export const chatMachine = setup({
     iterating: {
       initial: "deciding",
       on: {
-        cancel: "cancelling",
-        "iteration.assembled": {
-          actions: assign({ inFlight: ({ event }) => ({ assistant: event.message, settled: {} }) }),
-        },
-        "iteration.toolSettled": {
+        cancel: {
+          target: "cancelling",
           actions: assign({
-            inFlight: ({ context, event }) => ({
-              assistant: context.inFlight.assistant,
-              settled: { ...context.inFlight.settled, [event.outcome.callId]: event.outcome },
-            }),
+            inFlight: ({ context, event }) =>
+              event.inFlight
+                ? { assistant: event.inFlight.assistant, settled: event.inFlight.settled }
+                : context.inFlight,
           }),
         },
       },
@@ -393,7 +403,6 @@ export const chatMachine = setup({
               iteration: context.iteration,
               isFinal: false,
               deps: context.deps,
-              reportsProgress: true,
             }),
             onDone: [
               {
@@ -425,7 +434,6 @@ export const chatMachine = setup({
               iteration: context.iteration,
               isFinal: true,
               deps: context.deps,
-              reportsProgress: true,
             }),
             onDone: [
               {

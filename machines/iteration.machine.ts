@@ -34,12 +34,6 @@ export interface IterationInput {
   isFinal: boolean;
   /** The session's dependencies, opaque to the machine: handed to the stream and tool actors. */
   deps?: SessionDeps;
-  /**
-   * Send `iteration.assembled` and `iteration.toolSettled` to the parent as the turn goes (the
-   * chat machine tracks what is in flight, to back-fill it on a cancel). Default false: an
-   * iteration run on its own has no parent to tell.
-   */
-  reportsProgress?: boolean;
 }
 
 /** What a tool-call child resolves with. */
@@ -58,10 +52,26 @@ export interface ToolCallSettlement {
   fatal?: ErrorInfo;
 }
 
+/**
+ * What a turn that called tools has produced while its calls run: the assistant message and the
+ * calls settled so far (by call id). A chat that ends before the turn does (cancelled, or failed by
+ * a call) back-fills it, so the history never holds a call without its result.
+ */
+export interface IterationInFlight {
+  assistant: Message;
+  settled: Record<string, ToolCallSettlement>;
+}
+
 export type IterationOutput =
   | { status: "answered"; usage: TokenUsage; content: string; messages: Message[] }
   | { status: "toolsDone"; usage: TokenUsage; content: null; messages: Message[] }
-  | { status: "failed"; usage: TokenUsage; error: ErrorInfo };
+  | {
+      status: "failed";
+      usage: TokenUsage;
+      error: ErrorInfo;
+      /** Set when the turn had called tools (a call's failure ended it): see {@link IterationInFlight}. */
+      inFlight?: IterationInFlight;
+    };
 
 /** Sent by the stream actor. */
 export type StreamEvent =
@@ -102,14 +112,7 @@ export function isAwaitedDecision(context: IterationContext, event: ApprovalEven
   return call !== undefined && (event.arguments === undefined || event.arguments === call.arguments);
 }
 
-/** Sent to the parent (the chat machine) so a cancelled chat can back-fill what was in flight. */
-export type IterationProgressEvent =
-  | { type: "iteration.assembled"; message: Message }
-  | { type: "iteration.toolSettled"; outcome: ToolCallSettlement };
-
 export interface IterationContext {
-  /** See {@link IterationInput.reportsProgress}. */
-  reportsProgress: boolean;
   messages: Message[];
   options: LlmOptions;
   iteration: number;
@@ -131,6 +134,16 @@ type ToolDoneEvent = { type: `xstate.done.actor.${string}`; output: ToolCallSett
 
 function areAllToolCallsSettled(context: IterationContext): boolean {
   return context.toolCalls.every((call) => context.outcomes[call.id] !== undefined);
+}
+
+/**
+ * What the turn has in flight (see {@link IterationInFlight}), read from a running iteration's
+ * context: by whoever cancels the chat (it sends it with the cancel), and for the output of a turn
+ * a call's failure ended. Null before the assistant message is assembled, or when it called no tools.
+ */
+export function iterationInFlight(context: IterationContext): IterationInFlight | null {
+  if (context.assistant === null || context.toolCalls.length === 0) return null;
+  return { assistant: context.assistant, settled: context.outcomes };
 }
 
 /** The tool messages in the order the model made the calls, then the messages the tools appended. */
@@ -210,7 +223,6 @@ export const iterationMachine = setup({
 }).createMachine({
   id: "iteration",
   context: ({ input }) => ({
-    reportsProgress: input.reportsProgress ?? false,
     messages: input.messages,
     options: input.options,
     iteration: input.iteration,
@@ -256,16 +268,7 @@ export const iterationMachine = setup({
     },
     assembling: {
       // The assistant message was assembled on the way in (one context copy fewer).
-      entry: [
-        { type: "recordMessages", params: ({ context }) => ({ messages: [context.assistant!] }) },
-        enqueueActions(({ context, enqueue }) => {
-          // The parent (the chat machine) tracks what is in flight, to back-fill it on a cancel.
-          // A turn without tool calls ends in this step, so there is nothing in flight to tell.
-          if (context.reportsProgress && context.toolCalls.length > 0) {
-            enqueue.sendParent({ type: "iteration.assembled", message: context.assistant! });
-          }
-        }),
-      ],
+      entry: { type: "recordMessages", params: ({ context }) => ({ messages: [context.assistant!] }) },
       always: [
         { guard: "needsApproval", target: "awaitingApproval", actions: "selectApprovals" },
         { guard: "hasToolCalls", target: "executingTools" },
@@ -324,14 +327,6 @@ export const iterationMachine = setup({
               type: "recordMessages",
               params: ({ context, event }) => ({ messages: [context.outcomes[event.toolCallId]!.message] }),
             },
-            enqueueActions(({ context, event, enqueue }) => {
-              if (context.reportsProgress) {
-                enqueue.sendParent({
-                  type: "iteration.toolSettled",
-                  outcome: context.outcomes[event.toolCallId]!,
-                });
-              }
-            }),
           ],
         },
       },
@@ -366,14 +361,6 @@ export const iterationMachine = setup({
                 type: "recordMessages",
                 params: ({ event }) => ({ messages: [(event as ToolDoneEvent).output.message] }),
               },
-              enqueueActions(({ context, event, enqueue }) => {
-                if (context.reportsProgress) {
-                  enqueue.sendParent({
-                    type: "iteration.toolSettled",
-                    outcome: (event as ToolDoneEvent).output,
-                  });
-                }
-              }),
             ],
           },
           {
@@ -388,15 +375,6 @@ export const iterationMachine = setup({
                 type: "recordMessages",
                 params: ({ event }) => ({ messages: [(event as ToolDoneEvent).output.message] }),
               },
-              enqueueActions(({ context, event, enqueue }) => {
-                // The last call to settle ends the iteration in this step: its output says it all.
-                if (context.reportsProgress && !areAllToolCallsSettled(context)) {
-                  enqueue.sendParent({
-                    type: "iteration.toolSettled",
-                    outcome: (event as ToolDoneEvent).output,
-                  });
-                }
-              }),
             ],
           },
         ],
@@ -421,7 +399,10 @@ export const iterationMachine = setup({
   },
   output: ({ context }): IterationOutput => {
     const usage = context.response?.usage ?? emptyUsage();
-    if (context.error) return { status: "failed", usage, error: context.error };
+    if (context.error) {
+      const inFlight = iterationInFlight(context);
+      return { status: "failed", usage, error: context.error, ...(inFlight === null ? {} : { inFlight }) };
+    }
     if (context.toolCalls.length === 0) {
       return {
         status: "answered",

@@ -1,3 +1,4 @@
+import type { InspectionEvent } from "xstate";
 import type { Agent } from "../../src/agent/agent-types.js";
 import { createAgent } from "../../src/agent/create-agent.js";
 import type { ContextHistory } from "../../src/context/context-history.js";
@@ -21,6 +22,8 @@ export interface BenchAgentParams {
   /** The durable path's journal (`--db`: SQLite, `--history nats`: KV). */
   journal?: ChatJournal;
   maxIterations?: number;
+  /** An XState inspector on the session's machines (bench/loop-work.ts counts their steps). */
+  inspect?: (inspection: InspectionEvent) => void;
 }
 
 /** An agentloop session as the host would build it: createAgent with the bench's tool set. */
@@ -33,6 +36,7 @@ export function createBenchAgent(params: BenchAgentParams): Promise<Agent> {
     toolSets: [benchToolSet],
     ...(params.history ? { history: params.history } : {}),
     ...(params.journal ? { journal: params.journal } : {}),
+    ...(params.inspect ? { inspect: params.inspect } : {}),
     options: {
       systemPrompt: BENCH_SYSTEM_PROMPT,
       ...(params.maxIterations !== undefined ? { maxIterations: params.maxIterations } : {}),

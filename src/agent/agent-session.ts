@@ -30,6 +30,7 @@ import type { SecretRedactor } from "../text/secret-redactor.js";
 import type { AskedChatRef, HeldApproval, ToolSet } from "../tools/tool-set.js";
 import type { Agent, ChatOptions, ChatResult, ResumeChatOptions } from "./agent-types.js";
 import { boundMachines } from "./bound-machines.js";
+import { chatCancelEvent } from "./chat-cancel.js";
 import { ChatCancelledError, ChatFailedError } from "./chat-errors.js";
 import { createSessionDeps, type SessionDeps, withSessionDeps } from "./session-deps.js";
 import { createStateReporter } from "./state-reporter.js";
@@ -528,7 +529,7 @@ export class AgentSession implements Agent {
         ...(this.#params.checkBudget === undefined ? {} : { budget: this.#params.checkBudget() }),
       });
       const cancel = () => {
-        if (actor.getSnapshot().status === "active") actor.send({ type: "cancel" });
+        if (actor.getSnapshot().status === "active") actor.send(chatCancelEvent(actor));
       };
       signal?.addEventListener("abort", cancel, { once: true });
       let output: ChatOutput | undefined;

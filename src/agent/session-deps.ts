@@ -26,7 +26,10 @@ export interface SessionDeps {
   toolSets: readonly ToolSet[];
   /** Runs a tool call under the session's cap: at most maxConcurrentToolCalls at once. */
   limitToolCall<T>(task: () => Promise<T>): Promise<T>;
-  /** The parts of the ToolContext that come from the session (agent, session, post, depth). */
+  /**
+   * The parts of the ToolContext that come from the session (agent, session, post, depth): a new
+   * object at each call, which the tool-call actor completes (signal, call id…) and hands the tool.
+   */
   toolContext(): Omit<ToolContext, "signal" | "appendMessage">;
   recordMessage(message: Message): void;
   /** Whether a call must be approved by a person before it runs (its ToolSet, or the agent's list). */

@@ -2,6 +2,23 @@ import type { InspectionEvent } from "xstate";
 import type { EventEmitter } from "../events/event-emitter.js";
 
 /**
+ * A state value as a comparable string. The machines nest one level (the chat's
+ * `{ iterating: "toolTurn" }`), so that shape is joined with a dot (a state name never holds one)
+ * instead of going through `JSON.stringify` at every microstep; deeper or parallel values still do.
+ */
+function stateKey(value: unknown): string {
+  if (typeof value === "string") return value;
+  const record = value as Record<string, unknown>;
+  let key: string | undefined;
+  for (const name in record) {
+    const child = record[name];
+    if (key !== undefined || typeof child !== "string") return JSON.stringify(value);
+    key = `${name}.${child}`;
+  }
+  return key ?? "{}";
+}
+
+/**
  * An XState inspector that publishes a StateChanged event for every machine of one root actor's
  * system (chat, iteration, compaction) each time its state value changes. One per root actor.
  */
@@ -19,7 +36,7 @@ export function createStateReporter(events: EventEmitter): (inspection: Inspecti
     if (snapshot.value === undefined) return;
     const machine = (inspection.actorRef as { logic?: { id?: string } }).logic?.id ?? "unknown";
     const value = snapshot.value;
-    const key = typeof value === "string" ? value : JSON.stringify(value);
+    const key = stateKey(value);
     if (lastValues.get(inspection.actorRef) === key) return;
     lastValues.set(inspection.actorRef, key);
     const context = (snapshot as { context?: { iteration?: number } }).context;

@@ -3,6 +3,7 @@ import type { ApprovalEvent, ApprovalRequest } from "../../machines/iteration.ma
 import type { ContextHistory } from "../context/context-history.js";
 import type { PendingApproval } from "../context/pending-approval.js";
 import type { EventEmitter } from "../events/event-emitter.js";
+import { chatCancelEvent } from "./chat-cancel.js";
 
 /** A person's answer about one held tool call (the control subject's `approve` / `deny`). */
 export interface ToolApprovalDecision {
@@ -204,7 +205,7 @@ export class ToolApprovals {
     await this.resumeParked().catch(() => {});
     const live = this.#live;
     if (live?.pending !== undefined && live.actor.getSnapshot().status === "active") {
-      live.actor.send({ type: "cancel" });
+      live.actor.send(chatCancelEvent(live.actor));
     }
   }
 
@@ -224,7 +225,7 @@ export class ToolApprovals {
       return true;
     }
     if (live.isResumed) {
-      live.actor.send({ type: "cancel" });
+      live.actor.send(chatCancelEvent(live.actor));
       await live.detached;
     }
     return false;

@@ -266,7 +266,15 @@ async function replay(
     // A call's failure ended the chat: the iteration fails with its error at once, its result
     // is recorded, and the calls still running are stopped.
     const fatal = response!.toolCalls.find((call) => call.id === settledOrder.at(-1))!;
-    expect(output).toEqual({ status: "failed", usage, error: fatalError });
+    // The output carries what the chat back-fills: the assistant message and every call settled
+    // so far, the fatal one included (the calls still running get "cancelled" results there).
+    expect(output).toEqual({
+      status: "failed",
+      usage,
+      error: fatalError,
+      inFlight: { assistant: snapshot.context.assistant, settled: snapshot.context.outcomes },
+    });
+    expect(output.status === "failed" && output.inFlight?.settled[fatal.id]).toEqual(fatalSettlement(fatal));
     expect(recorded.at(-1)).toEqual(fatalSettlement(fatal).message);
     for (const [id, tool] of tools) expect(tool.signal.aborted).toBe(!settledOrder.includes(id));
     return;
