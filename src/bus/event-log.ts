@@ -4,6 +4,7 @@ import {
   DiscardPolicy,
   JetStreamApiCodes,
   JetStreamApiError,
+  type JetStreamManager,
   jetstream,
   jetstreamManager,
   type OrderedConsumerOptions,
@@ -143,11 +144,25 @@ export type StoredEvent =
   | (StoredRecord & { isKnownKind: true; event: AgentEvent })
   | (StoredRecord & { isKnownKind: false; event: UnknownEvent });
 
+/** Silence after which a replay asks the server whether its last event is still to come. */
+const REPLAY_IDLE_CHECK_MS = 1_000;
+/** Idle checks that find the last event stored but undelivered before a replay gives up with an error. */
+const REPLAY_STALLED_CHECKS = 30;
+
 /**
- * Replays stored events in stream order and finishes once caught up (nothing pending). Runs an
- * ordered consumer (ephemeral, in memory, no acks) with a single filter subject. Every record is
- * checked by the one event parser ({@link parseEventJson}); records that are not events are skipped
- * and reported to `onSkipped`: the stream captures whatever is published on its subjects.
+ * Replays the events stored when it starts, in stream order, and finishes with the last of them.
+ * Runs an ordered consumer (ephemeral, in memory, no acks) with a single filter subject. Every record
+ * is checked by the one event parser ({@link parseEventJson}); records that are not events are
+ * skipped and reported to `onSkipped`: the stream captures whatever is published on its subjects.
+ *
+ * The end is the sequence of the last record the filter matches when the replay starts, read from
+ * the stream itself, not the consumer's pending count: nats-server 2.9 can count records it never
+ * delivers (a deleted record that was the last of its subject still counts for `lastPerSubject`),
+ * and an ordered consumer that is recreated after a missed heartbeat starts a new count, so waiting
+ * for "nothing pending" can wait forever. Records stored after the start are not part of the
+ * replay (follow live from the last `seq` + 1). Should that last record be deleted or expire
+ * during the replay, the replay ends once nothing has come for a second and the server no longer
+ * holds it.
  */
 export async function* replayEvents(
   connection: NatsConnection,
@@ -157,34 +172,50 @@ export async function* replayEvents(
   signal?.throwIfAborted();
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const streamName = options.streamName ?? eventStreamName(prefix);
+  const filter = options.filter ?? allEventsPattern(prefix);
   const consumerOptions: Partial<OrderedConsumerOptions> = {
-    filter_subjects: options.filter ?? allEventsPattern(prefix),
+    filter_subjects: filter,
     ...startOptions(options.since, options.now ?? Date.now),
   };
+
+  const manager = await jetstreamManager(connection);
+  const last = await lastStoredRecord(manager, streamName, filter);
+  if (last === undefined || !isAtOrAfterStart(last, consumerOptions)) return;
 
   let consumer: Consumer;
   try {
     consumer = await jetstream(connection).consumers.get(streamName, consumerOptions);
   } catch (error) {
-    if (isStreamNotFound(error)) {
-      throw new BusError(`the event log ${streamName} does not exist: no host has created it yet`, {
-        cause: error,
-      });
-    }
-    throw error;
+    throw missingStreamError(streamName, error);
   }
   try {
-    const info = await consumer.info(true);
-    if (info.num_pending === 0) return;
     const messages = await consumer.consume({ max_messages: 256 });
     const stop = (): void => {
       messages.stop();
     };
     signal?.addEventListener("abort", stop, { once: true });
+    const read = idleAwareReader(messages[Symbol.asyncIterator](), REPLAY_IDLE_CHECK_MS);
+    let stalledChecks = 0;
     try {
-      for await (const message of messages) {
+      for (;;) {
+        const next = await read();
         // stop() ends the fetching, not the batch already buffered.
         if (signal?.aborted) break;
+        if (next === "idle") {
+          if ((await manager.streams.getMessage(streamName, { seq: last.seq })) === null) break;
+          if (++stalledChecks >= REPLAY_STALLED_CHECKS) {
+            throw new BusError(
+              `the event log ${streamName} holds event ${last.seq} but did not deliver it in ${
+                (REPLAY_IDLE_CHECK_MS * REPLAY_STALLED_CHECKS) / 1000
+              } s`,
+            );
+          }
+          continue;
+        }
+        stalledChecks = 0;
+        if (next.done === true) break;
+        const message = next.value;
+        if (message.seq > last.seq) break;
         const data = message.string();
         const parsed = parseEventJson(data);
         const record = { seq: message.seq, subject: message.subject, time: message.time, data };
@@ -192,7 +223,7 @@ export async function* replayEvents(
         else if (parsed.status === "unknown-kind")
           yield { ...record, isKnownKind: false, event: parsed.event };
         else options.onSkipped?.({ seq: message.seq, subject: message.subject, reason: parsed.reason });
-        if (message.info.pending === 0) break;
+        if (message.seq === last.seq) break;
       }
     } finally {
       signal?.removeEventListener("abort", stop);
@@ -204,6 +235,62 @@ export async function* replayEvents(
       // Ephemeral and in memory: the server drops it after its inactivity threshold anyway.
     });
   }
+}
+
+/** The last record on the stream the filter matches (sequence and time), or undefined when none is. */
+async function lastStoredRecord(
+  manager: JetStreamManager,
+  streamName: string,
+  filter: string,
+): Promise<{ seq: number; time: Date } | undefined> {
+  try {
+    const stored = await manager.streams.getMessage(streamName, { last_by_subj: filter });
+    return stored === null ? undefined : { seq: stored.seq, time: stored.time };
+  } catch (error) {
+    throw missingStreamError(streamName, error);
+  }
+}
+
+/** Whether a consumer starting as configured would deliver the record: otherwise nothing is to replay. */
+function isAtOrAfterStart(
+  record: { seq: number; time: Date },
+  start: Partial<OrderedConsumerOptions>,
+): boolean {
+  if (start.opt_start_seq !== undefined) return record.seq >= start.opt_start_seq;
+  if (start.opt_start_time !== undefined) return record.time.getTime() >= Date.parse(start.opt_start_time);
+  return true;
+}
+
+/**
+ * Reads an iterator with a deadline per read: `read()` gives the next result, or "idle" when none
+ * came within `idleMs`; the read in flight is kept, so the next `read()` goes on waiting for it.
+ */
+function idleAwareReader<T>(
+  iterator: AsyncIterator<T>,
+  idleMs: number,
+): () => Promise<IteratorResult<T> | "idle"> {
+  let inFlight: Promise<IteratorResult<T>> | undefined;
+  return async () => {
+    inFlight ??= iterator.next();
+    let timer: NodeJS.Timeout | undefined;
+    const idle = new Promise<"idle">((resolve) => {
+      timer = setTimeout(() => resolve("idle"), idleMs);
+    });
+    try {
+      const result = await Promise.race([inFlight, idle]);
+      if (result !== "idle") inFlight = undefined;
+      return result;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+}
+
+function missingStreamError(streamName: string, error: unknown): unknown {
+  if (!isStreamNotFound(error)) return error;
+  return new BusError(`the event log ${streamName} does not exist: no host has created it yet`, {
+    cause: error,
+  });
 }
 
 function startOptions(since: ReplayStart, now: () => number): Partial<OrderedConsumerOptions> {

@@ -261,6 +261,57 @@ describe("replayEvents", () => {
     expect(seen).toEqual([1, 2]);
   });
 
+  it("ends with the last record of each subject, once, although the server still counts a deleted one (lastPerSubject)", async () => {
+    // nats-server 2.9 keeps counting a subject whose last record was deleted as pending, yet does not
+    // deliver it: a replay that waited for "nothing pending" read past its end (here the last record
+    // again) or waited for ever.
+    const deletedPrefix = newPrefix();
+    await ensureEventStream(bus.connection, { prefix: deletedPrefix });
+    const subjects = ["A", "B", "C"].map((kind) => `${deletedPrefix}.events.bot.s1.${kind}`);
+    for (let index = 0; index < 9; index++) {
+      bus.publish(subjects[index % 3] ?? "", JSON.stringify(delta("s1", index + 1, `d${index + 1}`)));
+    }
+    await publishStored(deletedPrefix, [delta("s2", 10, "other session")]);
+    const manager = await jetstreamManager(bus.connection);
+    // seq 8 is the last record on subject B.
+    await manager.streams.deleteMessage(eventStreamName(deletedPrefix), 8, false);
+    const stored = await collect(
+      replayEvents(bus.connection, {
+        prefix: deletedPrefix,
+        filter: `${deletedPrefix}.events.bot.s1.>`,
+        since: { lastPerSubject: true },
+      }),
+    );
+    const seqs = stored.map((item) => item.seq);
+    expect(seqs).toEqual(expect.arrayContaining([7, 9]));
+    expect(seqs.filter((seq) => seq !== 5)).toEqual([7, 9]);
+  });
+
+  it("replays what was stored when it started: events stored during the replay are left for a live follower", async () => {
+    const livePrefix = newPrefix();
+    await ensureEventStream(bus.connection, { prefix: livePrefix });
+    await publishStored(livePrefix, [delta("s1", 1, "a"), delta("s1", 2, "b"), delta("s1", 3, "c")]);
+    const seen: number[] = [];
+    for await (const item of replayEvents(bus.connection, { prefix: livePrefix, since: { seq: 1 } })) {
+      seen.push(item.seq);
+      if (item.seq === 1) await publishStored(livePrefix, [delta("s1", 4, "d"), delta("s1", 5, "e")]);
+    }
+    expect(seen).toEqual([1, 2, 3]);
+    const rest = await collect(replayEvents(bus.connection, { prefix: livePrefix, since: { seq: 4 } }));
+    expect(rest.map((item) => item.seq)).toEqual([4, 5]);
+  });
+
+  it("finds nothing to replay when the filter's last record is older than the start", async () => {
+    const stored = await collect(
+      replayEvents(bus.connection, { prefix, filter: `${prefix}.events.*.s1.>`, since: { seq: 6 } }),
+    );
+    expect(stored).toEqual([]);
+    const fromTime = await collect(
+      replayEvents(bus.connection, { prefix, since: { time: new Date(Date.now() + 60_000) } }),
+    );
+    expect(fromTime).toEqual([]);
+  });
+
   it("says so when the stream does not exist", async () => {
     const missing = replayEvents(bus.connection, { prefix: newPrefix(), since: { seq: 1 } });
     await expect(collect(missing)).rejects.toThrow(BusError);
