@@ -14,16 +14,28 @@ export const UiChatRequest = z.object({
 });
 export type UiChatRequest = z.infer<typeof UiChatRequest>;
 
-/** `POST /api/control`: stop / new / compact [topic] / approve / deny (a held tool call) for one session. */
-export const UiControlRequest = z.object({
-  agent: Name,
-  session: Name,
-  command: z.enum(CONTROL_COMMANDS),
-  topic: z.string().max(4096).optional(),
-  toolCallId: z.string().min(1).max(256).optional(),
-  reason: z.string().max(4096).optional(),
-  arguments: z.string().optional(),
-});
+/**
+ * `POST /api/control`: stop / new / compact [topic] / approve / deny (a held tool call) / cancel
+ * (one chat request, by the `id` it was sent with) for one session.
+ */
+export const UiControlRequest = z
+  .object({
+    agent: Name,
+    session: Name,
+    command: z.enum(CONTROL_COMMANDS),
+    topic: z.string().max(4096).optional(),
+    toolCallId: z.string().min(1).max(256).optional(),
+    reason: z.string().max(4096).optional(),
+    arguments: z.string().optional(),
+    /** The chat request a `cancel` is about: stopped if running, taken out of the queue if queued. */
+    id: z.string().min(1, { error: "must not be empty" }).max(256).optional(),
+  })
+  .superRefine((request, context) => {
+    // Refused here, with the field named, rather than after a round trip to the host.
+    if (request.command === "cancel" && request.id === undefined) {
+      context.addIssue({ code: "custom", path: ["id"], message: 'required by "cancel"' });
+    }
+  });
 export type UiControlRequest = z.infer<typeof UiControlRequest>;
 
 /** The first problem of a failed parse, as one readable line (`field "agent": must match …`). */
