@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Role, type Task, TaskState } from "@a2a-js/sdk";
@@ -139,6 +139,36 @@ async function sessionEvents(
     .events;
 }
 
+/** One SSE message: its `id:` (when it has one) and its `data:` as an AG-UI event. */
+function sseMessages(text: string): Array<{ id?: string; event: BaseEvent }> {
+  return text
+    .split("\n\n")
+    .map((block) => block.split("\n"))
+    .filter((lines) => lines.some((line) => line.startsWith("data: ")))
+    .map((lines) => {
+      const id = lines.find((line) => line.startsWith("id: "))?.slice(4);
+      const data = lines.find((line) => line.startsWith("data: "))!.slice(6);
+      return { ...(id === undefined ? {} : { id }), event: JSON.parse(data) as BaseEvent };
+    });
+}
+
+/** The README's `curl localhost:8080/...` lines of its Protocols block: each one's path and `-d` body. */
+async function readmeCurlLines(): Promise<Array<{ path: string; body: string }>> {
+  const readme = await readFile(join(import.meta.dirname, "../../README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("## Protocols"));
+  const block = section.slice(
+    section.indexOf("```sh") + 5,
+    section.indexOf("```", section.indexOf("```sh") + 5),
+  );
+  const commands = block.replaceAll("\\\n", " ").split("\n");
+  return commands
+    .filter((command) => command.trimStart().startsWith("curl "))
+    .map((command) => ({
+      path: /localhost:8080(\/\S*)/.exec(command)?.[1] ?? "",
+      body: /-d '([^']*)'/.exec(command)?.[1] ?? "",
+    }));
+}
+
 describe("the HTTP doors of `agentloop serve --http`", () => {
   it("refuses a door request without the server's token", async () => {
     const response = await fetch(`${origin}/a2a/assistant/.well-known/agent-card.json`);
@@ -254,42 +284,52 @@ describe("the HTTP doors of `agentloop serve --http`", () => {
     });
   });
 
-  it("the README's AG-UI and A2A one-liners work as written", async () => {
-    const aguiBody = {
-      threadId: "s1",
-      runId: "r1",
-      messages: [{ id: "m1", role: "user", content: "hi" }],
-      tools: [],
-      context: [],
-      state: {},
-      forwardedProps: {},
-    };
-    const agui = await fetch(`${origin}/agui/assistant`, {
-      method: "POST",
-      headers: { ...AUTH, "content-type": "application/json" },
-      body: JSON.stringify(aguiBody),
-    });
-    const events = (await agui.text())
-      .split("\n")
-      .filter((line) => line.startsWith("data: "))
-      .map((line) => JSON.parse(line.slice(6)) as BaseEvent);
+  it("the README's AG-UI and A2A curl lines work as written, read from the README", async () => {
+    const lines = await readmeCurlLines();
+    expect(lines.map((line) => line.path)).toEqual(["/agui/assistant", "/a2a/assistant/jsonrpc"]);
+    const [agui, a2a] = await Promise.all(
+      lines.map((line) =>
+        fetch(`${origin}${line.path}`, {
+          method: "POST",
+          headers: { ...AUTH, "content-type": "application/json" },
+          body: line.body,
+        }),
+      ),
+    );
+    const events = sseMessages(await agui!.text()).map((message) => message.event);
     expect(events.at(-1)).toMatchObject({ type: EventType.RUN_FINISHED, result: "echo: hi" });
-    const a2aBody = {
-      jsonrpc: "2.0",
-      id: 1,
-      method: "SendMessage",
-      params: { message: { messageId: "m1", role: "ROLE_USER", parts: [{ text: "hi" }] } },
-    };
-    const a2a = await fetch(`${origin}/a2a/assistant/jsonrpc`, {
-      method: "POST",
-      headers: { ...AUTH, "content-type": "application/json" },
-      body: JSON.stringify(a2aBody),
-    });
-    expect(await a2a.json()).toMatchObject({
+    expect(await a2a!.json()).toMatchObject({
       jsonrpc: "2.0",
       id: 1,
       result: { task: { status: { state: "TASK_STATE_COMPLETED" } } },
     });
+  });
+
+  it("AG-UI: a client that reconnects with its last event id gets the rest of the run from JetStream, once", async () => {
+    const input = JSON.stringify({
+      threadId: "agui-reconnect",
+      runId: "run-1",
+      messages: [{ id: "u1", role: "user", content: "tell me something" }],
+    });
+    const post = (headers: Record<string, string> = {}) =>
+      fetch(`${origin}/agui/assistant`, {
+        method: "POST",
+        headers: { ...AUTH, "content-type": "application/json", ...headers },
+        body: input,
+      });
+    const whole = sseMessages(await (await post()).text());
+    expect(whole.at(-1)?.event).toMatchObject({
+      type: EventType.RUN_FINISHED,
+      result: "echo: tell me something",
+    });
+    const withIds = whole.filter((message) => message.id !== undefined);
+    expect(withIds.length).toBeGreaterThan(3);
+    // Cut off after the second event: the rest, read again by id, is exactly what followed it.
+    const rest = sseMessages(await (await post({ "last-event-id": withIds[1]!.id! })).text()).filter(
+      (message) => message.id !== undefined,
+    );
+    expect(rest.map((message) => message.id)).toEqual(withIds.slice(2).map((message) => message.id));
+    expect(rest.map((message) => message.event)).toEqual(withIds.slice(2).map((message) => message.event));
   });
 
   it("the UI of the same server lists the chats that came in through each door, with their events", async () => {
