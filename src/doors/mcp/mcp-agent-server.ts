@@ -10,7 +10,6 @@ import {
   ElicitResultSchema,
   ErrorCode,
   ListToolsRequestSchema,
-  McpError,
   type ServerNotification,
   type ServerRequest,
   type Tool,
@@ -137,18 +136,14 @@ export function createMcpAgentServer(options: McpAgentServerOptions): Server {
     const agent = request.params.name;
     if (!(await options.catalog.has(agent))) {
       const known = await options.catalog.list();
-      throw new McpError(
-        ErrorCode.InvalidParams,
+      throw invalidParams(
         `unknown tool "${agent}": no agent of that name (agents: ${known.length === 0 ? "none" : known.join(", ")})`,
       );
     }
     const input = request.params.arguments ?? {};
     const parsed = AgentToolInput.safeParse(input);
     if (!parsed.success) {
-      throw new McpError(
-        ErrorCode.InvalidParams,
-        `invalid arguments for tool "${agent}": ${describeIssues(parsed.error, input)}`,
-      );
+      throw invalidParams(`invalid arguments for tool "${agent}": ${describeIssues(parsed.error, input)}`);
     }
     const session = parsed.data.session ?? createSession();
     const chat = { agent, session, text: parsed.data.message };
@@ -305,4 +300,13 @@ function toToolResult(chat: Chat, reply: ChatReply): CallToolResult {
       usage: reply.usage,
     },
   };
+}
+
+/**
+ * An MCP `-32602` error whose wire message is the reason alone. The SDK's McpError puts "MCP error
+ * -32602: " in front of its message and the server sends that message as it is, so a client that
+ * adds the prefix itself (the SDK's Client does) would show it twice.
+ */
+function invalidParams(reason: string): Error & { code: number } {
+  return Object.assign(new Error(reason), { code: ErrorCode.InvalidParams });
 }

@@ -149,7 +149,8 @@ describe("MCP server over Streamable HTTP", () => {
     const client = await connect();
     const unknown = await rpcErrorOf(client.callTool({ name: "nobody", arguments: { message: "hi" } }));
     expect(unknown.code).toBe(ErrorCode.InvalidParams);
-    expect(unknown.message).toContain('unknown tool "nobody"');
+    // The client puts the code in front once; the server's message is the reason alone.
+    expect(unknown.message).toMatch(/^MCP error -32602: unknown tool "nobody": no agent of that name/);
     for (const [args, reason] of [
       [{}, 'missing field "message"'],
       [{ message: "" }, 'field "message": must not be empty'],
@@ -159,6 +160,7 @@ describe("MCP server over Streamable HTTP", () => {
       const error = await rpcErrorOf(client.callTool({ name: "bot", arguments: args }));
       expect(error.code).toBe(ErrorCode.InvalidParams);
       expect(error.message).toContain(reason);
+      expect(error.message).toMatch(/^MCP error -32602: invalid arguments for tool "bot": /);
     }
   });
 
