@@ -237,6 +237,20 @@ export async function* replayEvents(
   }
 }
 
+/**
+ * The stream sequence of the last record stored on the event log that `filter` matches, or
+ * undefined when none is: a reader of the log has caught up once it has read this one (a count of
+ * pending records from the consumer is not to be trusted on nats-server 2.9, see {@link replayEvents}).
+ */
+export async function lastStoredSeq(
+  connection: NatsConnection,
+  options: { filter: string; prefix?: string; streamName?: string },
+): Promise<number | undefined> {
+  const streamName = options.streamName ?? eventStreamName(options.prefix ?? DEFAULT_PREFIX);
+  const last = await lastStoredRecord(await jetstreamManager(connection), streamName, options.filter);
+  return last?.seq;
+}
+
 /** The last record on the stream the filter matches (sequence and time), or undefined when none is. */
 async function lastStoredRecord(
   manager: JetStreamManager,

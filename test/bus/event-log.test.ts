@@ -7,6 +7,7 @@ import {
   EVENT_STREAM_NAME,
   ensureEventStream,
   eventStreamName,
+  lastStoredSeq,
   replayEvents,
   type StoredEvent,
 } from "../../src/bus/event-log.js";
@@ -310,6 +311,16 @@ describe("replayEvents", () => {
       replayEvents(bus.connection, { prefix, since: { time: new Date(Date.now() + 60_000) } }),
     );
     expect(fromTime).toEqual([]);
+  });
+
+  it("lastStoredSeq: the last record a filter matches, or undefined when it matches none", async () => {
+    await expect(lastStoredSeq(bus.connection, { prefix, filter: `${prefix}.events.*.s1.>` })).resolves.toBe(
+      5,
+    );
+    await expect(lastStoredSeq(bus.connection, { prefix, filter: `${prefix}.events.>` })).resolves.toBe(6);
+    await expect(
+      lastStoredSeq(bus.connection, { prefix, filter: `${prefix}.events.*.nobody.>` }),
+    ).resolves.toBeUndefined();
   });
 
   it("says so when the stream does not exist", async () => {

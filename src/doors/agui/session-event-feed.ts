@@ -1,7 +1,7 @@
 import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Bus, Subscription } from "../../bus/bus.js";
-import { eventStreamName } from "../../bus/event-log.js";
+import { eventStreamName, lastStoredSeq } from "../../bus/event-log.js";
 import { allEventsPattern, sessionEventsPattern } from "../../bus/subjects.js";
 import { parseEventJson } from "../../events/parse-event.js";
 import type { AgentEvent } from "../../events/types.js";
@@ -66,23 +66,26 @@ export class JetStreamEventSource implements SessionEventSource {
     session: string,
     signal: AbortSignal,
   ): AsyncGenerator<FeedItem, void, undefined> {
+    const filter = sessionEventsPattern(this.#prefix, agent, session);
+    // Caught up with the last record held when the feed starts, read from the stream: the consumer's
+    // own pending count can stay above zero on nats-server 2.9 (see replayEvents).
+    const lastHeld = await lastStoredSeq(this.#connection, { filter, streamName: this.#stream });
     const consumer = await jetstream(this.#connection).consumers.get(this.#stream, {
-      filter_subjects: sessionEventsPattern(this.#prefix, agent, session),
+      filter_subjects: filter,
       deliver_policy: DeliverPolicy.All,
     });
     const messages = await consumer.consume({ max_messages: 256 });
     const stop = (): void => void messages.stop();
     signal.addEventListener("abort", stop, { once: true });
     try {
-      const pending = (await consumer.info(true)).num_pending;
-      let isCaughtUp = pending === 0;
+      let isCaughtUp = lastHeld === undefined;
       if (isCaughtUp) yield { caughtUp: true };
       for await (const message of messages) {
         if (signal.aborted) break;
         const parsed = parseEventJson(message.string());
         // Records that are not events, or of kinds newer than this version, have nothing to show.
         if (parsed.status === "known") yield { seq: message.seq, event: parsed.event };
-        if (!isCaughtUp && message.info.pending === 0) {
+        if (!isCaughtUp && (message.seq >= (lastHeld ?? 0) || message.info.pending === 0)) {
           isCaughtUp = true;
           yield { caughtUp: true };
         }
