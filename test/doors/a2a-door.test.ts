@@ -35,6 +35,8 @@ beforeAll(async () => {
     if (last?.role === "tool") return { text: `the clock said ${String(last.content).slice(0, 4)}` };
     const text = String(last?.content ?? "");
     if (text.includes("time")) return { toolCalls: [{ name: "current_time" }] };
+    // Streams a dot every 50 ms for half a minute unless cancelled.
+    if (text.startsWith("stream:")) return { deltas: Array.from({ length: 600 }, () => "."), delayMs: 50 };
     if (text.startsWith("relay:")) {
       const target = { a2a: `${base}/a2a/assistant/.well-known/agent-card.json` };
       return { toolCalls: [{ name: "ask_agent", arguments: { target, message: text.slice(6) } }] };
@@ -175,6 +177,34 @@ describe("the A2A door", () => {
     const done = (await a2a.sendMessage(send(answer))) as Task;
     expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
     expect(textOf(done)).toMatch(/^the clock said/);
+  });
+
+  it("a running task is WORKING, GetTask answers while its events still flow, and CancelTask stops its chat", async () => {
+    const a2a = await client("JSONRPC");
+    const stream = a2a.sendMessageStream(send(userText("stream: dots please")));
+    const states: TaskState[] = [];
+    let taskId = "";
+    for await (const item of stream) {
+      const payload = item.payload;
+      if (payload?.$case === "task") taskId = payload.value.id;
+      const state =
+        payload?.$case === "task"
+          ? payload.value.status?.state
+          : payload?.$case === "statusUpdate"
+            ? payload.value.status?.state
+            : undefined;
+      if (state !== undefined) states.push(state);
+      if (state === TaskState.TASK_STATE_WORKING) break;
+    }
+    expect(states.at(-1)).toBe(TaskState.TASK_STATE_WORKING);
+    // Read back from the event log while the chat keeps adding to it: the read ends.
+    const seen = await a2a.getTask({ tenant: "", id: taskId });
+    expect(seen.status?.state).toBe(TaskState.TASK_STATE_WORKING);
+    const cancelled = await a2a.cancelTask({ tenant: "", id: taskId, metadata: undefined });
+    expect(cancelled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+    await expect
+      .poll(async () => (await a2a.getTask({ tenant: "", id: taskId })).status?.state)
+      .toBe(TaskState.TASK_STATE_CANCELED);
   });
 
   it("answers malformed JSON-RPC with JSON-RPC error codes", async () => {
