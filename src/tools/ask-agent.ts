@@ -132,10 +132,12 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
             { toolName: TOOL_NAME },
           );
         }
-        return askProtocolTarget(bus, asked.target, message, context.signal, {
-          ...options.protocol,
-          headers: lineageHeaders(lineage, context.traceparent),
-        });
+        return supervised(describeTarget(asked), context.signal, () =>
+          askProtocolTarget(bus, asked.target, message, context.signal, {
+            ...options.protocol,
+            headers: lineageHeaders(lineage, context.traceparent),
+          }),
+        );
       }
       if (asked.kind === "a2a") {
         if (guarded.length > 0) {
@@ -147,7 +149,9 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
           );
         }
         const contextId = askAgentSession(context.agent, context.session);
-        return askA2aTarget(asked.target, message, contextId, context.signal, options.a2a);
+        return supervised(describeTarget(asked), context.signal, () =>
+          askA2aTarget(asked.target, message, contextId, context.signal, options.a2a),
+        );
       }
       const self = options.agent ?? context.agent;
       if (asked.agent === self) {
@@ -168,21 +172,28 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
         );
       }
       const question: AgentQuestion = { agent: asked.agent, session, message, depth, guarded, lineage };
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await askOnce(question, context);
-        } catch (error) {
-          if (supervision.kind === "fail" && isWorthRetrying(error) && !context.signal.aborted) {
-            throw failingTheChat(asked.agent, session, error as AgentCallError);
-          }
-          const retry =
-            supervision.kind === "retry" && attempt <= supervision.times && isWorthRetrying(error);
-          if (!retry || context.signal.aborted) throw error;
-          await pause(supervision.backoffMs * 2 ** (attempt - 1), context.signal);
-        }
-      }
+      return supervised(`${asked.agent}/${session}`, context.signal, () => askOnce(question, context));
     },
   });
+
+  /**
+   * One question asked under the agent's supervision policy, whichever way it reaches the agent
+   * (by name, protocol target, A2A target): retried, made fatal to the asking chat, or reported.
+   */
+  async function supervised(asked: string, signal: AbortSignal, ask: () => Promise<string>): Promise<string> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await ask();
+      } catch (error) {
+        if (supervision.kind === "fail" && isWorthRetrying(error) && !signal.aborted) {
+          throw failingTheChat(asked, error as AgentCallError);
+        }
+        const retry = supervision.kind === "retry" && attempt <= supervision.times && isWorthRetrying(error);
+        if (!retry || signal.aborted) throw error;
+        await pause(supervision.backoffMs * 2 ** (attempt - 1), signal);
+      }
+    }
+  }
 
   /** One question to an agent of this system, with its progress relayed and its stop cascaded. */
   async function askOnce(question: AgentQuestion, context: ToolContext): Promise<string> {
@@ -307,7 +318,9 @@ function resolveTarget(
 
 function describeTarget(asked: AskedTarget): string {
   if (asked.kind === "agent") return `"${asked.agent}"`;
-  return asked.kind === "a2a" ? "an A2A agent" : "a protocol agent";
+  if (asked.kind === "a2a") return `the A2A agent at ${asked.target.a2a}`;
+  const known = Object.entries(asked.target).map(([key, value]) => `${key} ${value}`);
+  return known.length === 0 ? "a protocol agent" : `the protocol agent (${known.join(", ")})`;
 }
 
 /**
@@ -351,10 +364,10 @@ function isWorthRetrying(error: unknown): boolean {
 }
 
 /** The asked agent's failure, made the asking chat's own (the `fail` supervision policy). */
-function failingTheChat(agent: string, session: string, error: AgentCallError): AgentCallError {
+function failingTheChat(asked: string, error: AgentCallError): AgentCallError {
   return new AgentCallError(
     "agent_failed",
-    `the asked agent ${agent}/${session} failed (${error.code}: ${error.message}), and this agent's onChildFailure policy is "fail"`,
+    `the asked agent ${asked} failed (${error.code}: ${error.message}), and this agent's onChildFailure policy is "fail"`,
     { toolName: TOOL_NAME, cause: error, failsChat: true },
   );
 }
