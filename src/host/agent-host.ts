@@ -1,3 +1,4 @@
+import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
 import type { Bus, BusMessage, Subscription } from "../bus/bus.js";
 import {
   type ChatReply,
@@ -691,11 +692,8 @@ export class AgentHost {
       while (actor.isStopped) actor = await this.sessions.open(agent, session);
       if (control.command === "new") return await actor.reset();
       if (control.command === "compact") return await actor.compact(control.topic);
-      // A call held further down this session's agent tree: decided where it is held.
-      const holder = actor.agent.delegatedApproval?.(control.toolCallId ?? "");
-      if (holder !== undefined) return await this.#decideBelow(holder, control);
       // The session may have had to be built: its approval may be parked in the history (a restart).
-      return await actor.decideToolCall({
+      return await this.decideToolCall(actor, {
         toolCallId: control.toolCallId ?? "",
         approved: control.command === "approve",
         ...(control.reason !== undefined ? { reason: control.reason } : {}),
@@ -735,18 +733,37 @@ export class AgentHost {
   }
 
   /**
+   * Decides a tool call the session's chat waits on, whichever door the decision came by (the
+   * control subject's `approve` / `deny`, an Agent Protocol `query` answer): a call this session
+   * holds is decided here; a call held further down its agent tree (its approval bubbled up to this
+   * root) is handed to the session that holds it. Either way the holder's own one-time,
+   * argument-bound check decides.
+   */
+  async decideToolCall(actor: SessionActor, decision: ToolApprovalDecision): Promise<ControlReply> {
+    const holder = actor.agent.delegatedApproval?.(decision.toolCallId);
+    if (holder !== undefined) return this.#decideBelow(holder, decision);
+    return actor.decideToolCall(decision);
+  }
+
+  /**
    * Hands an approval decision taken at the root of an agent tree to the session below that holds
    * the call (its own one-time, argument-bound check decides), and answers with its answer.
    */
   async #decideBelow(
     holder: { agent: string; session: string },
-    control: ControlRequest,
+    decision: ToolApprovalDecision,
   ): Promise<ControlReply> {
-    const { session: _root, ...decision } = control;
+    const control: ControlRequest = {
+      session: holder.session,
+      command: decision.approved ? "approve" : "deny",
+      toolCallId: decision.toolCallId,
+      ...(decision.reason === undefined ? {} : { reason: decision.reason }),
+      ...(decision.arguments === undefined ? {} : { arguments: decision.arguments }),
+    };
     try {
       const reply = await this.#bus.request(
         controlSubject(this.prefix, holder.agent),
-        JSON.stringify({ ...decision, session: holder.session }),
+        JSON.stringify(control),
         { timeoutMs: DECIDE_BELOW_TIMEOUT_MS },
       );
       const parsed = parseControlReply(reply.data);

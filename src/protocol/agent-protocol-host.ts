@@ -363,11 +363,12 @@ export class AgentProtocolHost {
         coalescer.flush();
         stream.send(chunk);
       },
+      // The same path as the control subject's approve / deny: a call held further down this
+      // chat's agent tree (its approval bubbled up here) is decided where it is held.
       decide: async (decision) =>
-        sessionActor?.decideToolCall(decision) ?? {
-          ok: false,
-          error: { code: "bad_request", message: "the chat has ended" },
-        },
+        sessionActor === undefined
+          ? { ok: false, error: { code: "bad_request", message: "the chat has ended" } }
+          : this.#host.decideToolCall(sessionActor, decision),
     });
     const liveness =
       this.#livenessQueryMs === undefined
