@@ -17,6 +17,7 @@ import { LeaseLostError } from "../cluster/lease-fence.js";
 import { forwardHopsOf, hostSubject, type SessionCluster } from "../cluster/session-cluster.js";
 import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
 import { type ChatLineage, describeChain, isOnChain, readLineageHeaders } from "../contract/chat-lineage.js";
+import { type ParentLease, readParentLease, watchParentLease } from "../contract/parent-lease.js";
 import type { ResumeCounts } from "../journal/resume-counts.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestApprovals } from "./request-approvals.js";
@@ -138,6 +139,8 @@ type CheckedRequest = { agent: string; session: string } & (
       approvals: string[];
       lineage: ChatLineage | undefined;
       traceparent: string | undefined;
+      /** Where the asking chat renews its lease on this one (see src/tools/parent-lease.ts). */
+      lease: ParentLease | undefined;
     }
   | { verb: "control"; control: ControlRequest }
 );
@@ -464,6 +467,7 @@ export class AgentHost {
       const release = this.#heartbeats.track(agent, session);
       let releaseShard = () => {};
       let cancelling: string | undefined;
+      let leased: { signal: AbortSignal; close(): void } | undefined;
       try {
         const placed = await this.#place(message, request);
         if (placed.where === "sent") return placed.reply;
@@ -508,12 +512,10 @@ export class AgentHost {
                 cancelling = cancelKey;
                 if (this.#isCancelled(cancelKey)) cancel.abort();
               }
-              const signal =
-                cancel === undefined
-                  ? timeout
-                  : timeout === undefined
-                    ? cancel.signal
-                    : AbortSignal.any([timeout, cancel.signal]);
+              // Asked by a chat that renews a lease on this one: cancelled once the renewals stop.
+              leased = this.watchLease(agent, session, request.lineage, request.lease);
+              const stops = [timeout, cancel?.signal, leased?.signal].filter((stop) => stop !== undefined);
+              const signal = stops.length <= 1 ? stops[0] : AbortSignal.any(stops);
               const running = actor.chat({
                 ...(deadline === undefined ? {} : { deadline }),
                 ...(signal === undefined ? {} : { signal }),
@@ -551,6 +553,7 @@ export class AgentHost {
         }
         return this.#reply(message, reply, outcome?.ok === true ? outcome.chatId : undefined);
       } finally {
+        leased?.close();
         if (cancelling !== undefined) this.#cancellable.delete(cancelling);
         releaseShard();
         release();
@@ -612,6 +615,9 @@ export class AgentHost {
       const message = `${agent}/${session} is already waiting on this chain (${describeChain(lineage.chain)}): asking it again would wait on itself`;
       return { verb: "refused", reply: { ...errorReply("cycle", message), ...echo } };
     }
+    const lease = readParentLease(message.headers);
+    if (!lease.ok)
+      return { verb: "refused", reply: { ...errorReply("bad_request", lease.message), ...echo } };
     return {
       verb: "chat",
       agent,
@@ -621,6 +627,7 @@ export class AgentHost {
       approvals: approvals.value,
       lineage,
       traceparent: tree.traceparent,
+      lease: lease.lease,
     };
   }
 
@@ -722,6 +729,31 @@ export class AgentHost {
   #isCancelled(key: string): boolean {
     const lapses = this.#cancelled.get(key);
     return lapses !== undefined && lapses > this.#now();
+  }
+
+  /**
+   * Watches the lease the asking chat holds on a chat it asked, when it sent one (and names the
+   * call that waits): the returned signal aborts, with one log line, once its renewals stop. Chat
+   * requests on our contract and Agent Protocol prompts both watch it.
+   */
+  watchLease(
+    agent: string,
+    session: string,
+    lineage: ChatLineage | undefined,
+    lease: ParentLease | undefined,
+  ): { signal: AbortSignal; close(): void } | undefined {
+    const toolCallId = lineage?.parent.toolCallId;
+    if (lease === undefined || lineage === undefined || toolCallId === undefined) return undefined;
+    const watch = watchParentLease(this.#bus, lease, { ...lineage.parent, toolCallId });
+    watch.signal.addEventListener(
+      "abort",
+      () =>
+        this.#log(
+          `stopping the chat of ${agent}/${session}: ${describeFailure(watch.signal.reason).message}`,
+        ),
+      { once: true },
+    );
+    return watch;
   }
 
   /** When a chat starting now must end: its own `--max-chat-time`, or its parent's deadline if sooner. */

@@ -12,6 +12,12 @@ import {
   sessionHeartbeatSubject,
 } from "../bus/subjects.js";
 import { type ChatLineage, describeChain, isOnChain, lineageHeaders } from "../contract/chat-lineage.js";
+import {
+  DEFAULT_PARENT_LEASE_MS,
+  parentLeaseHeaders,
+  parentWaitingSubject,
+  renewParentLease,
+} from "../contract/parent-lease.js";
 import { describeError } from "../errors/describe-error.js";
 import { type A2aCallSettings, A2aTarget, askA2aTarget } from "./ask-a2a-agent.js";
 import { askProtocolTarget, type ProtocolCallSettings, ProtocolTarget } from "./ask-protocol-agent.js";
@@ -62,6 +68,11 @@ export interface AskAgentToolSetOptions {
   progressIntervalMs?: number;
   /** How `target: { a2a }` calls reach A2A agents. */
   a2a?: A2aCallSettings;
+  /**
+   * How long an asked chat (by name or protocol target) runs on without hearing that this one
+   * still waits (its lease on this chat, renewed every fifth of it); default 30 s.
+   */
+  parentLeaseMs?: number;
 }
 
 /**
@@ -102,6 +113,7 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
   const maxDepth = options.maxDepth ?? DEFAULT_ASK_AGENT_MAX_DEPTH;
   const timeoutMs = options.timeoutMs ?? DEFAULT_ASK_AGENT_TIMEOUT_MS;
   const supervision = options.supervision ?? DEFAULT_SUPERVISION;
+  const parentLeaseMs = options.parentLeaseMs ?? DEFAULT_PARENT_LEASE_MS;
   const peers = (options.peers ?? []).filter((peer) => peer !== options.agent);
   const known = peers.length > 0 ? ` Agents you can ask: ${peers.join(", ")}.` : "";
 
@@ -133,10 +145,12 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
           );
         }
         return supervised(describeTarget(asked), context.signal, () =>
-          askProtocolTarget(bus, asked.target, message, context.signal, {
-            ...options.protocol,
-            headers: lineageHeaders(lineage, context.traceparent),
-          }),
+          whileWaiting(context, (leaseHeaders) =>
+            askProtocolTarget(bus, asked.target, message, context.signal, {
+              ...options.protocol,
+              headers: { ...lineageHeaders(lineage, context.traceparent), ...leaseHeaders },
+            }),
+          ),
         );
       }
       if (asked.kind === "a2a") {
@@ -195,6 +209,29 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
     }
   }
 
+  /**
+   * Runs one question with a lease the asked chat holds on this call: its headers go with the
+   * question, and renewals go out while the question waits (see {@link renewParentLease}), so a
+   * child whose parent's host died, with nobody to resume the parent, stops by itself.
+   */
+  async function whileWaiting<T>(
+    context: ToolContext,
+    ask: (leaseHeaders: Record<string, string>) => Promise<T>,
+  ): Promise<T> {
+    const { chatId, toolCallId } = context;
+    if (chatId === undefined || chatId === "" || toolCallId === undefined) return ask({});
+    const lease = {
+      subject: parentWaitingSubject(prefix, context.agent, context.session),
+      ttlMs: parentLeaseMs,
+    };
+    const stopRenewing = renewParentLease(bus, lease, { chatId, toolCallId });
+    try {
+      return await ask(parentLeaseHeaders(lease));
+    } finally {
+      stopRenewing();
+    }
+  }
+
   /** One question to an agent of this system, with its progress relayed and its stop cascaded. */
   async function askOnce(question: AgentQuestion, context: ToolContext): Promise<string> {
     const { agent, session, lineage } = question;
@@ -230,15 +267,17 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
       if (context.toolCallId !== undefined)
         await context.noteAskedChat?.(context.toolCallId, { agent, session });
       await relay?.ready;
-      reply = await requestWithHeartbeat(bus, chatSubject(prefix, agent), JSON.stringify(request), {
-        heartbeatSubject: sessionHeartbeatSubject(prefix, agent, session),
-        timeoutMs,
-        signal: context.signal,
-        headers: lineageHeaders(lineage, context.traceparent),
-        ...(options.heartbeatTimeoutMs === undefined
-          ? {}
-          : { heartbeatTimeoutMs: options.heartbeatTimeoutMs }),
-      });
+      reply = await whileWaiting(context, (leaseHeaders) =>
+        requestWithHeartbeat(bus, chatSubject(prefix, agent), JSON.stringify(request), {
+          heartbeatSubject: sessionHeartbeatSubject(prefix, agent, session),
+          timeoutMs,
+          signal: context.signal,
+          headers: { ...lineageHeaders(lineage, context.traceparent), ...leaseHeaders },
+          ...(options.heartbeatTimeoutMs === undefined
+            ? {}
+            : { heartbeatTimeoutMs: options.heartbeatTimeoutMs }),
+        }),
+      );
     } catch (error) {
       throw requestError(agent, error, context.signal, timeoutMs);
     } finally {
