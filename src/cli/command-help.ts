@@ -52,6 +52,10 @@ export const FLAG_HELP: Readonly<Record<string, FlagHelp>> = {
     value: "D",
     text: "(AGENTLOOP_IDLE_TIMEOUT) idle sessions are compacted and passivated (default 12h)",
   },
+  "parent-lease": {
+    value: "D",
+    text: "(AGENTLOOP_PARENT_LEASE) an asked agent's chat stops this long after its asker stopped waiting (default 30s)",
+  },
   "max-sessions": { value: "N", text: "(AGENTLOOP_MAX_SESSIONS) live sessions at most (default 10000)" },
   "max-memory-bytes": {
     value: "B",

@@ -315,6 +315,21 @@ export function maxChatTimeFrom(flags: Flags, env: NodeJS.ProcessEnv): number | 
   return parseDuration(pick(flags, "max-chat-time", env, "AGENTLOOP_MAX_CHAT_TIME"), "--max-chat-time");
 }
 
+/**
+ * `--parent-lease` / `AGENTLOOP_PARENT_LEASE` (1s to 1h; default 30 s): how long a chat this host's
+ * agents asked (`ask_agent`) runs on without hearing that its asker still waits.
+ */
+export function parentLeaseFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
+  const milliseconds = parseDuration(
+    pick(flags, "parent-lease", env, "AGENTLOOP_PARENT_LEASE"),
+    "--parent-lease",
+  );
+  if (milliseconds !== undefined && (milliseconds < 1_000 || milliseconds > 60 * 60 * 1000)) {
+    throw new UsageError(`--parent-lease must be from 1s to 1h, got ${milliseconds} ms`);
+  }
+  return milliseconds === undefined ? undefined : Math.round(milliseconds);
+}
+
 /** Where a host keeps its sessions' histories: `sqlite` (the `--db` file, else memory) or `nats` (JetStream). */
 export type HistoryBackendName = "sqlite" | "nats";
 

@@ -163,6 +163,14 @@ export const EVENT_BODY_SCHEMAS = {
     arguments: z.string().optional(),
     /** The decision of an `approval_resolved` step. */
     approved: z.boolean().optional(),
+    /**
+     * Set on a step of a chat two or more levels down: the chat and its `ask_agent` call that
+     * asked `source` (the child that relayed the step first), so a view nests its lane exactly.
+     * Absent on the steps of the chat this call asked itself.
+     */
+    asker: z
+      .object({ agent: z.string(), session: z.string(), chatId: z.string(), toolCallId: z.string() })
+      .optional(),
   }),
   /** A call waits for a person: answer `approve` / `deny` with this toolCallId on the control subject. */
   ToolApprovalRequested: z.object({

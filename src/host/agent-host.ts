@@ -1,3 +1,4 @@
+import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
 import type { Bus, BusMessage, Subscription } from "../bus/bus.js";
 import {
   type ChatReply,
@@ -16,6 +17,7 @@ import { LeaseLostError } from "../cluster/lease-fence.js";
 import { forwardHopsOf, hostSubject, type SessionCluster } from "../cluster/session-cluster.js";
 import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
 import { type ChatLineage, describeChain, isOnChain, readLineageHeaders } from "../contract/chat-lineage.js";
+import { type ParentLease, readParentLease, watchParentLease } from "../contract/parent-lease.js";
 import type { ResumeCounts } from "../journal/resume-counts.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestApprovals } from "./request-approvals.js";
@@ -137,6 +139,8 @@ type CheckedRequest = { agent: string; session: string } & (
       approvals: string[];
       lineage: ChatLineage | undefined;
       traceparent: string | undefined;
+      /** Where the asking chat renews its lease on this one (see src/tools/parent-lease.ts). */
+      lease: ParentLease | undefined;
     }
   | { verb: "control"; control: ControlRequest }
 );
@@ -463,6 +467,7 @@ export class AgentHost {
       const release = this.#heartbeats.track(agent, session);
       let releaseShard = () => {};
       let cancelling: string | undefined;
+      let leased: { signal: AbortSignal; close(): void } | undefined;
       try {
         const placed = await this.#place(message, request);
         if (placed.where === "sent") return placed.reply;
@@ -507,12 +512,10 @@ export class AgentHost {
                 cancelling = cancelKey;
                 if (this.#isCancelled(cancelKey)) cancel.abort();
               }
-              const signal =
-                cancel === undefined
-                  ? timeout
-                  : timeout === undefined
-                    ? cancel.signal
-                    : AbortSignal.any([timeout, cancel.signal]);
+              // Asked by a chat that renews a lease on this one: cancelled once the renewals stop.
+              leased = this.watchLease(agent, session, request.lineage, request.lease);
+              const stops = [timeout, cancel?.signal, leased?.signal].filter((stop) => stop !== undefined);
+              const signal = stops.length <= 1 ? stops[0] : AbortSignal.any(stops);
               const running = actor.chat({
                 ...(deadline === undefined ? {} : { deadline }),
                 ...(signal === undefined ? {} : { signal }),
@@ -550,6 +553,7 @@ export class AgentHost {
         }
         return this.#reply(message, reply, outcome?.ok === true ? outcome.chatId : undefined);
       } finally {
+        leased?.close();
         if (cancelling !== undefined) this.#cancellable.delete(cancelling);
         releaseShard();
         release();
@@ -611,6 +615,9 @@ export class AgentHost {
       const message = `${agent}/${session} is already waiting on this chain (${describeChain(lineage.chain)}): asking it again would wait on itself`;
       return { verb: "refused", reply: { ...errorReply("cycle", message), ...echo } };
     }
+    const lease = readParentLease(message.headers);
+    if (!lease.ok)
+      return { verb: "refused", reply: { ...errorReply("bad_request", lease.message), ...echo } };
     return {
       verb: "chat",
       agent,
@@ -620,6 +627,7 @@ export class AgentHost {
       approvals: approvals.value,
       lineage,
       traceparent: tree.traceparent,
+      lease: lease.lease,
     };
   }
 
@@ -691,11 +699,8 @@ export class AgentHost {
       while (actor.isStopped) actor = await this.sessions.open(agent, session);
       if (control.command === "new") return await actor.reset();
       if (control.command === "compact") return await actor.compact(control.topic);
-      // A call held further down this session's agent tree: decided where it is held.
-      const holder = actor.agent.delegatedApproval?.(control.toolCallId ?? "");
-      if (holder !== undefined) return await this.#decideBelow(holder, control);
       // The session may have had to be built: its approval may be parked in the history (a restart).
-      return await actor.decideToolCall({
+      return await this.decideToolCall(actor, {
         toolCallId: control.toolCallId ?? "",
         approved: control.command === "approve",
         ...(control.reason !== undefined ? { reason: control.reason } : {}),
@@ -726,6 +731,31 @@ export class AgentHost {
     return lapses !== undefined && lapses > this.#now();
   }
 
+  /**
+   * Watches the lease the asking chat holds on a chat it asked, when it sent one (and names the
+   * call that waits): the returned signal aborts, with one log line, once its renewals stop. Chat
+   * requests on our contract and Agent Protocol prompts both watch it.
+   */
+  watchLease(
+    agent: string,
+    session: string,
+    lineage: ChatLineage | undefined,
+    lease: ParentLease | undefined,
+  ): { signal: AbortSignal; close(): void } | undefined {
+    const toolCallId = lineage?.parent.toolCallId;
+    if (lease === undefined || lineage === undefined || toolCallId === undefined) return undefined;
+    const watch = watchParentLease(this.#bus, lease, { ...lineage.parent, toolCallId });
+    watch.signal.addEventListener(
+      "abort",
+      () =>
+        this.#log(
+          `stopping the chat of ${agent}/${session}: ${describeFailure(watch.signal.reason).message}`,
+        ),
+      { once: true },
+    );
+    return watch;
+  }
+
   /** When a chat starting now must end: its own `--max-chat-time`, or its parent's deadline if sooner. */
   #deadlineOf(lineage: ChatLineage | undefined): number | undefined {
     const own = this.#maxChatTimeMs === undefined ? undefined : this.#now() + this.#maxChatTimeMs;
@@ -735,18 +765,37 @@ export class AgentHost {
   }
 
   /**
+   * Decides a tool call the session's chat waits on, whichever door the decision came by (the
+   * control subject's `approve` / `deny`, an Agent Protocol `query` answer): a call this session
+   * holds is decided here; a call held further down its agent tree (its approval bubbled up to this
+   * root) is handed to the session that holds it. Either way the holder's own one-time,
+   * argument-bound check decides.
+   */
+  async decideToolCall(actor: SessionActor, decision: ToolApprovalDecision): Promise<ControlReply> {
+    const holder = actor.agent.delegatedApproval?.(decision.toolCallId);
+    if (holder !== undefined) return this.#decideBelow(holder, decision);
+    return actor.decideToolCall(decision);
+  }
+
+  /**
    * Hands an approval decision taken at the root of an agent tree to the session below that holds
    * the call (its own one-time, argument-bound check decides), and answers with its answer.
    */
   async #decideBelow(
     holder: { agent: string; session: string },
-    control: ControlRequest,
+    decision: ToolApprovalDecision,
   ): Promise<ControlReply> {
-    const { session: _root, ...decision } = control;
+    const control: ControlRequest = {
+      session: holder.session,
+      command: decision.approved ? "approve" : "deny",
+      toolCallId: decision.toolCallId,
+      ...(decision.reason === undefined ? {} : { reason: decision.reason }),
+      ...(decision.arguments === undefined ? {} : { arguments: decision.arguments }),
+    };
     try {
       const reply = await this.#bus.request(
         controlSubject(this.prefix, holder.agent),
-        JSON.stringify({ ...decision, session: holder.session }),
+        JSON.stringify(control),
         { timeoutMs: DECIDE_BELOW_TIMEOUT_MS },
       );
       const parsed = parseControlReply(reply.data);

@@ -4,6 +4,7 @@ import { MAX_PAYLOAD_BYTES } from "../bus/contract.js";
 import { addCountedEndpoint, EndpointCounts, servicesOn } from "../bus/counted-endpoint.js";
 import { toBusMessage } from "../bus/inbound-message.js";
 import type { NatsBus } from "../bus/nats-bus.js";
+import { describeError } from "../errors/describe-error.js";
 import { VERSION } from "../version.js";
 import type { RequestListener } from "./agent-host.js";
 
@@ -33,7 +34,7 @@ export class ContractService {
   readonly #log: (line: string) => void;
   readonly #counts: EndpointCounts;
   readonly #listening: Listening[] = [];
-  #isStopping = false;
+  #stopping: Promise<void> | undefined;
 
   private constructor(service: Service, counts: EndpointCounts, bus: NatsBus, log: (line: string) => void) {
     this.service = service;
@@ -41,7 +42,8 @@ export class ContractService {
     this.#bus = bus;
     this.#log = log;
     void service.stopped.then((error) => {
-      if (error !== null && !this.#isStopping) this.#fallBack(error);
+      // A closed connection stops the service too: that is a shutdown, not a failure to fall back from.
+      if (error !== null && this.#stopping === undefined && !this.#isBusClosing()) this.#fallBack(error);
     });
   }
 
@@ -87,16 +89,34 @@ export class ContractService {
     return {
       unsubscribe: () => {
         listening.fallback?.unsubscribe();
-        void this.stop();
+        this.stop().catch((error: unknown) => {
+          this.#log(`could not stop the ${CONTRACT_SERVICE_NAME} micro service: ${describeError(error)}`);
+        });
       },
     };
   };
 
-  /** Stops answering (idempotent). */
-  async stop(): Promise<void> {
-    this.#isStopping = true;
-    for (const listening of this.#listening) listening.fallback?.unsubscribe();
-    if (!this.service.isStopped) await this.service.stop();
+  /**
+   * Stops answering. Idempotent, and quiet when the bus was closed first (a shutdown may close the
+   * connection before the host unsubscribes): a closed connection answers nothing anyway.
+   */
+  stop(): Promise<void> {
+    this.#stopping ??= (async () => {
+      for (const listening of this.#listening) listening.fallback?.unsubscribe();
+      if (this.service.isStopped || this.#isBusClosing()) return;
+      try {
+        await this.service.stop();
+      } catch (error) {
+        // Closed while stopping: nothing is left to stop.
+        if (!this.#isBusClosing()) throw error;
+      }
+    })();
+    return this.#stopping;
+  }
+
+  /** The bus is closed or closing (draining): nothing can be subscribed or stopped on it any more. */
+  #isBusClosing(): boolean {
+    return this.#bus.connection.isClosed() || this.#bus.connection.isDraining();
   }
 
   #fallBack(error: Error): void {

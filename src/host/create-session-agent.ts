@@ -55,7 +55,7 @@ export interface SessionAgentFactoryOptions {
   /** Hides the configured secrets in tool results, events and chat errors. Default: none. */
   redactor?: SecretRedactor;
   /** `ask_agent` settings. */
-  askAgent?: { timeoutMs?: number; maxDepth?: number };
+  askAgent?: { timeoutMs?: number; maxDepth?: number; parentLeaseMs?: number };
   /**
    * Where sessions journal their unfinished work, so a chat cut off by a crash is resumed. Default: the history database's
    * `chat_journal_records` table when `db` is set, else none (in-memory histories die with the process).

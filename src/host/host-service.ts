@@ -52,6 +52,8 @@ export interface HostServiceOptions {
   idleTimeoutMs?: number;
   /** The longest a chat may run (`--max-chat-time`); its asked agents get what is left. Default: no limit. */
   maxChatTimeMs?: number;
+  /** How long a chat this host's agents asked runs on without hearing from them (`--parent-lease`, default 30 s). */
+  parentLeaseMs?: number;
   maxSessions?: number;
   /** The live sessions' messages in memory, all together / each (`--max-memory-bytes`, `--max-session-bytes`). */
   maxMemoryBytes?: number;
@@ -191,6 +193,7 @@ async function startOnBus(
     const refused = createRefusalLog(log);
     const factory = createSessionAgentFactory({
       definitions: options.definitions,
+      ...(options.parentLeaseMs === undefined ? {} : { askAgent: { parentLeaseMs: options.parentLeaseMs } }),
       bus,
       prefix,
       redactor,

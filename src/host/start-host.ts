@@ -52,6 +52,8 @@ export interface StartHostOptions {
   idleTimeoutMs?: number;
   /** The longest a chat may run, then it is cancelled; the agents it asks get what is left. @defaultValue no limit */
   maxChatTimeMs?: number;
+  /** How long a chat these agents asked runs on without hearing that its asker still waits. @defaultValue 30 s */
+  parentLeaseMs?: number;
   /** Live sessions at most; past it a new session is refused with `overloaded`. @defaultValue 10_000 */
   maxSessions?: number;
   /**
@@ -125,6 +127,7 @@ export async function startHost(options: StartHostOptions): Promise<RunningHost>
   checkWholeNumber("dedupeWindowMs", options.dedupeWindowMs, 1_000, 7 * 24 * 60 * 60 * 1000);
   checkWholeNumber("jsReplicas", options.jsReplicas, 1, 5);
   checkWholeNumber("shards", options.shards, MIN_SHARDS, MAX_SHARDS);
+  checkWholeNumber("parentLeaseMs", options.parentLeaseMs, 1_000, 60 * 60 * 1000);
   let config: RuntimeConfig;
   let definitions: ReturnType<typeof parseConfig>;
   try {
@@ -152,6 +155,7 @@ export async function startHost(options: StartHostOptions): Promise<RunningHost>
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
     ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
     ...(options.maxChatTimeMs === undefined ? {} : { maxChatTimeMs: options.maxChatTimeMs }),
+    ...(options.parentLeaseMs === undefined ? {} : { parentLeaseMs: options.parentLeaseMs }),
     ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
     ...(options.maxMemoryBytes === undefined ? {} : { maxMemoryBytes: options.maxMemoryBytes }),
     ...(options.maxSessionBytes === undefined ? {} : { maxSessionBytes: options.maxSessionBytes }),

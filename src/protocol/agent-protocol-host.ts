@@ -11,6 +11,7 @@ import { toBusMessage } from "../bus/inbound-message.js";
 import { isValidName, NAME_PATTERN } from "../bus/subjects.js";
 import { FORWARD_HOPS_HEADER, MAX_FORWARD_HOPS } from "../cluster/session-cluster.js";
 import { describeChain, isOnChain, readLineageHeaders } from "../contract/chat-lineage.js";
+import { readParentLease } from "../contract/parent-lease.js";
 import { type AgentHost, sessionStartError } from "../host/agent-host.js";
 import type { ChatOutcome, SessionActor } from "../host/session-actor.js";
 import { VERSION } from "../version.js";
@@ -309,6 +310,8 @@ export class AgentProtocolHost {
       const reason = `${agent}/${session} is already waiting on this chain (${describeChain(lineage.chain)}): asking it again would wait on itself`;
       return this.#refuse(replySubject, errorStatusOf("cycle"), "cycle", reason);
     }
+    const lease = readParentLease(inbound.headers);
+    if (!lease.ok) return this.#refuse(replySubject, 400, "bad_request", lease.message);
     if ((parsed.value.attachments?.length ?? 0) > 0) {
       return this.#refuse(
         replySubject,
@@ -363,11 +366,12 @@ export class AgentProtocolHost {
         coalescer.flush();
         stream.send(chunk);
       },
+      // The same path as the control subject's approve / deny: a call held further down this
+      // chat's agent tree (its approval bubbled up here) is decided where it is held.
       decide: async (decision) =>
-        sessionActor?.decideToolCall(decision) ?? {
-          ok: false,
-          error: { code: "bad_request", message: "the chat has ended" },
-        },
+        sessionActor === undefined
+          ? { ok: false, error: { code: "bad_request", message: "the chat has ended" } }
+          : this.#host.decideToolCall(sessionActor, decision),
     });
     const liveness =
       this.#livenessQueryMs === undefined
@@ -381,7 +385,10 @@ export class AgentProtocolHost {
             everyMs: this.#livenessQueryMs,
             ...(this.#livenessReplyMs === undefined ? {} : { replyMs: this.#livenessReplyMs }),
           });
-    const signal = liveness === undefined ? stream.signal : AbortSignal.any([stream.signal, liveness.signal]);
+    // An agentloop chat asked this one and renews a lease on it: stopped once the renewals stop.
+    const leased = this.#host.watchLease(agent, session, lineage, lease.lease);
+    const stops = [stream.signal, liveness?.signal, leased?.signal].filter((stop) => stop !== undefined);
+    const signal = stops.length === 1 ? stream.signal : AbortSignal.any(stops);
     let outcome: ChatOutcome;
     try {
       // A chat: the host's memory budget (--max-memory-bytes) is checked first, as on our contract.
@@ -412,6 +419,7 @@ export class AgentProtocolHost {
       location.done();
       queries.close();
       liveness?.close();
+      leased?.close();
     }
     if (outcome.ok) coalescer.push(gate.remainder(outcome.result));
     coalescer.flush();

@@ -13,7 +13,10 @@ import { parsePromptPayload } from "./prompt-envelope.js";
 /** The arguments a question shows at most (a chunk stays far below any server's max payload). */
 const MAX_SHOWN_ARGUMENTS = 8_000;
 
-type ApprovalRequest = Pick<EventOf<"ToolApprovalRequested">, "toolName" | "toolCallId" | "arguments">;
+type ApprovalRequest = Pick<
+  EventOf<"ToolApprovalRequested">,
+  "toolName" | "toolCallId" | "arguments" | "heldBy"
+>;
 
 export interface ApprovalQueriesOptions {
   connection: NatsConnection;
@@ -54,7 +57,10 @@ export function readApprovalAnswer(answer: string): { approved: boolean; reason?
  * the call waits for an approver (the caller's answer is not taken).
  */
 export function approvalQuestion(request: ApprovalRequest, isAnswerable = true): string {
-  const call = `${request.toolName}(${truncateText(request.arguments, MAX_SHOWN_ARGUMENTS)})`;
+  // A call of a chat further down the agent tree, bubbled up to this one: the question names it.
+  const holder =
+    request.heldBy === undefined ? "" : ` (asked by ${request.heldBy.agent}/${request.heldBy.session})`;
+  const call = `${request.toolName}(${truncateText(request.arguments, MAX_SHOWN_ARGUMENTS)})${holder}`;
   if (!isAnswerable) {
     return `${call} waits for an approver's decision; answers to this question are not accepted.`;
   }

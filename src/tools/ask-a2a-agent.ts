@@ -8,7 +8,7 @@ import {
 } from "@a2a-js/sdk/client";
 import { z } from "zod";
 import { describeError } from "../errors/describe-error.js";
-import { ToolCancelledError, ToolError } from "./tool-errors.js";
+import { AgentCallError, ToolCancelledError, ToolError } from "./tool-errors.js";
 import { TOOL_RESULT_LIMIT } from "./tool-runner.js";
 
 const TOOL_NAME = "ask_agent";
@@ -67,10 +67,12 @@ export async function askA2aTarget(
     }).createFromUrl(target.a2a, "");
   } catch (error) {
     if (signal.aborted) throw new ToolCancelledError(TOOL_NAME);
-    throw new ToolError(`cannot use the A2A agent card at ${target.a2a}: ${describeError(error)}`, {
-      toolName: TOOL_NAME,
-      cause: error,
-    });
+    // Typed, so the agent's supervision policy can retry it: the agent may be back in a moment.
+    throw new AgentCallError(
+      "unavailable",
+      `cannot use the A2A agent card at ${target.a2a}: ${describeError(error)}`,
+      { toolName: TOOL_NAME, cause: error },
+    );
   }
   try {
     const result = await client.sendMessage(
@@ -88,10 +90,11 @@ export async function askA2aTarget(
   } catch (error) {
     if (signal.aborted) throw new ToolCancelledError(TOOL_NAME);
     if (error instanceof ToolError) throw error;
-    throw new ToolError(`asking the A2A agent at ${target.a2a} failed: ${describeError(error)}`, {
-      toolName: TOOL_NAME,
-      cause: error,
-    });
+    throw new AgentCallError(
+      "unavailable",
+      `asking the A2A agent at ${target.a2a} failed: ${describeError(error)}`,
+      { toolName: TOOL_NAME, cause: error },
+    );
   }
 }
 
@@ -160,9 +163,13 @@ async function answerOf(client: Client, task: Task, signal: AbortSignal): Promis
       : state === TaskState.TASK_STATE_REJECTED
         ? "rejected"
         : "failed";
-  throw new ToolError(`the A2A agent's task ${how}${said === "" ? "" : `: ${said}`}`, {
-    toolName: TOOL_NAME,
-  });
+  // A rejected task is the agent's refusal (asking again changes nothing); a failed or cancelled
+  // one is its failure, which the asking agent's supervision policy may retry.
+  throw new AgentCallError(
+    state === TaskState.TASK_STATE_REJECTED ? "denied" : "agent_failed",
+    `the A2A agent's task ${how}${said === "" ? "" : `: ${said}`}`,
+    { toolName: TOOL_NAME },
+  );
 }
 
 function textOf(parts: readonly Part[]): string {

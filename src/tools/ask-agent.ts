@@ -12,6 +12,12 @@ import {
   sessionHeartbeatSubject,
 } from "../bus/subjects.js";
 import { type ChatLineage, describeChain, isOnChain, lineageHeaders } from "../contract/chat-lineage.js";
+import {
+  DEFAULT_PARENT_LEASE_MS,
+  parentLeaseHeaders,
+  parentWaitingSubject,
+  renewParentLease,
+} from "../contract/parent-lease.js";
 import { describeError } from "../errors/describe-error.js";
 import { type A2aCallSettings, A2aTarget, askA2aTarget } from "./ask-a2a-agent.js";
 import { askProtocolTarget, type ProtocolCallSettings, ProtocolTarget } from "./ask-protocol-agent.js";
@@ -62,6 +68,11 @@ export interface AskAgentToolSetOptions {
   progressIntervalMs?: number;
   /** How `target: { a2a }` calls reach A2A agents. */
   a2a?: A2aCallSettings;
+  /**
+   * How long an asked chat (by name or protocol target) runs on without hearing that this one
+   * still waits (its lease on this chat, renewed every fifth of it); default 30 s.
+   */
+  parentLeaseMs?: number;
 }
 
 /**
@@ -102,6 +113,7 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
   const maxDepth = options.maxDepth ?? DEFAULT_ASK_AGENT_MAX_DEPTH;
   const timeoutMs = options.timeoutMs ?? DEFAULT_ASK_AGENT_TIMEOUT_MS;
   const supervision = options.supervision ?? DEFAULT_SUPERVISION;
+  const parentLeaseMs = options.parentLeaseMs ?? DEFAULT_PARENT_LEASE_MS;
   const peers = (options.peers ?? []).filter((peer) => peer !== options.agent);
   const known = peers.length > 0 ? ` Agents you can ask: ${peers.join(", ")}.` : "";
 
@@ -132,10 +144,14 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
             { toolName: TOOL_NAME },
           );
         }
-        return askProtocolTarget(bus, asked.target, message, context.signal, {
-          ...options.protocol,
-          headers: lineageHeaders(lineage, context.traceparent),
-        });
+        return supervised(describeTarget(asked), context.signal, () =>
+          whileWaiting(context, (leaseHeaders) =>
+            askProtocolTarget(bus, asked.target, message, context.signal, {
+              ...options.protocol,
+              headers: { ...lineageHeaders(lineage, context.traceparent), ...leaseHeaders },
+            }),
+          ),
+        );
       }
       if (asked.kind === "a2a") {
         if (guarded.length > 0) {
@@ -147,7 +163,9 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
           );
         }
         const contextId = askAgentSession(context.agent, context.session);
-        return askA2aTarget(asked.target, message, contextId, context.signal, options.a2a);
+        return supervised(describeTarget(asked), context.signal, () =>
+          askA2aTarget(asked.target, message, contextId, context.signal, options.a2a),
+        );
       }
       const self = options.agent ?? context.agent;
       if (asked.agent === self) {
@@ -168,21 +186,51 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
         );
       }
       const question: AgentQuestion = { agent: asked.agent, session, message, depth, guarded, lineage };
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await askOnce(question, context);
-        } catch (error) {
-          if (supervision.kind === "fail" && isWorthRetrying(error) && !context.signal.aborted) {
-            throw failingTheChat(asked.agent, session, error as AgentCallError);
-          }
-          const retry =
-            supervision.kind === "retry" && attempt <= supervision.times && isWorthRetrying(error);
-          if (!retry || context.signal.aborted) throw error;
-          await pause(supervision.backoffMs * 2 ** (attempt - 1), context.signal);
-        }
-      }
+      return supervised(`${asked.agent}/${session}`, context.signal, () => askOnce(question, context));
     },
   });
+
+  /**
+   * One question asked under the agent's supervision policy, whichever way it reaches the agent
+   * (by name, protocol target, A2A target): retried, made fatal to the asking chat, or reported.
+   */
+  async function supervised(asked: string, signal: AbortSignal, ask: () => Promise<string>): Promise<string> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await ask();
+      } catch (error) {
+        if (supervision.kind === "fail" && isWorthRetrying(error) && !signal.aborted) {
+          throw failingTheChat(asked, error as AgentCallError);
+        }
+        const retry = supervision.kind === "retry" && attempt <= supervision.times && isWorthRetrying(error);
+        if (!retry || signal.aborted) throw error;
+        await pause(supervision.backoffMs * 2 ** (attempt - 1), signal);
+      }
+    }
+  }
+
+  /**
+   * Runs one question with a lease the asked chat holds on this call: its headers go with the
+   * question, and renewals go out while the question waits (see {@link renewParentLease}), so a
+   * child whose parent's host died, with nobody to resume the parent, stops by itself.
+   */
+  async function whileWaiting<T>(
+    context: ToolContext,
+    ask: (leaseHeaders: Record<string, string>) => Promise<T>,
+  ): Promise<T> {
+    const { chatId, toolCallId } = context;
+    if (chatId === undefined || chatId === "" || toolCallId === undefined) return ask({});
+    const lease = {
+      subject: parentWaitingSubject(prefix, context.agent, context.session),
+      ttlMs: parentLeaseMs,
+    };
+    const stopRenewing = renewParentLease(bus, lease, { chatId, toolCallId });
+    try {
+      return await ask(parentLeaseHeaders(lease));
+    } finally {
+      stopRenewing();
+    }
+  }
 
   /** One question to an agent of this system, with its progress relayed and its stop cascaded. */
   async function askOnce(question: AgentQuestion, context: ToolContext): Promise<string> {
@@ -219,15 +267,17 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
       if (context.toolCallId !== undefined)
         await context.noteAskedChat?.(context.toolCallId, { agent, session });
       await relay?.ready;
-      reply = await requestWithHeartbeat(bus, chatSubject(prefix, agent), JSON.stringify(request), {
-        heartbeatSubject: sessionHeartbeatSubject(prefix, agent, session),
-        timeoutMs,
-        signal: context.signal,
-        headers: lineageHeaders(lineage, context.traceparent),
-        ...(options.heartbeatTimeoutMs === undefined
-          ? {}
-          : { heartbeatTimeoutMs: options.heartbeatTimeoutMs }),
-      });
+      reply = await whileWaiting(context, (leaseHeaders) =>
+        requestWithHeartbeat(bus, chatSubject(prefix, agent), JSON.stringify(request), {
+          heartbeatSubject: sessionHeartbeatSubject(prefix, agent, session),
+          timeoutMs,
+          signal: context.signal,
+          headers: { ...lineageHeaders(lineage, context.traceparent), ...leaseHeaders },
+          ...(options.heartbeatTimeoutMs === undefined
+            ? {}
+            : { heartbeatTimeoutMs: options.heartbeatTimeoutMs }),
+        }),
+      );
     } catch (error) {
       throw requestError(agent, error, context.signal, timeoutMs);
     } finally {
@@ -307,7 +357,9 @@ function resolveTarget(
 
 function describeTarget(asked: AskedTarget): string {
   if (asked.kind === "agent") return `"${asked.agent}"`;
-  return asked.kind === "a2a" ? "an A2A agent" : "a protocol agent";
+  if (asked.kind === "a2a") return `the A2A agent at ${asked.target.a2a}`;
+  const known = Object.entries(asked.target).map(([key, value]) => `${key} ${value}`);
+  return known.length === 0 ? "a protocol agent" : `the protocol agent (${known.join(", ")})`;
 }
 
 /**
@@ -351,10 +403,10 @@ function isWorthRetrying(error: unknown): boolean {
 }
 
 /** The asked agent's failure, made the asking chat's own (the `fail` supervision policy). */
-function failingTheChat(agent: string, session: string, error: AgentCallError): AgentCallError {
+function failingTheChat(asked: string, error: AgentCallError): AgentCallError {
   return new AgentCallError(
     "agent_failed",
-    `the asked agent ${agent}/${session} failed (${error.code}: ${error.message}), and this agent's onChildFailure policy is "fail"`,
+    `the asked agent ${asked} failed (${error.code}: ${error.message}), and this agent's onChildFailure policy is "fail"`,
     { toolName: TOOL_NAME, cause: error, failsChat: true },
   );
 }

@@ -120,7 +120,8 @@ export function relayChildProgress(options: ChildProgressOptions): { ready: Prom
           approved: event.approved,
         };
       case "ToolCallProgress": {
-        // A step from further down: passed up as it is, its approvals seen here too.
+        // A step from further down: passed up as it is, its approvals seen here too. The first
+        // relay names who asked its source: the asked chat's call that relayed it to us.
         const { kind: _kind, toolName: _name, toolCallId: _id, ...nested } = event;
         const {
           agent: _a,
@@ -132,8 +133,20 @@ export function relayChildProgress(options: ChildProgressOptions): { ready: Prom
           host: _h,
           parent: _p,
           root: _r,
-          ...body
+          ...relayed
         } = nested;
+        const body: ToolProgress =
+          relayed.asker === undefined
+            ? {
+                ...relayed,
+                asker: {
+                  agent: event.agent,
+                  session: event.session,
+                  chatId: event.chatId,
+                  toolCallId: event.toolCallId,
+                },
+              }
+            : relayed;
         if (body.sourceToolCallId !== undefined && body.tool !== undefined) {
           const held = {
             holder: { agent: body.source.agent, session: body.source.session, chatId: body.source.chatId },

@@ -116,4 +116,35 @@ describe("ContractService", () => {
     expect(JSON.parse(reply.data)).toMatchObject({ ok: true, result: "echo: still?" });
     await host.close();
   });
+
+  it("stops quietly, as often as asked, when its bus was closed first (a shutdown race)", async () => {
+    const own = await NatsBus.connect({ url: server.url, name: "contract-service-closed-bus" });
+    const lines: string[] = [];
+    const contract = await ContractService.start(own, {
+      prefix: uniqueRoot(),
+      log: (line) => lines.push(line),
+    });
+    const endpoint = contract.listen(
+      "chat",
+      `${uniqueRoot()}.agents.*.chat`,
+      "q",
+      async () => ({ ok: true }) as never,
+    );
+    const rejections: unknown[] = [];
+    const onRejection = (reason: unknown) => rejections.push(reason);
+    process.on("unhandledRejection", onRejection);
+    try {
+      await own.close();
+      endpoint.unsubscribe();
+      await expect(contract.stop()).resolves.toBeUndefined();
+      await expect(contract.stop()).resolves.toBeUndefined();
+      // An unhandled rejection surfaces on a later turn of the event loop.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    } finally {
+      process.off("unhandledRejection", onRejection);
+    }
+    expect(rejections).toEqual([]);
+    // Closing is no failure of the service: no fallback line, no plain subscriptions on a closed bus.
+    expect(lines).toEqual([]);
+  });
 });

@@ -192,6 +192,17 @@ describe("an agent tree over two hosts", () => {
     expect(leafText).toBe("leaf answers you");
     for (const event of progress)
       expect(event.toolCallId).toBe((rootCall as { toolCallId: string }).toolCallId);
+    // The leaf's steps name who asked it (mid's ask_agent call), so a view nests them exactly; the
+    // steps of the chat the root asked itself need no such name.
+    const midChat = { agent: "mid", session: "lead-t1", chatId: midCall.chatId };
+    for (const event of progress) {
+      if (event.source.agent === "leaf") {
+        expect(event.asker).toEqual({
+          ...midChat,
+          toolCallId: (midCall as { toolCallId: string }).toolCallId,
+        });
+      } else expect(event.asker).toBeUndefined();
+    }
   });
 
   it("a stop on the root cancels all three levels: each chat fails cancelled, the leaf's model request is aborted", async () => {

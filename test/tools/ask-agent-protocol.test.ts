@@ -60,6 +60,29 @@ describe("ask_agent with a protocol target", () => {
     expect((failure as ToolError).message).toBe("the agent could not answer (500): the model exploded");
   });
 
+  it("follows the agent's supervision policy: retries a failing protocol agent, or fails the asking chat", async () => {
+    await startAgent();
+    const retrying = createAskAgentToolSet({
+      bus,
+      agent: "bot",
+      supervision: { kind: "retry", times: 2, backoffMs: 1 },
+    });
+    const failure = await retrying
+      .invoke(call({ target: { owner }, message: "error: 500 the model exploded" }), createTestToolContext())
+      .catch((error: unknown) => error);
+    expect(failure).toMatchObject({ code: "agent_failed", failsChat: false });
+    // The first question and two retries.
+    expect(fake.prompts).toHaveLength(3);
+
+    const failing = createAskAgentToolSet({ bus, agent: "bot", supervision: { kind: "fail" } });
+    const fatal = await failing
+      .invoke(call({ target: { owner }, message: "error: 500 the model exploded" }), createTestToolContext())
+      .catch((error: unknown) => error);
+    expect(fatal).toMatchObject({ code: "agent_failed", failsChat: true });
+    expect((fatal as Error).message).toContain(`the asked agent the protocol agent (owner ${owner}) failed`);
+    expect(fake.prompts).toHaveLength(4);
+  });
+
   it("refuses the agent's question (no human to ask) and returns what it answers then", async () => {
     await startAgent();
     const toolSet = createAskAgentToolSet({ bus, agent: "bot" });

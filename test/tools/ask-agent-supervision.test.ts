@@ -76,4 +76,47 @@ describe("ask_agent supervision", () => {
     expect(JSON.parse(outcome.result)).toMatchObject({ code: "depth_exceeded" });
     expect(asked()).toBe(0);
   });
+
+  function idleBus(): LocalBus {
+    const bus = new LocalBus();
+    buses.push(bus);
+    return bus;
+  }
+
+  it("retries an A2A target whose card cannot be read, then reports it typed; the fail policy fails the chat", async () => {
+    let fetched = 0;
+    // An A2A agent that is down: every read of its card fails.
+    const down: typeof fetch = async () => {
+      fetched++;
+      return new Response("down for maintenance", { status: 503 });
+    };
+    const a2aCall = {
+      id: "k2",
+      name: "ask_agent",
+      arguments: JSON.stringify({ target: { a2a: "http://127.0.0.1:9/card.json" }, message: "hi" }),
+    };
+    const retrying = createAskAgentToolSet({
+      bus: idleBus(),
+      agent: "bot",
+      a2a: { fetch: down },
+      supervision: { kind: "retry", times: 2, backoffMs: 1 },
+    });
+    const outcome = await runToolCall(a2aCall, [retrying], createTestToolContext({ agent: "bot" }));
+    expect(JSON.parse(outcome.result)).toMatchObject({ code: "unavailable" });
+    expect(fetched).toBe(3);
+
+    const failing = createAskAgentToolSet({
+      bus: idleBus(),
+      agent: "bot",
+      a2a: { fetch: down },
+      supervision: { kind: "fail" },
+    });
+    const fatal = await failing
+      .invoke(a2aCall, createTestToolContext({ agent: "bot" }))
+      .catch((error) => error);
+    expect(fatal).toMatchObject({ code: "agent_failed", failsChat: true });
+    expect((fatal as Error).message).toContain(
+      "the A2A agent at http://127.0.0.1:9/card.json failed (unavailable",
+    );
+  });
 });

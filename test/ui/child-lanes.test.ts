@@ -113,6 +113,30 @@ describe("ChildLanes", () => {
     expect(lanes.treeOf("root").map((lane) => lane.chatId)).toEqual(["k1", "m1", "k2"]);
   });
 
+  it("nests a relayed step under the ask_agent call its asker names, where the session name cannot tell", () => {
+    const at = rootEvents();
+    const lanes = new ChildLanes();
+    // keeper asks smith and jones at once: both asked sessions are named keeper-lead-s1.
+    const smith = { agent: "smith", session: "keeper-lead-s1", chatId: "m1" };
+    const jones = { agent: "jones", session: "keeper-lead-s1", chatId: "j1" };
+    const askedBy = (toolCallId: string) => ({
+      agent: "keeper",
+      session: "lead-s1",
+      chatId: "k1",
+      toolCallId,
+    });
+    lanes.apply(at(0, progress(keeper, { step: "chat_started" })));
+    lanes.apply(at(1, progress(keeper, { step: "tool_started", tool: "ask_agent", sourceToolCallId: "a1" })));
+    lanes.apply(at(2, progress(keeper, { step: "tool_started", tool: "ask_agent", sourceToolCallId: "a2" })));
+    // jones (asked by a2) speaks first: from the name alone it would land under a1.
+    lanes.apply(at(3, progress(jones, { step: "chat_started", asker: askedBy("a2") })));
+    lanes.apply(at(4, progress(smith, { step: "chat_started", asker: askedBy("a1") })));
+    expect(lanes.get("j1")).toMatchObject({ parent: { chatId: "k1", toolCallId: "a2" }, depth: 2 });
+    expect(lanes.get("m1")).toMatchObject({ parent: { chatId: "k1", toolCallId: "a1" }, depth: 2 });
+    expect(lanes.get("k1")!.steps.get("a1")!.lanes).toEqual(["m1"]);
+    expect(lanes.get("k1")!.steps.get("a2")!.lanes).toEqual(["j1"]);
+  });
+
   it("places a copy of a held call in its holder's lane, decidable from the root, after the text before it", () => {
     const at = rootEvents();
     const lanes = new ChildLanes();

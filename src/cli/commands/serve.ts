@@ -13,6 +13,7 @@ import {
   maxSessionsFrom,
   memoryLimitsFrom,
   natsHoldBytesFrom,
+  parentLeaseFrom,
   protocolSettingsFrom,
 } from "../../config/runtime-config.js";
 import { readTenantLimits } from "../../config/tenant-limits.js";
@@ -62,6 +63,7 @@ export const serveCommand: Command = async (context) => {
   // Every flag is checked before connecting: a typo is a usage error, not a NATS problem.
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
+  const parentLeaseMs = parentLeaseFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const memoryLimits = memoryLimitsFrom(context.flags, context.env);
   const maxHeldBytes = natsHoldBytesFrom(context.flags, context.env);
@@ -121,6 +123,7 @@ export const serveCommand: Command = async (context) => {
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxChatTimeMs === undefined ? {} : { maxChatTimeMs }),
+      ...(parentLeaseMs === undefined ? {} : { parentLeaseMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
       ...memoryLimits,
       ...(hostId === undefined ? {} : { hostId }),

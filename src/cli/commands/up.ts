@@ -11,6 +11,7 @@ import {
   maxSessionsFrom,
   memoryLimitsFrom,
   natsHoldBytesFrom,
+  parentLeaseFrom,
   protocolSettingsFrom,
 } from "../../config/runtime-config.js";
 import { profilesFromDefinitions } from "../../doors/a2a/a2a-agents.js";
@@ -50,6 +51,7 @@ export const upCommand: Command = async (context) => {
   const definitions = await loadAgentsFromFlags(context);
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
+  const parentLeaseMs = parentLeaseFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const memoryLimits = memoryLimitsFrom(context.flags, context.env);
   const maxHeldBytes = natsHoldBytesFrom(context.flags, context.env);
@@ -92,6 +94,7 @@ export const upCommand: Command = async (context) => {
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxChatTimeMs === undefined ? {} : { maxChatTimeMs }),
+      ...(parentLeaseMs === undefined ? {} : { parentLeaseMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
       ...memoryLimits,
       ...(hostId === undefined ? {} : { hostId }),

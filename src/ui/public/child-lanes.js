@@ -12,11 +12,12 @@
 // - the asking chat's end (ChatCompleted / ChatFailed): lanes still open end with it (its asked
 //   chats are stopped with it, and their last steps may never be relayed).
 //
-// Nesting: a chat asked by a chat further down reports its steps through the same tool call, so
-// its place is found from its session's name: `ask_agent` asks `<asker agent>-<asker session>`
-// (cut to 64 characters with a hash), so it nests under the running `ask_agent` step of the lane
-// whose agent and session give that name and that has no running lane yet; otherwise it is a lane
-// of the tool call itself (the asked chat, or another attempt of it).
+// Nesting: a chat asked by a chat further down reports its steps through the same tool call, each
+// naming its `asker` (the chat and `ask_agent` call that asked it): it nests under that step. A
+// step from a host that does not name it is placed from its session's name: `ask_agent` asks
+// `<asker agent>-<asker session>` (cut to 64 characters with a hash), so it nests under the running
+// `ask_agent` step of the lane whose agent and session give that name and that has no running lane
+// yet; otherwise it is a lane of the tool call itself (the asked chat, or another attempt of it).
 
 /** The tool whose steps may hold lanes of their own. */
 export const ASK_AGENT_TOOL = "ask_agent";
@@ -255,7 +256,7 @@ export class ChildLanes {
       items: [],
       steps: new Map(),
     };
-    const asker = this.askerOf(callKey, lane.session);
+    const asker = this.namedAsker(callKey, event.asker) ?? this.askerOf(callKey, lane.session);
     if (asker) {
       lane.parent = { chatId: asker.lane.chatId, toolCallId: asker.step.toolCallId };
       lane.depth = asker.lane.depth + 1;
@@ -267,6 +268,14 @@ export class ChildLanes {
     }
     this.lanes.set(lane.chatId, lane);
     return lane;
+  }
+
+  /** The step a relayed step names as its source's asker, when its lane under this tool call is known. */
+  namedAsker(callKey, asker) {
+    if (!asker || typeof asker.chatId !== "string" || typeof asker.toolCallId !== "string") return undefined;
+    const lane = this.lanes.get(asker.chatId);
+    const step = lane?.callKey === callKey ? lane.steps.get(asker.toolCallId) : undefined;
+    return step ? { lane, step } : undefined;
   }
 
   /** The running `ask_agent` step, under this tool call, that asked `session` (see the nesting rule). */
