@@ -351,7 +351,10 @@ export class SessionCluster {
         `the session's owner kept changing (forwarded ${hops} times); retry the request`,
       );
     }
+    // The caller's own headers (lineage, trace context, a parent's lease, a request id) travel on:
+    // the owner must see the request as the caller sent it.
     passOnRequest(this.#connection, `${subject}.agents.${agent}.${verb}`, message, {
+      ...message.headers,
       [FORWARD_HOPS_HEADER]: String(hops + 1),
     });
     return undefined;

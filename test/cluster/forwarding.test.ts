@@ -144,6 +144,37 @@ describe("requests for a session whose shard another host owns", () => {
     expect(a.agents.has(sb)).toBe(false);
   });
 
+  it("keep the caller's headers (lineage, trace context, a parent's lease) when forwarded", async () => {
+    const prefix = uniqueRoot();
+    const a = await startHost(prefix, "ha");
+    const target = `${hostSubject(prefix, "hb")}.agents.bot.chat`;
+    const received = new Promise<Record<string, string>>((resolve) => {
+      const subscription = client.connection.subscribe(target, {
+        max: 1,
+        callback: (_error, message) => {
+          const headers: Record<string, string> = {};
+          for (const [key, values] of message.headers ?? []) headers[key] = values[0]!;
+          resolve(headers);
+        },
+      });
+      cleanups.push(async () => subscription.unsubscribe());
+    });
+    await client.connection.flush();
+    const refused = a.cluster.forward(hostSubject(prefix, "hb"), "bot", "chat", {
+      subject: chatSubject(prefix, "bot"),
+      data: JSON.stringify({ session: "s", text: "hi" }),
+      headers: {
+        traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "Agentloop-Lineage": "lineage",
+      },
+    });
+    expect(refused).toBeUndefined();
+    const headers = await received;
+    expect(headers.traceparent).toBe("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+    expect(headers["Agentloop-Lineage"]).toBe("lineage");
+    expect(headers["Agentloop-Forward-Hops"]).toBe("1");
+  });
+
   it("wait for the shard lease of an owner that vanished (killed) to expire, then run on a live host", async () => {
     const prefix = uniqueRoot();
     const a = await startHost(prefix, "ha");
