@@ -17,6 +17,7 @@ import { forwardHopsOf, hostSubject, type SessionCluster } from "../cluster/sess
 import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
 import { type ChatLineage, describeChain, isOnChain, readLineageHeaders } from "../contract/chat-lineage.js";
 import type { ResumeCounts } from "../journal/resume-counts.js";
+import { deadlineSignal } from "../timers/deadline-signal.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestApprovals } from "./request-approvals.js";
 import { readRequestDepth } from "./request-depth.js";
@@ -497,8 +498,7 @@ export class AgentHost {
               // The asking agent's approvals hold here too, before this chat is even queued.
               if (request.approvals.length > 0) actor.agent.inheritApprovals?.(request.approvals);
               const deadline = this.#deadlineOf(request.lineage);
-              const timeout =
-                deadline === undefined ? undefined : AbortSignal.timeout(Math.max(0, deadline - this.#now()));
+              const timeout = deadline === undefined ? undefined : deadlineSignal(deadline, this.#now);
               // A request with an id can be cancelled alone (`cancel`): out of the queue, or stopped.
               const cancelKey = chat.id === undefined ? undefined : cancelKeyOf(agent, session, chat.id);
               const cancel = cancelKey === undefined ? undefined : new AbortController();
