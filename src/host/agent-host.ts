@@ -243,7 +243,13 @@ export class AgentHost {
     this.#cluster?.onShardLost((shard, reason) => {
       for (const [agent, session] of this.#sessionsOf(shard)) {
         this.#log(`session ${agent}/${session} stopped here: ${reason}`);
-        void this.sessions.drop(agent, session, `this host lost the session: ${reason}`);
+        // Not the chats' end: the next owner resumes them from the journal, and a retry reaches it.
+        void this.sessions.drop(
+          agent,
+          session,
+          `this host lost the session (${reason}); retry the request`,
+          "unavailable",
+        );
       }
     });
     this.#cluster?.onDrain((shard) => this.#drain(shard));
