@@ -246,8 +246,9 @@ export class SessionActor {
     } else if (event.type === "message.failed") {
       this.#settle(event.id, { ok: false, error: describeFailure(event.error) });
     } else {
-      this.agent.journal?.take(event.ids);
       const error = this.#dropError(event.reason);
+      // Chats cut off because this host lost the session stay in its journal: the next owner runs them.
+      if (error.code !== "unavailable") this.agent.journal?.take(event.ids);
       for (const id of event.ids) {
         // A queued chat that will never run still shows as a chat in the events.
         const text = this.#waiters?.get(id)?.chatText;
