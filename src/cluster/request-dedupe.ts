@@ -192,14 +192,15 @@ export class RequestDedupe {
 
   /**
    * The last step of a run {@link begin} handed out: stores its reply (a chat that did not run at
-   * all, `ran: false` — the session could not start — leaves no record, so a retry runs it) and
-   * answers the retries that joined it. Resolves once stored.
+   * all, `ran: false` — the session could not start — leaves no record, so a retry runs it; a chat
+   * cut off by a lost or handed-over lease keeps its `running` mark for the next owner, see
+   * {@link isCutOff}) and answers the retries that joined it. Resolves once stored.
    */
   async finish(run: DedupeRun, reply: ChatReply, options: { ran?: boolean } = {}): Promise<void> {
     try {
       if (options.ran === false) {
         if (run.isClaimed) await this.#forget(run.key, run.revision);
-      } else await this.#store(run.key, reply, run.revision);
+      } else if (!isCutOff(reply)) await this.#store(run.key, reply, run.revision);
     } finally {
       run.settle(reply);
     }
@@ -233,8 +234,9 @@ export class RequestDedupe {
    * A chat this host resumed from the session's journal, carrying the client's request `id`:
    * marked `running` here, joined by retries, its reply stored as `done` once it ends. A reply
    * already stored stands (the dead host stored it, then died before its journal caught up); a
-   * `reply` resolving undefined (nothing was left to run) leaves the record as it was. Resolves
-   * once the reply is stored.
+   * `reply` resolving undefined (nothing was left to run) leaves the record as it was; one cut off
+   * here in turn (this host lost or handed over the lease) is not stored, the joined retries are
+   * answered `unavailable` and the next owner resumes it. Resolves once the reply is stored.
    */
   adopt(
     agent: string,
@@ -252,6 +254,7 @@ export class RequestDedupe {
         storedAt: this.#now(),
       });
       const answer = await reply;
+      if (answer !== undefined && isCutOff(answer)) return answer;
       if (answer !== undefined) await this.#store(key, answer, revision);
       else if (stored !== undefined && revision !== undefined) await this.#restore(key, stored, revision);
       return answer;
@@ -367,6 +370,15 @@ export class RequestDedupe {
 }
 
 /** A retry of a run that left nothing to resume or join: never run a second time. */
+/**
+ * A chat cut off because this host gave its session up (lease lost, shard handed over): answered
+ * `unavailable`, which is no answer to keep. Its `running` mark stays: the session's next owner
+ * resumes the chat from its journal and stores the real answer, which a retry of the id then gets.
+ */
+function isCutOff(reply: ChatReply): boolean {
+  return !reply.ok && reply.error.code === "unavailable";
+}
+
 function interruptedReply(runHost: string, hostId: string): ChatReply {
   const who = runHost === hostId ? "this host (an earlier run)" : `host ${runHost}`;
   return {

@@ -66,8 +66,12 @@ export const ERROR_CODE_TABLE = {
   invalid_subject: failure,
   host_silent: failure,
   // Sessions spread over several hosts (src/cluster).
-  /** This host lost the session's lease mid-chat: another host serves it now (ask again). */
-  lease_lost: { reply: "cancelled", exitCode: EXIT_FAILURE },
+  /**
+   * This host lost or handed over the session's lease mid-chat: another host serves it now and
+   * finishes the chat from its journal. Answered `unavailable` (retryable), never as the chat's end:
+   * a retry of the same id reaches the next owner, which answers it.
+   */
+  lease_lost: { reply: "unavailable", exitCode: EXIT_FAILURE },
   /** The session is owned by another host (the host forwards the request there). */
   session_owned_elsewhere: { reply: "unavailable", exitCode: EXIT_FAILURE },
   /** No host could take the request now (its shard is changing owner, the owner is unreachable), or JetStream did not answer a write in time, even retried: retry. */

@@ -19,6 +19,7 @@ import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
 import { type ChatLineage, describeChain, isOnChain, readLineageHeaders } from "../contract/chat-lineage.js";
 import { type ParentLease, readParentLease, watchParentLease } from "../contract/parent-lease.js";
 import type { ResumeCounts } from "../journal/resume-counts.js";
+import { deadlineSignal } from "../timers/deadline-signal.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { readRequestApprovals } from "./request-approvals.js";
 import { readRequestDepth } from "./request-depth.js";
@@ -246,7 +247,13 @@ export class AgentHost {
     this.#cluster?.onShardLost((shard, reason) => {
       for (const [agent, session] of this.#sessionsOf(shard)) {
         this.#log(`session ${agent}/${session} stopped here: ${reason}`);
-        void this.sessions.drop(agent, session, `this host lost the session: ${reason}`);
+        // Not the chats' end: the next owner resumes them from the journal, and a retry reaches it.
+        void this.sessions.drop(
+          agent,
+          session,
+          `this host lost the session (${reason}); retry the request`,
+          "unavailable",
+        );
       }
     });
     this.#cluster?.onDrain((shard) => this.#drain(shard));
@@ -502,8 +509,7 @@ export class AgentHost {
               // The asking agent's approvals hold here too, before this chat is even queued.
               if (request.approvals.length > 0) actor.agent.inheritApprovals?.(request.approvals);
               const deadline = this.#deadlineOf(request.lineage);
-              const timeout =
-                deadline === undefined ? undefined : AbortSignal.timeout(Math.max(0, deadline - this.#now()));
+              const timeout = deadline === undefined ? undefined : deadlineSignal(deadline, this.#now);
               // A request with an id can be cancelled alone (`cancel`): out of the queue, or stopped.
               const cancelKey = chat.id === undefined ? undefined : cancelKeyOf(agent, session, chat.id);
               const cancel = cancelKey === undefined ? undefined : new AbortController();

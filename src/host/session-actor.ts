@@ -160,6 +160,8 @@ export class SessionActor {
   #lastActivityAt: number;
   #hasHadMessages = false;
   #cancelReason = "cancelled by stop";
+  /** The code the chats a stop cuts off are answered with (see {@link shutdown}). */
+  #cancelCode: "cancelled" | "unavailable" = "cancelled";
   #idleWaiters: (() => void)[] | undefined;
   /** Told the session's memory estimate each time it changed (see {@link onMemoryChanged}). */
   #memoryListener: ((bytes: number) => void) | undefined;
@@ -244,8 +246,9 @@ export class SessionActor {
     } else if (event.type === "message.failed") {
       this.#settle(event.id, { ok: false, error: describeFailure(event.error) });
     } else {
-      this.agent.journal?.take(event.ids);
       const error = this.#dropError(event.reason);
+      // Chats cut off because this host lost the session stay in its journal: the next owner runs them.
+      if (error.code !== "unavailable") this.agent.journal?.take(event.ids);
       for (const id of event.ids) {
         // A queued chat that will never run still shows as a chat in the events.
         const text = this.#waiters?.get(id)?.chatText;
@@ -503,10 +506,14 @@ export class SessionActor {
    * Stops the session: what runs is cancelled, what waits is answered `cancelled`. Resolves when the
    * agent's last operation has settled, so nothing is left half-written.
    */
-  async shutdown(reason = "the session was shut down"): Promise<void> {
+  async shutdown(
+    reason = "the session was shut down",
+    code: "cancelled" | "unavailable" = "cancelled",
+  ): Promise<void> {
     const parking = this.parkPendingApproval();
     if (!this.isStopped) {
       this.#cancelReason = reason;
+      this.#cancelCode = code;
       // Started if the session was idle: the mailbox's `stopped` is the session's last StateChanged.
       this.#startMailbox().send({ type: "shutdown" });
     }
@@ -586,7 +593,7 @@ export class SessionActor {
       return { code: "cancelled", message: "superseded by a newer stackable message of the same type" };
     }
     if (reason === "withdrawn") return { code: "cancelled", message: "cancelled before it started" };
-    return { code: "cancelled", message: this.#cancelReason };
+    return { code: this.#cancelCode, message: this.#cancelReason };
   }
 
   /** Best-effort, like every event: a failing report never disturbs the mailbox. */

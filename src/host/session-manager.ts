@@ -330,12 +330,17 @@ export class SessionManager {
    * Leases: stops a live session at once, whatever it is doing (its lease is gone):
    * what runs is cancelled and every waiter answered `cancelled`. The next use builds it again.
    */
-  drop(agent: string, session: string, reason: string): Promise<void> {
+  drop(
+    agent: string,
+    session: string,
+    reason: string,
+    code: "cancelled" | "unavailable" = "cancelled",
+  ): Promise<void> {
     const key = keyOf(agent, session);
     const actor = this.#live.get(key);
     if (actor === undefined) return Promise.resolve();
     this.#live.delete(key);
-    const stopping = this.#stop(actor, reason).finally(() => {
+    const stopping = this.#stop(actor, reason, code).finally(() => {
       if (this.#stopping.get(key) === stopping) this.#stopping.delete(key);
     });
     this.#stopping.set(key, stopping);
@@ -343,10 +348,14 @@ export class SessionManager {
   }
 
   /** Shuts a session down, then tells {@link SessionManagerOptions.onSessionStopped}. */
-  async #stop(actor: SessionActor, reason: string): Promise<void> {
+  async #stop(
+    actor: SessionActor,
+    reason: string,
+    code: "cancelled" | "unavailable" = "cancelled",
+  ): Promise<void> {
     this.#forget(actor);
     try {
-      await actor.shutdown(reason);
+      await actor.shutdown(reason, code);
     } finally {
       this.#onSessionStopped(actor.name, actor.session);
     }

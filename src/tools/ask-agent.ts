@@ -94,6 +94,11 @@ export const DEFAULT_SUPERVISION: SupervisionPolicy = { kind: "report" };
 
 /** How long the stop sent to an asked chat waits for its host's answer (nobody waits on it). */
 const STOP_TIMEOUT_MS = 5_000;
+/**
+ * How long a call whose asked chat failed past their shared deadline waits for its own chat's stop,
+ * which the same deadline triggers on this host (so it is already due): generous, for a loaded host.
+ */
+const OWN_DEADLINE_GRACE_MS = 5_000;
 
 /**
  * The `ask_agent` ToolSet: `{ agent, message }` asks another agent over the bus
@@ -295,6 +300,14 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
       );
     }
     if (!parsed.value.ok) {
+      if (lineage.deadline !== undefined && Date.now() >= lineage.deadline) {
+        // The asked chat failed past the deadline it was handed, which is this chat's own: this chat
+        // is out of time too. Its own stop is due on this host any moment; the model is not handed
+        // an answer it has no time left to use (a parent's deadline bounds the whole tree, never
+        // just the children). A chat whose deadline nobody enforces goes on after the grace.
+        await pause(OWN_DEADLINE_GRACE_MS, context.signal);
+        if (context.signal.aborted) throw new ToolCancelledError(TOOL_NAME);
+      }
       const { code, message: reason } = parsed.value.error;
       throw new AgentCallError(
         callErrorCodeOf(code),

@@ -216,6 +216,44 @@ describe("RequestDedupe's steps: begin, then finish", () => {
     expect(await a.begin("assistant", "s1", "r1")).toEqual({ reply: answer("second") });
   });
 
+  it("stores no `unavailable` of a chat cut off by a lost lease: the next owner's resumed chat answers the id", async () => {
+    const { a, b, open } = await hosts();
+    const cutOff: ChatReply = {
+      ok: false,
+      error: { code: "unavailable", message: "this host no longer owns shard 3: released" },
+      id: "r1",
+    };
+    // Host a ran the chat and lost the shard mid-chat: its requester is told to retry.
+    expect(await a.answer("assistant", "s1", "r1", async () => ({ reply: cutOff }))).toEqual(cutOff);
+    // The next owner resumes it from the journal; the retry joins it instead of getting `unavailable`.
+    const resumed = deferred();
+    b.adopt("assistant", "s1", "r1", resumed.promise);
+    const retry = b.answer("assistant", "s1", "r1", async () => ({ reply: answer("a second run") }));
+    resumed.resolve(answer("resumed"));
+    expect(await retry).toEqual(answer("resumed"));
+    expect(await (await open("c")).begin("assistant", "s1", "r1")).toEqual({ reply: answer("resumed") });
+  });
+
+  it("a resumed chat cut off in turn answers its joined retries `unavailable` and leaves the id to the owner after", async () => {
+    const { a, b } = await hosts();
+    const cutOff: ChatReply = {
+      ok: false,
+      error: { code: "unavailable", message: "this host no longer owns shard 3: released" },
+      id: "r1",
+    };
+    const firstResume = deferred();
+    a.adopt("assistant", "s1", "r1", firstResume.promise);
+    const joined = a.answer("assistant", "s1", "r1", async () => ({ reply: answer("a second run") }));
+    firstResume.resolve(cutOff);
+    expect(await joined).toEqual(cutOff);
+    const secondResume = deferred();
+    b.adopt("assistant", "s1", "r1", secondResume.promise);
+    secondResume.resolve(answer("resumed on b"));
+    expect(await b.answer("assistant", "s1", "r1", async () => ({ reply: answer("a second run") }))).toEqual(
+      answer("resumed on b"),
+    );
+  });
+
   it("refuses, as a reply, a run another host marked running and never finished", async () => {
     const { a, b } = await hosts();
     const first = await a.begin("assistant", "s1", "r1");

@@ -306,7 +306,7 @@ const CASES: Array<{ error: AgentloopError; code: string; reply: string; exit: n
     {
       error: new LeaseLostError("the lease expired", 3),
       code: "lease_lost",
-      reply: "cancelled",
+      reply: "unavailable",
       exit: 1,
       retryable: true,
     },

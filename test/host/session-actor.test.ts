@@ -238,6 +238,26 @@ describe("SessionActor", () => {
     });
   });
 
+  it("a shutdown for a lost lease answers what runs and waits `unavailable`: the next owner finishes them", async () => {
+    const agent = new FakeAgent({ isManual: true });
+    const actor = new SessionActor({ agent });
+    const running = actor.chatAndWait("running");
+    const queued = actor.chatAndWait("queued");
+    await tick();
+    await actor.shutdown(
+      "this host lost the session (not renewed in time); retry the request",
+      "unavailable",
+    );
+    expect(await running).toEqual({
+      ok: false,
+      error: {
+        code: "unavailable",
+        message: "this host lost the session (not renewed in time); retry the request",
+      },
+    });
+    expect(await queued).toMatchObject({ ok: false, error: { code: "unavailable" } });
+  });
+
   it("tracks activity with the injected clock, except for passivation's compaction", async () => {
     let now = 1_000;
     const agent = new FakeAgent();

@@ -1,0 +1,31 @@
+import { describe, expect, it } from "vitest";
+import { deadlineSignal } from "../../src/timers/deadline-signal.js";
+import { sleep } from "../../src/timers/sleep.js";
+
+/**
+ * A chat's deadline as a signal. Its clock is a variable here: the timer firing while the clock
+ * still reads before the deadline (what a loaded event loop does to `AbortSignal.timeout`) must not
+ * abort it.
+ */
+describe("deadlineSignal", () => {
+  it("does not abort while the clock reads before the deadline, though its timer has fired", async () => {
+    let clock = 1_000;
+    const signal = deadlineSignal(1_005, () => clock);
+    // Its 5 ms timer has fired (several times over) with the clock standing still.
+    await sleep(60);
+    expect(signal.aborted).toBe(false);
+    clock = 1_004;
+    await sleep(30);
+    expect(signal.aborted).toBe(false);
+    clock = 1_005;
+    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    expect(signal.reason).toBeInstanceOf(DOMException);
+    expect((signal.reason as DOMException).name).toBe("TimeoutError");
+  });
+
+  it("is aborted at once for a deadline already passed", () => {
+    const signal = deadlineSignal(Date.now() - 1);
+    expect(signal.aborted).toBe(true);
+    expect((signal.reason as DOMException).name).toBe("TimeoutError");
+  });
+});
