@@ -7,6 +7,7 @@ import type {
   OperationSettled,
 } from "../machines/session.machine.js";
 import type { Agent, ChatOptions, ResumedChatOutcome } from "../src/agent/agent-types.js";
+import type { ChatPassedOnError } from "../src/agent/chat-cancel.js";
 import { describeError } from "../src/errors/describe-error.js";
 import { SessionTooLargeError } from "../src/errors/session-too-large-error.js";
 import { CancelledError } from "../src/llm/errors.js";
@@ -33,6 +34,11 @@ export interface MailboxDeps {
    * compacted before its next chat, which is refused if the session is still over. Default: no limit.
    */
   maxSessionBytes?: number;
+  /**
+   * Set when the session stops because another host takes it over: the running operation is then
+   * aborted with this reason, and a chat cut off leaves its journal to that host.
+   */
+  passedOn?: ChatPassedOnError;
 }
 
 /** Builds {@link MailboxDeps}; `toJSON` leaves them out of a persisted snapshot (they are not data). */
@@ -131,7 +137,7 @@ async function runOn(input: unknown, message: MailboxMessage, signal: AbortSigna
 export const mailboxOperation = fromCallback<OperationEvent, Dispatched>(({ input, sendBack, receive }) => {
   const abort = new AbortController();
   receive((event) => {
-    if (event.type === "cancel") abort.abort();
+    if (event.type === "cancel") abort.abort((input.deps as Partial<MailboxDeps> | undefined)?.passedOn);
   });
   // An async function: whatever goes wrong, even at once, comes back as operation.failed.
   runOn(input.deps, input.message, abort.signal).then(

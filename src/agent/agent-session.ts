@@ -30,7 +30,7 @@ import type { SecretRedactor } from "../text/secret-redactor.js";
 import type { AskedChatRef, HeldApproval, ToolSet } from "../tools/tool-set.js";
 import type { Agent, ChatOptions, ChatResult, ResumeChatOptions } from "./agent-types.js";
 import { boundMachines } from "./bound-machines.js";
-import { chatCancelEvent } from "./chat-cancel.js";
+import { chatCancelEvent, isPassedOn } from "./chat-cancel.js";
 import { ChatCancelledError, ChatFailedError } from "./chat-errors.js";
 import { createSessionDeps, type SessionDeps, withSessionDeps } from "./session-deps.js";
 import { createStateReporter } from "./state-reporter.js";
@@ -546,11 +546,16 @@ export class AgentSession implements Agent {
         isParked = await approvals.detach(actor);
         // Ended, or parked with its approval (that record is the one to go on from): nothing to resume.
         // An answer is kept until its reply is stored under the chat's request id (if it has one).
-        journal?.endChat(
-          !isParked && output?.status === "done"
-            ? { result: this.#params.redactor.redact(output.result), usage: output.usage }
-            : undefined,
-        );
+        // Cut off because another host takes the session over: not ended, that host resumes it.
+        const isPassedOnChat =
+          output?.status !== "done" && (isPassedOn(signal) || output?.error?.code === "lease_lost");
+        if (!isPassedOnChat) {
+          journal?.endChat(
+            !isParked && output?.status === "done"
+              ? { result: this.#params.redactor.redact(output.result), usage: output.usage }
+              : undefined,
+          );
+        }
       }
       if (isParked || output === undefined) {
         // Stopped on shutdown while a tool call awaited approval: the chat goes on after a restart.

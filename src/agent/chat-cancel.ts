@@ -1,6 +1,23 @@
 import type { AnyActorRef } from "xstate";
 import type { ChatEvent } from "../../machines/chat.machine.js";
 import { type IterationContext, iterationInFlight } from "../../machines/iteration.machine.js";
+import { CancelledError } from "../llm/errors.js";
+
+/**
+ * Why a chat was cut off when another host takes its session over (this host lost the session's
+ * lease, or handed its shard on): the chat is not over, the next owner resumes it from its journal,
+ * so the journal is left as it is for that host.
+ */
+export class ChatPassedOnError extends CancelledError {
+  constructor(reason: string) {
+    super(`${reason}; the host that serves the session now goes on with the chat`);
+  }
+}
+
+/** True when a chat's signal was aborted because another host takes the session over. */
+export function isPassedOn(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true && signal.reason instanceof ChatPassedOnError;
+}
 
 /**
  * The cancel event for a running chat actor, carrying what its running iteration has in flight

@@ -309,11 +309,14 @@ export class AgentHost {
     while (!isSettled() && Date.now() < deadline && hurry?.aborted !== true) {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    // Shutting down, what still runs is cancelled as at any shutdown; else the shard just moved.
-    const reason =
-      this.#closing === undefined ? "its shard is handed to another host" : "the host is shutting down";
+    // Shutting down, what still runs is cancelled as at any shutdown; else the shard just moved, and
+    // what still runs is the next owner's to finish (answered retryable, its journal left to it).
+    const isMoving = this.#closing === undefined;
+    const reason = isMoving ? "its shard is handed to another host" : "the host is shutting down";
     await Promise.allSettled(
-      this.#sessionsOf(shard).map(([agent, session]) => this.sessions.drop(agent, session, reason)),
+      this.#sessionsOf(shard).map(([agent, session]) =>
+        this.sessions.drop(agent, session, reason, isMoving ? "unavailable" : "cancelled"),
+      ),
     );
   }
 

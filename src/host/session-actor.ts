@@ -14,6 +14,7 @@ import {
   sessionMachine,
 } from "../../machines/session.machine.js";
 import type { Agent, ChatOptions, ChatResult, ResumedChatOutcome } from "../agent/agent-types.js";
+import { ChatPassedOnError } from "../agent/chat-cancel.js";
 import type { ToolApprovalDecision } from "../agent/tool-approvals.js";
 import type { ChatRequest } from "../bus/contract.js";
 import type { TokenUsage } from "../llm/types.js";
@@ -514,6 +515,8 @@ export class SessionActor {
     if (!this.isStopped) {
       this.#cancelReason = reason;
       this.#cancelCode = code;
+      // Another host takes the session over: what runs here is cut off, not ended.
+      if (code === "unavailable") this.#deps.passedOn = new ChatPassedOnError(reason);
       // Started if the session was idle: the mailbox's `stopped` is the session's last StateChanged.
       this.#startMailbox().send({ type: "shutdown" });
     }

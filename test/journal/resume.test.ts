@@ -180,6 +180,32 @@ describe("resuming a journaled chat", () => {
     await running;
   });
 
+  it("leaves a chat cut off because another host takes the session over to that host; a plain shutdown ends it", async () => {
+    for (const code of ["unavailable", "cancelled"] as const) {
+      database.close();
+      rmSync(directory, { recursive: true, force: true });
+      directory = mkdtempSync(join(tmpdir(), "agentloop-resume-"));
+      database = openAgentDatabase(join(directory, "agents.db"));
+      const first = await host([{ text: "Never finished", delayMs: 600_000 }], []);
+      const firstSession = new SessionActor({ agent: first.agent });
+      const answer = firstSession.chat({ text: "hello" });
+      await waitUntil(() => first.eventsOf("ModelRequest").length === 1);
+      await firstSession.shutdown("its shard is handed to another host", code);
+      expect(await answer).toMatchObject({ ok: false, error: { code } });
+      await first.agent.journal?.flush();
+
+      const second = await host([{ text: "Hello!" }], []);
+      const resumed = await second.agent.resumeUnfinishedChat?.();
+      if (code === "unavailable") {
+        expect(resumed).toBe(true);
+        expect(lastMessage(await stored())).toEqual({ role: "assistant", content: "Hello!" });
+      } else {
+        expect(resumed).toBe(false);
+        expect(second.eventsOf("ChatResumed")).toEqual([]);
+      }
+    }
+  });
+
   it("resumes nothing once the chat finished", async () => {
     const first = await host([{ text: "Hi." }], []);
     await first.agent.chat("hello");
