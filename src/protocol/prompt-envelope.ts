@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { describeError } from "../errors/describe-error.js";
 
 /**
  * The prompt request of the Agent Protocol (§5): plain UTF-8 text, or the JSON envelope
@@ -50,7 +51,7 @@ export function parsePromptPayload(data: string): PromptParse {
     try {
       json = JSON.parse(data);
     } catch (error) {
-      const detail = error instanceof Error ? error.message : String(error);
+      const detail = describeError(error);
       return {
         ok: false,
         reason: `malformed JSON envelope (a payload starting with "{" is JSON): ${detail}`,

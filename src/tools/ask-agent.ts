@@ -19,6 +19,7 @@ import {
   renewParentLease,
 } from "../contract/parent-lease.js";
 import { describeError } from "../errors/describe-error.js";
+import { sleep } from "../timers/sleep.js";
 import { type A2aCallSettings, A2aTarget, askA2aTarget } from "./ask-a2a-agent.js";
 import { askProtocolTarget, type ProtocolCallSettings, ProtocolTarget } from "./ask-protocol-agent.js";
 import { relayChildProgress } from "./child-progress.js";
@@ -209,7 +210,7 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
         }
         const retry = supervision.kind === "retry" && attempt <= supervision.times && isWorthRetrying(error);
         if (!retry || signal.aborted) throw error;
-        await pause(supervision.backoffMs * 2 ** (attempt - 1), signal);
+        await sleep(supervision.backoffMs * 2 ** (attempt - 1), signal).catch(() => {});
       }
     }
   }
@@ -305,7 +306,7 @@ export function createAskAgentToolSet(options: AskAgentToolSetOptions): Stateful
         // is out of time too. Its own stop is due on this host any moment; the model is not handed
         // an answer it has no time left to use (a parent's deadline bounds the whole tree, never
         // just the children). A chat whose deadline nobody enforces goes on after the grace.
-        await pause(OWN_DEADLINE_GRACE_MS, context.signal);
+        await sleep(OWN_DEADLINE_GRACE_MS, context.signal).catch(() => {});
         if (context.signal.aborted) throw new ToolCancelledError(TOOL_NAME);
       }
       const { code, message: reason } = parsed.value.error;
@@ -422,18 +423,6 @@ function failingTheChat(asked: string, error: AgentCallError): AgentCallError {
     `the asked agent ${asked} failed (${error.code}: ${error.message}), and this agent's onChildFailure policy is "fail"`,
     { toolName: TOOL_NAME, cause: error, failsChat: true },
   );
-}
-
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
 
 /**

@@ -27,6 +27,7 @@ import { parseChatReply } from "../../bus/contract.js";
 import { HostSilentError, requestWithHeartbeat } from "../../bus/request-with-heartbeat.js";
 import { chatSubject, controlSubject, isValidName, sessionHeartbeatSubject } from "../../bus/subjects.js";
 import { describeError } from "../../errors/describe-error.js";
+import { sleep } from "../../timers/sleep.js";
 import type { TaskLog } from "./task-log.js";
 import { advanceProgress, isFinalPhase, type TaskProgress, type TaskRecord } from "./task-progress.js";
 import { artifactUpdates, statusUpdate, toA2aTask } from "./to-a2a-task.js";
@@ -274,7 +275,8 @@ export class A2aAgentHandler implements A2ARequestHandler {
           await refuse({ code: "unavailable", message: describeError(error) }).catch(() => {});
           return;
         }
-        await sleep(Math.min(attempt, 5) * 1_000, doorClosed);
+        // The door closing ends the wait early; the loop then sees it closed.
+        await sleep(Math.min(attempt, 5) * 1_000, doorClosed).catch(() => {});
       }
     }
   }
@@ -426,16 +428,4 @@ export function approvalAnswer(message: Message): ApprovalAnswer {
   throw new RequestMalformedError(
     'a message on a task waiting for input must hold a data part { "approval": { "toolCallId": string, "approved": boolean, "reason"?: string, "arguments"?: string } }',
   );
-}
-
-function sleep(milliseconds: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, milliseconds);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
