@@ -2,7 +2,7 @@
  * `npm run scale`: live sessions by the ten thousand across three `serve --history nats` hosts
  * (see scale-run.ts). Flags: `--sessions 10000,50000,100000` (the levels, ascending), `--quick`
  * (levels 1000,3000, short phases), `--rate N` (chats/s of the latency phase, default 500),
- * `--lease-ttl MS` (default the hosts' 10 s), `--write` (puts a "Scale" section into BENCHMARKS.md,
+ * `--lease-ttl MS` (default the hosts' 10 s), `--failover-only` (no chat phases, no hand-off), `--write` (puts a "Scale" section into BENCHMARKS.md,
  * leaving the rest alone). Ctrl-C stops every process the run started.
  */
 import { cpus, totalmem } from "node:os";
@@ -28,10 +28,11 @@ interface Cli {
   rate: number;
   leaseTtlMs: number | undefined;
   isWriting: boolean;
+  isFailoverOnly: boolean;
   args: string;
 }
 
-const FLAGS = "--sessions N,N,…, --quick, --rate N, --lease-ttl MS, --write";
+const FLAGS = "--sessions N,N,…, --quick, --rate N, --lease-ttl MS, --failover-only, --write";
 
 function positive(flag: string, value: string | undefined): number {
   const number = Number(value);
@@ -47,6 +48,7 @@ function parseCli(args: readonly string[]): Cli {
     rate: 500,
     leaseTtlMs: undefined,
     isWriting: false,
+    isFailoverOnly: false,
     args: args.join(" "),
   };
   let levels: number[] | undefined;
@@ -60,6 +62,7 @@ function parseCli(args: readonly string[]): Cli {
     else if (arg === "--rate") cli.rate = positive(arg, args[++index]);
     else if (arg === "--lease-ttl") cli.leaseTtlMs = positive(arg, args[++index]);
     else if (arg === "--write") cli.isWriting = true;
+    else if (arg === "--failover-only") cli.isFailoverOnly = true;
     else throw new Error(`unknown argument ${arg} (flags: ${FLAGS})`);
   }
   cli.levels = levels ?? (cli.isQuick ? [1_000, 3_000] : cli.levels);
@@ -138,7 +141,7 @@ function section(report: ScaleReport, cli: Cli, date: Date): string {
       : `Hand-off: a fourth host answered ${seconds(handoff.joinReadyMs)} after it was started and held its ${handoff.movedToNew} shards (each drained and released by its old owner) ${seconds(handoff.joinBalancedMs)} after it was started; after its graceful leave (SIGTERM) the three held every shard again within ${seconds(handoff.leaveMs)}.`,
     failover === undefined
       ? ""
-      : `Failover: SIGKILL of a host holding ${failover.victimShards} shards and ${failover.victimSessions.toLocaleString("en")} live sessions; the shard map is watched until no shard names it, while ${failover.sample} of its sessions are asked a chat each (retried every 100 ms after an error, 5 s timeout) until answered.`,
+      : `Failover: SIGKILL of a host holding ${failover.victimShards} shards and ${failover.victimSessions.toLocaleString("en")} live sessions; the shard map is watched until no shard names it, while ${failover.sample} of its sessions are asked a chat each (one request id per session, so a retry joins the chat under way; each request waits 5 s, then is sent again, or 100 ms after an error) until answered.`,
     "",
     "| target | figure | |",
     "| --- | --- | --- |",
@@ -168,6 +171,7 @@ async function main(): Promise<void> {
     idleSeconds: cli.isQuick ? 5 : 10,
     openConcurrency: 64,
     sampleSize: 200,
+    isFailoverOnly: cli.isFailoverOnly,
     ...(cli.leaseTtlMs === undefined ? {} : { leaseTtlMs: cli.leaseTtlMs }),
     signal: interrupt.signal,
     log: (line) => console.log(line),

@@ -25,6 +25,8 @@ export interface ScaleHost {
   child: ChildProcess;
   /** The last few KB of its stdout and stderr, for an error message. */
   output(): string;
+  /** The last lines where it spoke of its own lease (a slow renewal, a lapse). */
+  leaseNotices(): string[];
   isRunning(): boolean;
 }
 
@@ -38,6 +40,8 @@ export interface HostSettings {
 }
 
 const OUTPUT_TAIL = 4_000;
+/** How many of a host's notices about its own lease are kept. */
+const LEASE_LINES = 20;
 
 /**
  * Starts and tracks the `serve` processes; {@link killAll} (also run on Ctrl-C and at exit) kills
@@ -68,8 +72,15 @@ export class ScaleHosts {
       },
     );
     let output = "";
+    const leaseLines: string[] = [];
     const keep = (text: string) => {
       output = (output + text).slice(-OUTPUT_TAIL);
+      // What the host said about its own lease (slow renewals, a lapse): kept apart, since a
+      // lapse is followed by a line per stopped session that would push it out of the tail.
+      for (const line of text.split("\n")) {
+        if (line.includes("this host's lease")) leaseLines.push(line.slice(0, 600));
+      }
+      leaseLines.splice(0, Math.max(0, leaseLines.length - LEASE_LINES));
     };
     child.stdout?.setEncoding("utf8").on("data", keep);
     child.stderr?.setEncoding("utf8").on("data", keep);
@@ -77,6 +88,7 @@ export class ScaleHosts {
       id,
       child,
       output: () => output,
+      leaseNotices: () => [...leaseLines],
       isRunning: () => child.exitCode === null && child.signalCode === null,
     };
     this.#hosts.set(id, host);

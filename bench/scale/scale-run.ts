@@ -38,6 +38,8 @@ export interface ScaleOptions {
   openConcurrency: number;
   /** Sessions of the killed host asked after the kill. */
   sampleSize: number;
+  /** Only the failover: no chat phases and no hand-off (a quick look at the failover alone). */
+  isFailoverOnly?: boolean;
   leaseTtlMs?: number;
   signal: AbortSignal;
   log: (line: string) => void;
@@ -179,6 +181,11 @@ export async function runScale(options: ScaleOptions): Promise<ScaleReport> {
     for (const level of options.levels) {
       const open = await openTo(level);
       const figures = await measureIdle(context, level, open.failures, open.rate);
+      if (options.isFailoverOnly === true) {
+        options.log(describeLevel(figures));
+        levels.push(figures);
+        continue;
+      }
       figures.chat = await measureChats(context, opened, options.chatRate);
       if (figures.chat.reachedRate < 0.95 * options.chatRate) {
         const sustained = Math.max(1, Math.round(figures.chat.reachedRate * 0.7));
@@ -188,7 +195,7 @@ export async function runScale(options: ScaleOptions): Promise<ScaleReport> {
       levels.push(figures);
     }
 
-    const handoff = await measureHandoff(context);
+    const handoff = options.isFailoverOnly === true ? undefined : await measureHandoff(context);
     const failover = await measureFailover(context, opened, leaseTtlMs);
     return {
       shardCount: DEFAULT_SHARD_COUNT,
@@ -205,6 +212,8 @@ export async function runScale(options: ScaleOptions): Promise<ScaleReport> {
     for (const host of hosts?.running() ?? []) {
       const tail = host.output().trim().split("\n").slice(-5).join("\n  ");
       if (tail !== "") options.log(`${host.id} said last:\n  ${tail}`);
+      const notices = host.leaseNotices();
+      if (notices.length > 0) options.log(`${host.id} on its own lease:\n  ${notices.join("\n  ")}`);
     }
     shards?.close();
     hosts?.killAll();
@@ -225,9 +234,11 @@ async function chatOnce(
   session: string,
   text: string,
   timeoutMs: number,
+  id?: string,
 ): Promise<string | undefined> {
   try {
-    const reply = await bus.request(chatSubject(PREFIX, AGENT), JSON.stringify({ session, text }), {
+    const request = id === undefined ? { session, text } : { session, text, id };
+    const reply = await bus.request(chatSubject(PREFIX, AGENT), JSON.stringify(request), {
       timeoutMs,
     });
     const parsed = parseChatReply(reply.data);
@@ -434,6 +445,10 @@ async function measureFailover(
   const step = Math.max(1, Math.floor(ofVictim.length / context.options.sampleSize));
   const sample = ofVictim.filter((_, index) => index % step === 0).slice(0, context.options.sampleSize);
   const deadlineMs = leaseTtlMs + 60_000;
+  // As a client should ask: a request lost with the dead host (the server handed it to the host
+  // as it died) is noticed only by its timeout, so each waits 5 s and is sent again; one request
+  // id per session, so a retry joins the chat already under way instead of running it once more.
+  const sampleTimeoutMs = SAMPLE_TIMEOUT_MS;
 
   victim.child.kill("SIGKILL");
   const killedAt = performance.now();
@@ -442,12 +457,24 @@ async function measureFailover(
   );
   let lastAnswer = 0;
   let unanswered = 0;
+  // Every attempt, ms since the kill: where the time between "re-owned" and "answered" goes.
+  const attempts: Attempt[] = [];
   const answering = Promise.all(
     sample.map(async (session) => {
       while (performance.now() - killedAt < deadlineMs) {
         if (context.options.signal.aborted) return;
-        if ((await chatOnce(context.bus, session, "after the kill", 5_000)) === undefined) {
-          lastAnswer = Math.max(lastAnswer, performance.now() - killedAt);
+        const sentMs = performance.now() - killedAt;
+        const failure = await chatOnce(
+          context.bus,
+          session,
+          "after the kill",
+          sampleTimeoutMs,
+          `failover-${session}`,
+        );
+        const endedMs = performance.now() - killedAt;
+        attempts.push({ sentMs, endedMs, outcome: failure ?? "answered" });
+        if (failure === undefined) {
+          lastAnswer = Math.max(lastAnswer, endedMs);
           return;
         }
         await sleep(100);
@@ -467,6 +494,7 @@ async function measureFailover(
   }
   await answering;
   context.check();
+  context.options.log(describeAttempts(attempts, reownedMs));
   context.options.log(
     `failover: shards re-owned after ${seconds(reownedMs)}, ${sample.length - unanswered} of ${sample.length} sessions answered${unanswered === sample.length ? "" : ` after ${seconds(lastAnswer)}`}`,
   );
@@ -478,6 +506,41 @@ async function measureFailover(
     sampleAnsweredMs: unanswered === sample.length ? Number.NaN : lastAnswer,
     sampleUnanswered: unanswered,
   };
+}
+
+/** How long one sampled chat waits for its answer before it is sent again (with the same id). */
+const SAMPLE_TIMEOUT_MS = 5_000;
+
+/** One chat of the failover sample: when it was sent and ended (ms since the kill), and how. */
+interface Attempt {
+  sentMs: number;
+  endedMs: number;
+  outcome: string;
+}
+
+/**
+ * The sample's attempts by the second they ended: `10 s: 3 answered, 5 no reply`, then when the
+ * answered ones were sent and how long they took, around the moment the shards were re-owned.
+ */
+function describeAttempts(attempts: readonly Attempt[], reownedMs: number): string {
+  const bySecond = new Map<number, FailureCounts>();
+  for (const attempt of attempts) {
+    const second = Math.floor(attempt.endedMs / 1000);
+    const counts = bySecond.get(second) ?? {};
+    countFailure(counts, attempt.outcome);
+    bySecond.set(second, counts);
+  }
+  const lines = [...bySecond.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([second, counts]) => `    ended in ${second}–${second + 1} s: ${describeFailures(counts)}`);
+  const answered = attempts.filter((attempt) => attempt.outcome === "answered");
+  const took = answered.map((attempt) => attempt.endedMs - attempt.sentMs).sort((a, b) => a - b);
+  const ended = answered.map((attempt) => attempt.endedMs).sort((a, b) => a - b);
+  const sentAfter = answered.filter((attempt) => attempt.sentMs >= reownedMs).length;
+  return [
+    `  failover sample: ${attempts.length} attempts; answers ended at p50 ${seconds(percentile(ended, 50))}, p90 ${seconds(percentile(ended, 90))}, last ${seconds(ended.at(-1) ?? Number.NaN)} (re-owned at ${seconds(reownedMs)}); an answered chat took p50 ${seconds(percentile(took, 50))}, max ${seconds(took.at(-1) ?? Number.NaN)}; ${sentAfter} of ${answered.length} answered chats were sent after the re-owning`,
+    ...lines,
+  ].join("\n");
 }
 
 export function seconds(ms: number): string {

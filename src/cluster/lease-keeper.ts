@@ -36,6 +36,11 @@ export interface LeaseKeeperOptions {
   renewEveryMs?: number;
   /** Whether the connection is up now: {@link LeaseKeeper.close} does not wait on releases while it is down. */
   isConnected?: () => boolean;
+  /**
+   * Told after each renewal how long it took from its send to its answer (or failure), ms: how a
+   * lease that lapses on a busy host is explained (slow answers, or no renewal sent at all).
+   */
+  onRenewal?: (tookMs: number, isRenewed: boolean) => void;
 }
 
 /** One lease this host holds. */
@@ -93,6 +98,7 @@ export class LeaseKeeper {
   readonly #monotonic: () => number;
   readonly #renewEveryMs: number;
   readonly #isConnected: () => boolean;
+  readonly #onRenewal: (tookMs: number, isRenewed: boolean) => void;
   #ticker: NodeJS.Timeout | undefined;
   #isClosed = false;
 
@@ -106,6 +112,7 @@ export class LeaseKeeper {
     this.#monotonic = options.monotonic ?? (() => performance.now());
     this.#renewEveryMs = options.renewEveryMs ?? options.store.timing.ttlMs / 3;
     this.#isConnected = options.isConnected ?? (() => true);
+    this.#onRenewal = options.onRenewal ?? (() => {});
   }
 
   /** Leases held now. */
@@ -237,12 +244,14 @@ export class LeaseKeeper {
       // At most a tick long: a request lost with a restarting server must not hold up the next try.
       // Kept even when released meanwhile: the release names this newer revision.
       held.lease = await this.store.renew(held.lease, stateField(state), { timeoutMs: ttlMs / 3 });
+      this.#onRenewal(this.#monotonic() - sentAt, true);
       if (held.lostReason !== undefined) return;
       // Counted from when the renewal was sent: a slow answer only shortens the lease here.
       const deadline = this.#deadlineFrom(sentAt);
       if (deadline > held.deadline) held.deadline = deadline;
       this.#arm(held);
     } catch (error) {
+      this.#onRenewal(this.#monotonic() - sentAt, false);
       if (error instanceof LeaseConflictError) {
         // An earlier renewal may have been stored though its answer was lost (a timeout): the
         // revision moved, but the lease is still this host's, at the same epoch.

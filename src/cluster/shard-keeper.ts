@@ -8,6 +8,7 @@ import { listKvKeys } from "./kv-keys.js";
 import { type LeaseFence, LeaseLostError } from "./lease-fence.js";
 import { LeaseKeeper } from "./lease-keeper.js";
 import { isSameAgentSet, type Membership } from "./membership.js";
+import { RenewalWatch } from "./renewal-watch.js";
 import {
   isConflict,
   isLeaseFree,
@@ -124,6 +125,8 @@ export class ShardKeeper {
   /** The agent part of this host's shard keys (see {@link shardKeyAgent}). */
   readonly #shardAgent: string;
   readonly #hostLeases: LeaseKeeper;
+  /** This host's lease renewals and the event loop around them, for the lease's loss notice. */
+  readonly #renewals = new RenewalWatch();
   readonly #store: SessionLeaseStore;
   readonly #kv: KV;
   readonly #table: WatchedBucket<LeaseRecord>;
@@ -158,12 +161,24 @@ export class ShardKeeper {
     this.#store = store;
     this.#kv = kv;
     this.#now = options.now ?? Date.now;
+    const renewEveryMs = options.timing.ttlMs / HOST_RENEWALS_PER_TTL;
     this.#hostLeases = new LeaseKeeper({
       store,
       hostId: options.hostId,
       subject: options.subject,
-      onLost: (_agent, _host, reason) => this.#loseAll(`this host's lease was lost: ${reason}`),
-      renewEveryMs: options.timing.ttlMs / HOST_RENEWALS_PER_TTL,
+      onLost: (_agent, _host, reason) =>
+        this.#loseAll(`this host's lease was lost: ${reason} (${this.#renewals.describe()})`),
+      onRenewal: (tookMs, isRenewed) => {
+        // A renewal slower than its interval is the first sign of a lease about to lapse: said with
+        // the event loop's delay, so a stalled host is told from a slow server.
+        if (tookMs > renewEveryMs) {
+          options.log?.(
+            `this host's lease renewal ${isRenewed ? "took" : "failed after"} ${Math.round(tookMs)} ms (${this.#renewals.describe()})`,
+          );
+        }
+        this.#renewals.renewed(tookMs, isRenewed);
+      },
+      renewEveryMs,
       ...(options.isConnected === undefined ? {} : { isConnected: options.isConnected }),
       ...(options.log === undefined ? {} : { log: options.log }),
     });
@@ -414,6 +429,7 @@ export class ShardKeeper {
     await Promise.allSettled([...this.#held.keys()].map((shard) => this.#release(shard)));
     this.#logReleaseFailures();
     await this.#hostLeases.close();
+    this.#renewals.close();
     this.#table.close();
   }
 
