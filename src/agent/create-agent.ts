@@ -64,10 +64,18 @@ function baseLlmOptions(model: string, options: AgentOptions): LlmOptions {
   };
 }
 
-/** The agent's options with the defaults filled in (see AgentOptions). */
+/**
+ * Settings already resolved, so the sessions of one agent share one settings object (its model
+ * options and approval list too): resolved per session, each idle session held its own copy of
+ * the same values. Keyed by every value that goes into them; bounded like the built prompts.
+ */
+const RESOLVED_SETTINGS = new Map<string, ChatSettings>();
+const MAX_RESOLVED_SETTINGS = 256;
+
+/** The agent's options with the defaults filled in (see AgentOptions); shared between equal ones. */
 function resolveChatSettings(params: CreateAgentParams, toolSets: readonly ToolSet[]): ChatSettings {
   const options = params.options ?? {};
-  return {
+  const settings: ChatSettings = {
     systemPrompt: buildSystemPrompt(options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT, toolSets),
     baseOptions: baseLlmOptions(params.model, options),
     maxIterations: options.maxIterations ?? DEFAULT_MAX_ITERATIONS,
@@ -79,6 +87,19 @@ function resolveChatSettings(params: CreateAgentParams, toolSets: readonly ToolS
         ? new Set(options.needsApproval)
         : NO_TOOL_NAMES,
   };
+  const key = JSON.stringify([
+    settings.systemPrompt,
+    settings.baseOptions,
+    settings.maxIterations,
+    settings.contextCompactRatio,
+    settings.tokenLimit,
+    settings.maxConcurrentToolCalls,
+    [...settings.approvalList].sort(),
+  ]);
+  const known = RESOLVED_SETTINGS.get(key);
+  if (known !== undefined) return known;
+  if (RESOLVED_SETTINGS.size < MAX_RESOLVED_SETTINGS) RESOLVED_SETTINGS.set(key, settings);
+  return settings;
 }
 
 /**
