@@ -17,6 +17,7 @@ import { parseEventJson } from "../events/parse-event.js";
 import type { AgentEvent, UnknownEvent } from "../events/types.js";
 import { BusError } from "./bus-errors.js";
 import { whileStarting } from "./jetstream-retry.js";
+import { permissionDenialOf } from "./nats-permission-error.js";
 import { allEventsPattern, DEFAULT_PREFIX, jetStreamName } from "./subjects.js";
 
 /**
@@ -178,9 +179,10 @@ export async function* replayEvents(
     ...startOptions(options.since, options.now ?? Date.now),
   };
 
-  const manager = await jetstreamManager(connection);
+  // No account-info round trip: a reader's role may replay the event log and nothing else.
+  const manager = await jetstreamManager(connection, { checkAPI: false });
   const last = await lastStoredRecord(manager, streamName, filter);
-  if (last === undefined || !isAtOrAfterStart(last, consumerOptions)) return;
+  if (last === undefined || (last !== REFUSED && !isAtOrAfterStart(last, consumerOptions))) return;
 
   let consumer: Consumer;
   try {
@@ -202,6 +204,8 @@ export async function* replayEvents(
         // stop() ends the fetching, not the batch already buffered.
         if (signal?.aborted) break;
         if (next === "idle") {
+          // Without the end read from the stream, a silence after the last delivered record is the end.
+          if (last === REFUSED) break;
           if ((await manager.streams.getMessage(streamName, { seq: last.seq })) === null) break;
           if (++stalledChecks >= REPLAY_STALLED_CHECKS) {
             throw new BusError(
@@ -215,7 +219,7 @@ export async function* replayEvents(
         stalledChecks = 0;
         if (next.done === true) break;
         const message = next.value;
-        if (message.seq > last.seq) break;
+        if (last !== REFUSED && message.seq > last.seq) break;
         const data = message.string();
         const parsed = parseEventJson(data);
         const record = { seq: message.seq, subject: message.subject, time: message.time, data };
@@ -223,7 +227,7 @@ export async function* replayEvents(
         else if (parsed.status === "unknown-kind")
           yield { ...record, isKnownKind: false, event: parsed.event };
         else options.onSkipped?.({ seq: message.seq, subject: message.subject, reason: parsed.reason });
-        if (message.seq === last.seq) break;
+        if (last === REFUSED ? message.info.pending === 0 : message.seq === last.seq) break;
       }
     } finally {
       signal?.removeEventListener("abort", stop);
@@ -247,20 +251,32 @@ export async function lastStoredSeq(
   options: { filter: string; prefix?: string; streamName?: string },
 ): Promise<number | undefined> {
   const streamName = options.streamName ?? eventStreamName(options.prefix ?? DEFAULT_PREFIX);
-  const last = await lastStoredRecord(await jetstreamManager(connection), streamName, options.filter);
-  return last?.seq;
+  const manager = await jetstreamManager(connection, { checkAPI: false });
+  const last = await lastStoredRecord(manager, streamName, options.filter);
+  return last === REFUSED ? undefined : last?.seq;
 }
 
-/** The last record on the stream the filter matches (sequence and time), or undefined when none is. */
+/**
+ * A reader whose NATS permissions predate reading single records of the event log
+ * (`$JS.API.STREAM.MSG.GET.<stream>`): it still replays, ending when the consumer counts nothing
+ * pending or goes quiet, as readers did before the end was read from the stream.
+ */
+const REFUSED = "refused";
+
+/**
+ * The last record on the stream the filter matches (sequence and time), undefined when none is, or
+ * {@link REFUSED} when the reader may not read single records.
+ */
 async function lastStoredRecord(
   manager: JetStreamManager,
   streamName: string,
   filter: string,
-): Promise<{ seq: number; time: Date } | undefined> {
+): Promise<{ seq: number; time: Date } | undefined | typeof REFUSED> {
   try {
     const stored = await manager.streams.getMessage(streamName, { last_by_subj: filter });
     return stored === null ? undefined : { seq: stored.seq, time: stored.time };
   } catch (error) {
+    if (permissionDenialOf(error) !== undefined) return REFUSED;
     throw missingStreamError(streamName, error);
   }
 }

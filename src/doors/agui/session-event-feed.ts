@@ -52,7 +52,7 @@ export class JetStreamEventSource implements SessionEventSource {
   }
 
   async lastSeq(): Promise<number> {
-    this.#manager ??= jetstreamManager(this.#connection);
+    this.#manager ??= jetstreamManager(this.#connection, { checkAPI: false });
     const manager = await this.#manager.catch((error: unknown) => {
       this.#manager = undefined;
       throw error;
