@@ -172,6 +172,27 @@ async function until(
   }
 }
 
+/**
+ * The first replies of `asked`; a reply that has not come within `timeoutMs` fails the test with
+ * what the surviving host printed, instead of leaving it to the test's own timeout with nothing said.
+ */
+async function firstReplies(asked: Asked[], host: ServeProcess, timeoutMs = 120_000): Promise<ChatReply[]> {
+  let timer: NodeJS.Timeout | undefined;
+  const silent = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const got = asked.map((one) => one.replies.length);
+      reject(
+        new Error(`no reply within ${timeoutMs / 1000} s (replies: ${got}); host output:\n${host.stderr()}`),
+      );
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([Promise.all(asked.map((one) => one.first)), silent]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Long enough for a second reply to a request, if one were sent, to arrive. */
 const settle = () => new Promise((resolve) => setTimeout(resolve, 500));
 
@@ -205,7 +226,7 @@ describe("retrying a chat id after its host was killed", () => {
       await h1.run;
 
       const retried = ask(`${hostSubject(prefix, "h2")}.agents.assistant.chat`, request);
-      const reply = await retried.first;
+      const [reply] = await firstReplies([retried], h2);
       expect(reply).toMatchObject({ ok: true, session: s1, result: "The full answer.", id: "req-stream" });
       // h2 beat for the session while the retry waited for the lease and the resumed chat.
       expect(beats.has("h2")).toBe(true);
@@ -268,7 +289,7 @@ describe("retrying a chat id after its host was killed", () => {
 
       const h2Subject = `${hostSubject(prefix, "h2")}.agents.assistant.chat`;
       const retries = [ask(h2Subject, charge), ask(chatSubject(prefix, "assistant"), thanks)];
-      const [charged, thanked] = await Promise.all(retries.map((retry) => retry.first));
+      const [charged, thanked] = await firstReplies(retries, h2);
       expect(charged).toMatchObject({ ok: true, result: answers[0], id: "req-charge" });
       expect(thanked).toMatchObject({ ok: true, result: answers[1], id: "req-thanks" });
 
