@@ -242,11 +242,9 @@ describe("MCP server over Streamable HTTP", () => {
     const iterator = stream[Symbol.asyncIterator]();
     const created = await iterator.next();
     const taskId = created.value?.type === "taskCreated" ? created.value.task.taskId : "";
-    await waitFor(() =>
-      fixture.events.some(
-        (entry) => entry.event.kind === "ChatStarted" && entry.event.session === "mcp-queue",
-      ),
-    );
+    // Cancelled once it waits in the session's queue (a cancel that overtook the request on a
+    // loaded machine would find nothing queued to take out, and the test would show nothing).
+    await waitFor(() => (fixture.host.sessions.find("bot", "mcp-queue")?.queueLength ?? 0) >= 1);
     const cancelled = await client.experimental.tasks.cancelTask(taskId);
     expect(cancelled.status).toBe("cancelled");
     // The running chat goes on to its answer.
