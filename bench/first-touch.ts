@@ -34,7 +34,11 @@ function parseArgs(argv: readonly string[]): Args {
   for (let index = 0; index < argv.length; index += 2) {
     const name = argv[index]?.replace(/^--/, "");
     const value = Number(argv[index + 1]);
-    if ((name !== "sessions" && name !== "stored" && name !== "rounds") || !Number.isSafeInteger(value) || value < 1)
+    if (
+      (name !== "sessions" && name !== "stored" && name !== "rounds") ||
+      !Number.isSafeInteger(value) ||
+      value < 1
+    )
       throw new Error(`usage: first-touch [--sessions N] [--stored N] [--rounds N] (got ${argv.join(" ")})`);
     args[name] = value;
   }
@@ -57,7 +61,14 @@ async function seed(store: NatsHistoryStore, journal: KvChatJournal, session: st
   await history.append(turn(2));
   await history.saveSeq(12);
   if (!isBusy) return;
-  const chat = { chatId: `c-${session}`, userText: "go on", chatStart: 6, iteration: 0, messages: [], inFlight: null };
+  const chat = {
+    chatId: `c-${session}`,
+    userText: "go on",
+    chatStart: 6,
+    iteration: 0,
+    messages: [],
+    inFlight: null,
+  };
   await journal.append(AGENT, session, { n: 1, id: `${session}-1`, steps: [{ kind: "chat", chat }] });
   await journal.append(AGENT, session, {
     n: 2,
@@ -83,7 +94,8 @@ async function openAll(connection: NatsConnection, sessions: readonly string[]) 
         journal,
       });
       durations.push(nowMs() - opened);
-      if (agent.journal?.unfinishedChat === null) throw new Error(`${session}: its journal was not read back`);
+      if (agent.journal?.unfinishedChat === null)
+        throw new Error(`${session}: its journal was not read back`);
     }),
   );
   const total = nowMs() - start;
@@ -101,7 +113,9 @@ async function main(): Promise<void> {
     const limit = pLimit(WRITE_CONCURRENCY);
     const seeding = nowMs();
     await Promise.all(
-      Array.from({ length: args.stored }, (_, index) => limit(() => seed(store, journal, `other${index}`, index % 10 === 0))),
+      Array.from({ length: args.stored }, (_, index) =>
+        limit(() => seed(store, journal, `other${index}`, index % 10 === 0)),
+      ),
     );
     const sampled = Array.from({ length: args.sessions }, (_, index) => `touched${index}`);
     await Promise.all(sampled.map((session) => limit(() => seed(store, journal, session, true))));
