@@ -1,10 +1,4 @@
-import {
-  DeliverPolicy,
-  type JetStreamClient,
-  type JetStreamManager,
-  type JsMsg,
-  type StoredMsg,
-} from "@nats-io/jetstream";
+import type { JetStreamClient, JetStreamManager, StoredMsg } from "@nats-io/jetstream";
 import { headers, nuid } from "@nats-io/transport-node";
 import { retryTransient } from "../bus/jetstream-retry.js";
 import { AgentloopError } from "../errors/agentloop-error.js";
@@ -21,9 +15,7 @@ import {
   type RecordPart,
   splitBody,
 } from "./history-records.js";
-
-/** How long one fetch of a subject's messages waits for more before the read ends. */
-const FETCH_EXPIRES_MS = 5_000;
+import { firstAndLast, fromStored, readFrom } from "./subject-reader.js";
 
 /** What a {@link JetStreamRecordLog} needs from its store. */
 export interface RecordLogTarget {
@@ -55,8 +47,8 @@ export class NotARecordError extends AgentloopError {
 }
 
 /**
- * The records of one subject of the history stream: reads them all (an ordered consumer with the
- * subject as its only filter: nats-server 2.9), writes one record as one or more parts, each
+ * The records of one subject of the history stream: reads them all (message gets by subject, a
+ * consumer only for a long subject: see {@link readFrom}), writes one record as one or more parts, each
  * published with the expected last subject sequence, and purges what a newer record supersedes.
  */
 export class JetStreamRecordLog {
@@ -82,41 +74,14 @@ export class JetStreamRecordLog {
   }
 
   async #readAll(): Promise<RecordLogContents> {
-    const { js, stream, subject } = this.#target;
-    const last = await this.#last();
-    if (last === null) return { records: [], lastSeq: 0 };
-    const single = partOf(last.seq, last.header.get(RECORD_HEADER), last.header, last.data);
-    // The usual case after a compaction or for marks: the subject holds one whole record.
-    if (single.part === 1 && single.parts === 1 && (await this.#firstSeqIs(last.seq))) {
-      return { records: assembleRecords([single]), lastSeq: last.seq };
-    }
-    const parts: RecordPart[] = [];
-    let lastSeq = last.seq;
-    const consumer = await js.consumers.get(stream, {
-      filter_subjects: subject,
-      deliver_policy: DeliverPolicy.All,
-    });
-    try {
-      // Fetches that expire, not an endless consume: a purge racing this read may leave fewer
-      // messages than the last sequence promised.
-      for (let isDone = false; !isDone; ) {
-        let fetched = 0;
-        for await (const message of await consumer.fetch({ max_messages: 256, expires: FETCH_EXPIRES_MS })) {
-          fetched += 1;
-          parts.push(partOfMessage(message));
-          lastSeq = Math.max(lastSeq, message.seq);
-          if (message.seq >= last.seq || message.info.pending === 0) {
-            isDone = true;
-            break;
-          }
-        }
-        if (fetched === 0) isDone = true;
-      }
-    } finally {
-      await consumer.delete().catch(() => {
-        // Ephemeral and in memory: the server drops it after its inactivity threshold anyway.
-      });
-    }
+    const { js, jsm, stream, subject } = this.#target;
+    const source = { js, jsm, stream, filter: subject };
+    const bounds = await firstAndLast(source);
+    if (bounds === null) return { records: [], lastSeq: 0 };
+    const { first, last } = bounds;
+    const messages = first.seq >= last.seq ? [fromStored(last)] : await readFrom(source, first, last.seq);
+    const parts = messages.map((message) => partOf(message.seq, message.headers, message.data));
+    const lastSeq = parts.reduce((highest, part) => Math.max(highest, part.seq), last.seq);
     return { records: assembleRecords(parts), lastSeq };
   }
 
@@ -179,27 +144,14 @@ export class JetStreamRecordLog {
       this.#target.jsm.streams.getMessage(this.#target.stream, { last_by_subj: this.#target.subject }),
     );
   }
-
-  /** True when no message of the subject comes before `seq`. */
-  async #firstSeqIs(seq: number): Promise<boolean> {
-    const info = await retryTransient("read", () =>
-      this.#target.jsm.streams.info(this.#target.stream, { subjects_filter: this.#target.subject }),
-    );
-    return info.state.subjects?.[this.#target.subject] === 1 && seq > 0;
-  }
-}
-
-function partOfMessage(message: JsMsg): RecordPart {
-  const messageHeaders = message.headers;
-  return partOf(message.seq, messageHeaders?.get(RECORD_HEADER), messageHeaders, message.data);
 }
 
 function partOf(
   seq: number,
-  kind: string | undefined,
   messageHeaders: { get(name: string): string } | undefined,
   body: Uint8Array,
 ): RecordPart {
+  const kind = messageHeaders?.get(RECORD_HEADER);
   if (!isRecordKind(kind))
     throw new NotARecordError(seq, `not a history record (${RECORD_HEADER}: ${kind ?? "none"})`);
   const batch = messageHeaders?.get(BATCH_HEADER) ?? "";

@@ -11,6 +11,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { retryTransient, whileStarting } from "../bus/jetstream-retry.js";
 import { listKvKeys } from "../cluster/kv-keys.js";
 import { publishDurably } from "../context/durable-publish.js";
+import { firstAndLast, fromStored, readFrom, type SubjectMessage } from "../context/subject-reader.js";
 import type { ChatJournal, JournaledSession } from "./chat-journal.js";
 import { JournalConflictError } from "./journal-conflict-error.js";
 import type { JournalEntry } from "./journal-entry.js";
@@ -90,22 +91,30 @@ export class KvChatJournal implements ChatJournal {
 
   async readRecords(agent: string, session: string): Promise<StoredJournalRecord[]> {
     const head = this.#subjectOf(agent, session);
+    const source = { js: this.#js, jsm: this.#jsm, stream: this.#stream, filter: `${head}.*` };
     return retryTransient("journal read", async () => {
-      const [info, legacy] = await Promise.all([
-        this.#jsm.streams.info(this.#stream, { subjects_filter: `${head}.*` }),
+      // Gets by subject only: a stream info listing the session's keys cost more the more
+      // sessions the bucket held, and every new owner reads every journal it takes over.
+      const [bounds, legacy] = await Promise.all([
+        firstAndLast(source),
         this.#jsm.streams.getMessage(this.#stream, { last_by_subj: head }),
       ]);
-      const subjects = Object.keys(info.state.subjects ?? {});
-      const stored = await Promise.all(
-        subjects.map(async (subject) => {
-          const message = await this.#jsm.streams.getMessage(this.#stream, { last_by_subj: subject });
-          const n = Number(subject.slice(head.length + 1));
-          return message === null || !Number.isSafeInteger(n) || isMarker(message.header)
-            ? undefined
-            : { n, text: decoder.decode(message.data) };
-        }),
-      );
-      const records = stored.filter((record) => record !== undefined).sort((a, b) => a.n - b.n);
+      const messages =
+        bounds === null
+          ? []
+          : bounds.first.seq >= bounds.last.seq
+            ? [fromStored(bounds.last)]
+            : await readFrom(source, bounds.first, bounds.last.seq);
+      // One key per record, written once; the last message per key is what the key holds.
+      const latest = new Map<string, SubjectMessage>();
+      for (const message of messages) latest.set(message.subject, message);
+      const records: StoredJournalRecord[] = [];
+      for (const message of latest.values()) {
+        const n = Number(message.subject.slice(head.length + 1));
+        if (!Number.isSafeInteger(n) || isMarker(message.headers)) continue;
+        records.push({ n, text: decoder.decode(message.data) });
+      }
+      records.sort((a, b) => a.n - b.n);
       if (legacy !== null && !isMarker(legacy.header)) {
         records.unshift(legacySnapshot(legacy.data));
         this.#legacy.add(head);

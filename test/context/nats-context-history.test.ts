@@ -207,6 +207,32 @@ describe("NatsContextHistory on JetStream", () => {
     }
   });
 
+  it("reads back histories of every length, among other sessions' messages and its own marks", async () => {
+    const { store, remove } = await openStore();
+    try {
+      // From one message to past the few it gets one by one before it takes a consumer; a session
+      // whose name extends this one's, and this one's marks, write between its appends.
+      const history = store.history("bot", "s1");
+      const neighbour = store.history("bot", "s10");
+      const written: typeof conversation = [];
+      for (let count = 1; count <= 12; count++) {
+        const message = conversation[count % conversation.length]!;
+        await history.append([message]);
+        written.push(message);
+        await neighbour.append([conversation[0]!]);
+        await history.saveSeq(count);
+        expect(await store.history("bot", "s1").restore()).toEqual(written);
+      }
+      await history.replace(written.slice(0, 2));
+      await history.append(written.slice(2, 3));
+      expect(await store.history("bot", "s1").restore()).toEqual(written.slice(0, 3));
+      expect(await store.history("bot", "s1").loadSeq()).toBe(12);
+      expect(await store.history("bot", "s10").restore()).toHaveLength(12);
+    } finally {
+      await remove();
+    }
+  });
+
   it("purges what a compaction replaced: the subject keeps the snapshot only", async () => {
     const { store, remove } = await openStore();
     try {

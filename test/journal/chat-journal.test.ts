@@ -191,6 +191,20 @@ function registerJournalContract(
       }
     });
 
+    it("reads back journals of every length while another session writes between their records", async () => {
+      const journal = await open();
+      await appendSteps(journal, "bot", "s1", [begin]);
+      await appendSteps(journal, "bot", "s10", [begin]);
+      for (let index = 1; index <= 12; index++) {
+        await appendSteps(journal, "bot", "s1", toolStep(index));
+        await appendSteps(journal, "bot", "s10", toolStep(index));
+        const records = await journal.readRecords("bot", "s1");
+        expect(records.map((record) => record.n)).toEqual(Array.from({ length: index + 1 }, (_, n) => n + 1));
+        expect((await journal.load("bot", "s1"))?.chat?.iteration).toBe(index);
+      }
+      expect(await journal.readRecords("bot", "s2")).toEqual([]);
+    });
+
     it("keeps sessions apart", async () => {
       const journal = await open();
       await storeEntry(journal, "bot", "s1", entry);
