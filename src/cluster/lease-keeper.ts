@@ -1,6 +1,6 @@
 import { performance } from "node:perf_hooks";
 import { describeError } from "../errors/describe-error.js";
-import { SHUTDOWN_WAIT_MS } from "./bounded-wait.js";
+import { SHUTDOWN_WAIT_MS, settlesWithin } from "./bounded-wait.js";
 import { type LeaseFence, LeaseLostError } from "./lease-fence.js";
 import {
   LeaseConflictError,
@@ -197,8 +197,9 @@ export class LeaseKeeper {
     this.#forget(held);
     if (held.lostReason !== undefined || this.#monotonic() >= held.deadline) return Promise.resolve();
     held.lostReason = "released";
-    // A renewal in flight would move the revision: release after them all.
-    const release = Promise.allSettled([...held.renewing])
+    // A renewal in flight would move the revision: release after them (a bounded wait: one that
+    // lands later makes the release conflict, and the lease then runs out by itself).
+    const release = settlesWithin(Promise.allSettled([...held.renewing]), SHUTDOWN_WAIT_MS)
       // Bounded: with NATS away a shutdown must not wait for it; the lease runs out by itself.
       .then(() => this.store.release(held.lease, { timeoutMs: SHUTDOWN_WAIT_MS }))
       .catch((error: unknown) => {

@@ -216,3 +216,20 @@ describe("a lease whose renewals really fail", () => {
     await keeper.close();
   });
 });
+
+describe("releasing a lease while a renewal hangs", () => {
+  it("does not wait for the renewal's answer: the lease is released and close returns", async () => {
+    const { store, realRenew, keeper } = await keeperOf(3_000);
+    let isHanging = false;
+    store.renew = (...args) => {
+      if (isHanging) return realRenew(...args);
+      isHanging = true;
+      // Never reaches the server and never answers, as on a link that went silent.
+      return new Promise(() => {});
+    };
+    await keeper.acquire("host", "host-a");
+    await waitFor(() => isHanging, 10_000);
+    await keeper.close();
+    expect((await store.read("host", "host-a"))?.record.released).toBe(true);
+  });
+});
