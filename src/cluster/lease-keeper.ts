@@ -45,7 +45,8 @@ export interface LeaseKeeperOptions {
   isConnected?: () => boolean;
   /**
    * Told after each renewal how long it took from its send to its answer (or failure), ms: how a
-   * lease that lapses on a busy host is explained (slow answers, or no renewal sent at all).
+   * lease that lapses on a busy host is explained (slow answers, or no renewal sent at all). A
+   * renewal that lost the race to another of this host's renewals is not told as failed.
    */
   onRenewal?: (tookMs: number, isRenewed: boolean) => void;
 }
@@ -280,10 +281,14 @@ export class LeaseKeeper {
       this.#extend(held, sentAt);
       return;
     } catch (error) {
-      this.#onRenewal(this.#monotonic() - sentAt, false);
       if (error instanceof LeaseConflictError) {
-        if ((await this.#readBack(held)) === "lost") return;
+        const found = await this.#readBack(held);
+        // Beaten by a renewal of this host's own: no failure. When the stored one is known, it
+        // extended the lease, as if this one had.
+        if (found !== "kept") this.#onRenewal(this.#monotonic() - sentAt, found === "extended");
+        if (found === "lost") return;
       } else {
+        this.#onRenewal(this.#monotonic() - sentAt, false);
         this.#log(`could not renew the lease of ${agent}/${session}: ${describeError(error)}`);
       }
     }
@@ -301,7 +306,7 @@ export class LeaseKeeper {
    * kept (and extended when it is one of this host's renewals); anything else is lost.
    * A failed read decides nothing: the next renewal asks again.
    */
-  async #readBack(held: HeldLease): Promise<"kept" | "lost" | "unknown"> {
+  async #readBack(held: HeldLease): Promise<"extended" | "kept" | "lost" | "unknown"> {
     const { agent, session, record } = held.lease;
     let stored: StoredLease | undefined;
     try {
@@ -320,8 +325,9 @@ export class LeaseKeeper {
     }
     if (stored.revision > held.lease.revision) held.lease = stored;
     const sentAt = held.sentAtByStamp.get(stored.record.renewedAt);
-    if (sentAt !== undefined) this.#extend(held, sentAt);
-    return "kept";
+    if (sentAt === undefined) return "kept";
+    this.#extend(held, sentAt);
+    return "extended";
   }
 
   /** A renewal sent at `sentAt` was stored: the lease may be used until TTL − skew after that. */
