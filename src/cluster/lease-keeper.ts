@@ -1,6 +1,6 @@
 import { performance } from "node:perf_hooks";
 import { describeError } from "../errors/describe-error.js";
-import { SHUTDOWN_WAIT_MS } from "./bounded-wait.js";
+import { SHUTDOWN_WAIT_MS, settlesWithin } from "./bounded-wait.js";
 import { type LeaseFence, LeaseLostError } from "./lease-fence.js";
 import {
   LeaseConflictError,
@@ -11,6 +11,13 @@ import {
 
 /** How soon a renewal that failed (NATS away, a timeout) is tried again. */
 const RENEW_RETRY_MS = 500;
+
+/**
+ * Renewals of one lease that may be in flight at once. A slow one does not hold the next back: each
+ * tick sends another, all naming the revision last known, so at most one of them is stored. Bounded
+ * so that a server that answers nothing is not sent a pile of them.
+ */
+const MAX_RENEWALS_IN_FLIGHT = 3;
 
 export interface LeaseKeeperOptions {
   store: SessionLeaseStore;
@@ -38,7 +45,8 @@ export interface LeaseKeeperOptions {
   isConnected?: () => boolean;
   /**
    * Told after each renewal how long it took from its send to its answer (or failure), ms: how a
-   * lease that lapses on a busy host is explained (slow answers, or no renewal sent at all).
+   * lease that lapses on a busy host is explained (slow answers, or no renewal sent at all). A
+   * renewal that lost the race to another of this host's renewals is not told as failed.
    */
   onRenewal?: (tookMs: number, isRenewed: boolean) => void;
 }
@@ -50,7 +58,13 @@ class HeldLease implements LeaseFence {
   deadline: number;
   lostReason: string | undefined;
   timer: NodeJS.Timeout | undefined;
-  renewing: Promise<void> | undefined;
+  /** Renewals sent and not answered yet. */
+  readonly renewing = new Set<Promise<void>>();
+  /**
+   * The monotonic send time of each renewal still useful, by the wall time it was stamped with: a
+   * stored renewal whose answer was lost is recognised by its `renewedAt`, and counts from its send.
+   */
+  readonly sentAtByStamp = new Map<number, number>();
   readonly #monotonic: () => number;
 
   constructor(lease: StoredLease, deadline: number, monotonic: () => number) {
@@ -184,8 +198,9 @@ export class LeaseKeeper {
     this.#forget(held);
     if (held.lostReason !== undefined || this.#monotonic() >= held.deadline) return Promise.resolve();
     held.lostReason = "released";
-    // A renewal in flight would move the revision: release after it.
-    const release = (held.renewing ?? Promise.resolve())
+    // A renewal in flight would move the revision: release after them (a bounded wait: one that
+    // lands later makes the release conflict, and the lease then runs out by itself).
+    const release = settlesWithin(Promise.allSettled([...held.renewing]), SHUTDOWN_WAIT_MS)
       // Bounded: with NATS away a shutdown must not wait for it; the lease runs out by itself.
       .then(() => this.store.release(held.lease, { timeoutMs: SHUTDOWN_WAIT_MS }))
       .catch((error: unknown) => {
@@ -228,52 +243,109 @@ export class LeaseKeeper {
     for (const held of this.#held.values()) this.#renewHeld(held);
   }
 
+  /**
+   * Sends one more renewal, even while earlier ones are unanswered: a renewal answered slowly (a
+   * loaded server, a stalled loop reading its answer) must not stop the next one from going out.
+   */
   #renewHeld(held: HeldLease): void {
-    if (held.renewing !== undefined || held.lostReason !== undefined) return;
-    held.renewing = this.#renew(held).finally(() => {
-      held.renewing = undefined;
-    });
+    if (held.lostReason !== undefined || held.renewing.size >= MAX_RENEWALS_IN_FLIGHT) return;
+    const renewing: Promise<void> = this.#renew(held).finally(() => held.renewing.delete(renewing));
+    held.renewing.add(renewing);
   }
 
+  /**
+   * One renewal, a compare-and-set on the revision last known. Renewals in flight together name the
+   * same revision, so at most one is stored; the others conflict, read the lease back and find it
+   * still this host's at the same epoch, which is no loss. Each counts from its own send: a stored
+   * renewal extends the local deadline to its send + TTL − skew whenever its answer is read, or,
+   * when its answer was lost, whenever a read shows its stamp. Nothing else extends it, so the host
+   * stops using the lease before any other host may take it.
+   */
   async #renew(held: HeldLease): Promise<void> {
     const sentAt = this.#monotonic();
+    const stampedAt = this.store.now();
     const { agent, session } = held.lease;
-    const { ttlMs } = this.store.timing;
+    const { ttlMs, skewMs } = this.store.timing;
+    this.#forgetUseless(held, sentAt);
+    if (!held.sentAtByStamp.has(stampedAt)) held.sentAtByStamp.set(stampedAt, sentAt);
     try {
       const state = this.#stateOf(agent, session);
-      // At most a tick long: a request lost with a restarting server must not hold up the next try.
-      // Kept even when released meanwhile: the release names this newer revision.
-      held.lease = await this.store.renew(held.lease, stateField(state), { timeoutMs: ttlMs / 3 });
+      // Waited for as long as its answer can still extend the lease (TTL − skew from its send).
+      const renewed = await this.store.renew(held.lease, stateField(state), {
+        timeoutMs: ttlMs - skewMs,
+        renewedAt: stampedAt,
+      });
       this.#onRenewal(this.#monotonic() - sentAt, true);
-      if (held.lostReason !== undefined) return;
-      // Counted from when the renewal was sent: a slow answer only shortens the lease here.
-      const deadline = this.#deadlineFrom(sentAt);
-      if (deadline > held.deadline) held.deadline = deadline;
-      this.#arm(held);
+      // Kept even when released meanwhile: the release names the newest revision.
+      if (renewed.revision > held.lease.revision) held.lease = renewed;
+      this.#extend(held, sentAt);
+      return;
     } catch (error) {
-      this.#onRenewal(this.#monotonic() - sentAt, false);
       if (error instanceof LeaseConflictError) {
-        // An earlier renewal may have been stored though its answer was lost (a timeout): the
-        // revision moved, but the lease is still this host's, at the same epoch.
-        const stored = await this.store.read(agent, session).catch(() => undefined);
-        const { record } = held.lease;
-        if (
-          stored?.record.host !== this.hostId ||
-          stored.record.epoch !== record.epoch ||
-          stored.record.released
-        ) {
-          this.#lose(held, "another host took its lease");
-          return;
-        }
-        held.lease = stored;
+        const found = await this.#readBack(held);
+        // Beaten by a renewal of this host's own: no failure. When the stored one is known, it
+        // extended the lease, as if this one had.
+        if (found !== "kept") this.#onRenewal(this.#monotonic() - sentAt, found === "extended");
+        if (found === "lost") return;
       } else {
+        this.#onRenewal(this.#monotonic() - sentAt, false);
         this.#log(`could not renew the lease of ${agent}/${session}: ${describeError(error)}`);
       }
-      // NATS away or slow: try again soon rather than at the next tick; the deadline timer ends
-      // the lease if no renewal gets through in time.
-      if (held.lostReason !== undefined || this.#held.get(keyOf(agent, session)) !== held) return;
-      const retry = setTimeout(() => this.#renewHeld(held), Math.min(RENEW_RETRY_MS, ttlMs / 6));
-      retry.unref?.();
+    }
+    // NATS away or slow: try again soon rather than at the next tick (unless another renewal is
+    // out already); the deadline timer ends the lease if none gets through in time.
+    if (held.lostReason !== undefined || this.#held.get(keyOf(agent, session)) !== held) return;
+    if (held.renewing.size > 1) return;
+    const retry = setTimeout(() => this.#renewHeld(held), Math.min(RENEW_RETRY_MS, ttlMs / 6));
+    retry.unref?.();
+  }
+
+  /**
+   * A renewal conflicted: another renewal of this host was stored first (its answer late or lost),
+   * or another host took the lease. The stored lease decides: this host's at the same epoch is
+   * kept (and extended when it is one of this host's renewals); anything else is lost.
+   * A failed read decides nothing: the next renewal asks again.
+   */
+  async #readBack(held: HeldLease): Promise<"extended" | "kept" | "lost" | "unknown"> {
+    const { agent, session, record } = held.lease;
+    let stored: StoredLease | undefined;
+    try {
+      stored = await this.store.read(agent, session);
+    } catch (error) {
+      this.#log(`could not read back the lease of ${agent}/${session}: ${describeError(error)}`);
+      return "unknown";
+    }
+    if (
+      stored?.record.host !== this.hostId ||
+      stored.record.epoch !== record.epoch ||
+      stored.record.released
+    ) {
+      this.#lose(held, "another host took its lease");
+      return "lost";
+    }
+    if (stored.revision > held.lease.revision) held.lease = stored;
+    const sentAt = held.sentAtByStamp.get(stored.record.renewedAt);
+    if (sentAt === undefined) return "kept";
+    this.#extend(held, sentAt);
+    return "extended";
+  }
+
+  /** A renewal sent at `sentAt` was stored: the lease may be used until TTL − skew after that. */
+  #extend(held: HeldLease, sentAt: number): void {
+    if (held.lostReason !== undefined) return;
+    // Past its deadline already (the answer was read after a stall): the lease was given up, or
+    // is about to be by its timer, and a late answer does not bring it back.
+    if (this.#monotonic() >= held.deadline) return;
+    const deadline = this.#deadlineFrom(sentAt);
+    if (deadline <= held.deadline) return;
+    held.deadline = deadline;
+    this.#arm(held);
+  }
+
+  /** Renewals sent so long ago that they could no longer extend the lease are not looked for. */
+  #forgetUseless(held: HeldLease, now: number): void {
+    for (const [stamp, sentAt] of held.sentAtByStamp) {
+      if (this.#deadlineFrom(sentAt) <= now) held.sentAtByStamp.delete(stamp);
     }
   }
 

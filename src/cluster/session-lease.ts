@@ -181,6 +181,11 @@ export class SessionLeaseStore {
     return undefined;
   }
 
+  /** This store's wall clock, ms since the epoch: what a renewal's `renewedAt` is stamped with. */
+  now(): number {
+    return this.#now();
+  }
+
   /** The stored lease, or undefined when the key was never written (or was purged). */
   async read(agent: string, session: string): Promise<StoredLease | undefined> {
     const key = leaseKey(agent, session);
@@ -230,15 +235,18 @@ export class SessionLeaseStore {
   }
 
   /**
-   * Extends a held lease by a TTL from `now` (compare-and-set on its revision).
-   * @throws LeaseConflictError when another host wrote the key meanwhile: the lease is lost.
+   * Extends a held lease by a TTL from `now` (compare-and-set on its revision). `renewedAt` stamps
+   * it with a wall time taken by the caller, so a renewal whose answer was lost can be recognised
+   * in the stored record afterwards.
+   * @throws LeaseConflictError when the key was written meanwhile (by another host, or by another
+   *   renewal of the same holder).
    */
   async renew(
     lease: StoredLease,
     extra: Pick<LeaseRecord, "state"> = {},
-    options: { timeoutMs?: number } = {},
+    options: { timeoutMs?: number; renewedAt?: number } = {},
   ): Promise<StoredLease> {
-    const now = this.#now();
+    const now = options.renewedAt ?? this.#now();
     const record: LeaseRecord = {
       ...lease.record,
       ...extra,
