@@ -48,9 +48,10 @@ async function chatAndCollect(session: string, text: string): Promise<AgentEvent
   return inbox.messages.map((message) => JSON.parse(message.data) as AgentEvent);
 }
 
+/** The complete lines `tail` has written so far: a line still being written is read next time. */
 async function jsonlEvents(path: string): Promise<AgentEvent[]> {
   const text = await readFile(path, "utf8").catch(() => "");
-  return linesOf(text).map((line) => JSON.parse(line) as AgentEvent);
+  return linesOf(text.slice(0, text.lastIndexOf("\n") + 1)).map((line) => JSON.parse(line) as AgentEvent);
 }
 
 describe("agentloop tail", () => {
