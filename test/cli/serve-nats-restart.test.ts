@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { replayEvents } from "../../src/bus/event-log.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { sessionEventsPattern } from "../../src/bus/subjects.js";
+import { describeError } from "../../src/errors/describe-error.js";
 import type { AgentEvent } from "../../src/events/types.js";
 import type { RecordedRequest } from "../../src/testing/index.js";
 import { chatTurnSse, type FakeOpenAI, startFakeOpenAI } from "../../src/testing/index.js";
@@ -171,7 +172,10 @@ describe.each([
     );
     const logs = await waitForLog(bus, prefix, (events) =>
       events.some((event) => event.kind === "ChatCompleted"),
-    );
+    ).catch((error: unknown) => {
+      // What the host said about the held events it sent on reconnect tells where they went.
+      throw new Error(`${describeError(error)}\nhost output:\n${host.stderr()}`);
+    });
     for (const session of SESSIONS) {
       const seqs = (logs.get(session) ?? []).map((event) => event.seq);
       expect(seqs, session).toEqual(Array.from({ length: seqs.length }, (_, index) => index + 1));
