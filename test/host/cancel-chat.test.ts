@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalBus } from "../../src/bus/local-bus.js";
 import { type RunningHost, startHost } from "../../src/host/start-host.js";
-import { ScriptedBackend } from "../../src/testing/index.js";
+import { slowOrEchoBackend } from "../support/slow-or-echo.js";
 
 /**
  * The control `cancel`: one chat request, named by its `id`, is cancelled on its own — taken out of
@@ -11,12 +11,7 @@ import { ScriptedBackend } from "../../src/testing/index.js";
 
 let bus: LocalBus;
 let host: RunningHost;
-const backend = new ScriptedBackend((request) => {
-  const text = String(request.messages.at(-1)?.content ?? "");
-  // "slow" streams for a minute unless cancelled; anything else is echoed at once.
-  if (text === "slow") return { deltas: ["s", "low"], delayMs: 60_000 };
-  return { text: `echo: ${text}` };
-});
+const backend = slowOrEchoBackend();
 
 beforeAll(async () => {
   bus = new LocalBus();

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalBus } from "../../src/bus/local-bus.js";
 import { type RunningHost, startHost } from "../../src/host/start-host.js";
-import { ScriptedBackend } from "../../src/testing/index.js";
 import { startUiServer, type UiServer } from "../../src/ui/ui-server.js";
+import { slowOrEchoBackend } from "../support/slow-or-echo.js";
 
 /**
  * The UI's `POST /api/control` with `command: "cancel"` and the `id` a chat request was sent with
@@ -12,12 +12,7 @@ import { startUiServer, type UiServer } from "../../src/ui/ui-server.js";
 let bus: LocalBus;
 let host: RunningHost;
 let ui: UiServer;
-const backend = new ScriptedBackend((request) => {
-  const text = String(request.messages.at(-1)?.content ?? "");
-  // "slow" streams for a minute unless cancelled; anything else is echoed at once.
-  if (text === "slow") return { deltas: ["s", "low"], delayMs: 60_000 };
-  return { text: `echo: ${text}` };
-});
+const backend = slowOrEchoBackend();
 
 beforeAll(async () => {
   bus = new LocalBus();
