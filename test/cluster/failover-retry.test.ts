@@ -26,6 +26,7 @@ import {
   killServeProcesses,
   type ServeProcess,
   startServeProcess,
+  untilNoResponders,
   waitUntilServing,
 } from "../host/running-serve.js";
 import { danglingToolCalls } from "../support/agent-harness.js";
@@ -286,6 +287,9 @@ describe("retrying a chat id after its host was killed", () => {
       expect(await queuedRequestIds(prefix, s1)).toEqual(["req-thanks"]);
       h1.child.kill("SIGKILL");
       await h1.run;
+      // The retry of `thanks` goes to the queue group: sent before the server dropped h1's
+      // subscriptions, it could be handed to the dead process and never answered.
+      await untilNoResponders(bus, h1Subject);
 
       const h2Subject = `${hostSubject(prefix, "h2")}.agents.assistant.chat`;
       const retries = [ask(h2Subject, charge), ask(chatSubject(prefix, "assistant"), thanks)];

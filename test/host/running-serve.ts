@@ -93,3 +93,24 @@ export async function waitUntilServing(
     }
   }
 }
+
+/**
+ * Resolves once nothing subscribes to `subject` any more: a request to it is refused with no
+ * responders. A process killed with SIGKILL is gone before nats-server has noticed its closed
+ * connection; until then the server still hands it messages (a queue group may pick it), and core
+ * NATS never delivers those again. A test that sends right after a kill waits here first, as a
+ * real client's retry after its timeout would find the server caught up.
+ */
+export async function untilNoResponders(bus: Bus, subject: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await bus.request(subject, "{}", { timeoutMs: 1_000 });
+    } catch (error) {
+      if (error instanceof NoRespondersError) return;
+      if (!(error instanceof BusTimeoutError)) throw error;
+    }
+    if (Date.now() > deadline) throw new Error(`${subject} still has a subscriber after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
