@@ -1,5 +1,6 @@
+import { jetstreamManager } from "@nats-io/jetstream";
 import { afterEach, describe, expect, it } from "vitest";
-import { replayEvents } from "../../src/bus/event-log.js";
+import { eventStreamName, lastStoredSeq, replayEvents } from "../../src/bus/event-log.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { sessionEventsPattern } from "../../src/bus/subjects.js";
 import { describeError } from "../../src/errors/describe-error.js";
@@ -94,6 +95,23 @@ async function loggedEvents(bus: NatsBus, prefix: string, session: string): Prom
   return events;
 }
 
+/** The event stream's counts and each session's last stored record, read directly (not replayed). */
+async function streamState(bus: NatsBus, prefix: string): Promise<string> {
+  try {
+    const manager = await jetstreamManager(bus.connection, { checkAPI: false });
+    const info = await manager.streams.info(eventStreamName(prefix));
+    const lastOf = await Promise.all(
+      SESSIONS.map(async (session) => {
+        const filter = sessionEventsPattern(prefix, "assistant", session);
+        return `${session} last seq ${await lastStoredSeq(bus.connection, { prefix, filter })}`;
+      }),
+    );
+    return `${JSON.stringify(info.state)}; ${lastOf.join(", ")}`;
+  } catch (error) {
+    return `could not be read: ${describeError(error)}`;
+  }
+}
+
 async function waitForLog(
   bus: NatsBus,
   prefix: string,
@@ -172,9 +190,12 @@ describe.each([
     );
     const logs = await waitForLog(bus, prefix, (events) =>
       events.some((event) => event.kind === "ChatCompleted"),
-    ).catch((error: unknown) => {
-      // What the host said about the held events it sent on reconnect tells where they went.
-      throw new Error(`${describeError(error)}\nhost output:\n${host.stderr()}`);
+    ).catch(async (error: unknown) => {
+      // What the host said about the held events it sent on reconnect, and what the stream holds,
+      // tell where they went: never stored, or stored and not replayed.
+      throw new Error(
+        `${describeError(error)}\nstream: ${await streamState(bus, prefix)}\nhost output:\n${host.stderr()}`,
+      );
     });
     for (const session of SESSIONS) {
       const seqs = (logs.get(session) ?? []).map((event) => event.seq);
