@@ -3,7 +3,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetStreamName } from "../bus/subjects.js";
 import { describeError } from "../errors/describe-error.js";
-import { SHUTDOWN_WAIT_MS, settlesWithin } from "./bounded-wait.js";
+import { SHUTDOWN_RELEASE_WAIT_MS, settlesWithin } from "./bounded-wait.js";
 import { listKvKeys } from "./kv-keys.js";
 import { type LeaseFence, LeaseLostError } from "./lease-fence.js";
 import { LeaseKeeper } from "./lease-keeper.js";
@@ -584,14 +584,14 @@ export class ShardKeeper {
         `${this.#shardAgent}.${shard}`,
         JSON.stringify(record),
         held.revision,
-        ...(isShuttingDown ? [SHUTDOWN_WAIT_MS] : []),
+        ...(isShuttingDown ? [SHUTDOWN_RELEASE_WAIT_MS] : []),
       )
       .catch((error: unknown) => {
         // Taken over meanwhile (not ours to release any more), or NATS away: it lapses with this host's lease.
         if (!isConflict(error)) this.#noteReleaseFailure(shard, describeError(error));
       });
     if (!isShuttingDown) await writing;
-    else await settlesWithin(writing, this.#options.isConnected?.() === false ? 0 : SHUTDOWN_WAIT_MS);
+    else await settlesWithin(writing, this.#options.isConnected?.() === false ? 0 : SHUTDOWN_RELEASE_WAIT_MS);
   }
 
   /** Failed releases are logged as one line per burst (NATS away at shutdown fails them all at once). */

@@ -141,7 +141,8 @@ describe("the agentloop binary (a real process)", () => {
     fake = await startFakeProvider("anthropic", [{ type: "hang" }]);
     const running = startBinary(["chat", "--local", ...fake.flags, "hi"], { env: fake.env });
     const server = fake;
-    await waitFor(() => server.bodies().length === 1);
+    // A fresh process loads the CLI before it asks: on a loaded machine that took over 10 s.
+    await waitFor(() => server.bodies().length === 1, 60_000);
     running.child.kill("SIGINT");
     const run = await running.result;
     expectOneLineFailure(run, 130, /^agentloop: cancelled$/m);
