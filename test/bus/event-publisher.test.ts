@@ -297,7 +297,7 @@ describe("events over the bus's max payload", () => {
     const result = "word ".repeat(300_000);
     expect(Buffer.byteLength(result)).toBeGreaterThan(publisherBus.maxPayload);
     publish(completed("s1", result));
-    const [message] = await inbox.waitFor(1, 10_000);
+    const [message] = await inbox.waitFor(1, 60_000);
     expect(message?.subject).toBe(`${prefix}.events.bot.s1.ChatCompleted`);
     expect(Buffer.byteLength(message?.data ?? "")).toBeLessThanOrEqual(publisherBus.maxPayload);
     const event = JSON.parse(message?.data ?? "") as AgentEvent & { truncated?: boolean; result: string };

@@ -58,7 +58,7 @@ describe("NatsBus across a nats-server restart", () => {
     for (let index = 0; index < 10; index++) bus.publish(`held.${index}`, `message ${index}`);
     expect(bus.heldPublishes).toBe(10);
     await server.restart();
-    const messages = await inbox.waitFor(10, 20_000);
+    const messages = await inbox.waitFor(10, 60_000);
     expect(messages.map((message) => message.data)).toEqual(
       Array.from({ length: 10 }, (_, index) => `message ${index}`),
     );
@@ -82,7 +82,7 @@ describe("NatsBus across a nats-server restart", () => {
     }
     expect(bus.heldPublishes).toBe(10);
     await server.restart();
-    const messages = await inbox.waitFor(10, 20_000);
+    const messages = await inbox.waitFor(10, 60_000);
     expect(messages.map((message) => message.data)).toEqual(
       Array.from({ length: 10 }, (_, index) => `message ${index} ✓`),
     );
@@ -132,7 +132,7 @@ describe("NatsBus across a nats-server restart", () => {
     expect(bus.heldPublishes).toBe(3);
     expect(bus.droppedPublishes).toBe(2);
     await server.restart();
-    await inbox.waitFor(3, 20_000);
+    await inbox.waitFor(3, 60_000);
     await bus.flush();
     expect(inbox.messages.map((message) => message.data)).toEqual(["message 0", "message 1", "message 2"]);
     expect(lines.slice(1)).toEqual([

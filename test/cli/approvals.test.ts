@@ -73,7 +73,7 @@ async function chatThatLeaves(session: string): Promise<void> {
       signal: leave.signal,
     },
   );
-  await waitFor(() => of(session, "ToolApprovalRequested").length === 1, 30_000);
+  await waitFor(() => of(session, "ToolApprovalRequested").length === 1, 60_000);
   leave.abort();
   const run = await chat;
   expect(run.code).toBe(130);
@@ -113,7 +113,7 @@ describe("agentloop pending / approve / deny", () => {
       expect(approved.stderr).toBe("");
       expect(approved.code).toBe(0);
       expect(approved.stdout).toBe(`approved ${held.toolCallId} current_time({}) in assistant/s1\n`);
-      await waitFor(() => of("s1", "ChatCompleted").length === 1, 30_000);
+      await waitFor(() => of("s1", "ChatCompleted").length === 1, 60_000);
       expect(of("s1", "ToolApprovalResolved")).toEqual([
         expect.objectContaining({ toolCallId: held.toolCallId, approved: true, chatId: held.chatId }),
       ]);
@@ -139,7 +139,7 @@ describe("agentloop pending / approve / deny", () => {
     const denied = await cli(["deny", "assistant", "s2", held.toolCallId, "--reason", "not now"]);
     expect(denied.stderr).toBe("");
     expect(denied.stdout).toBe(`denied ${held.toolCallId} in assistant/s2\n`);
-    await waitFor(() => of("s2", "ChatCompleted").length === 1, 30_000);
+    await waitFor(() => of("s2", "ChatCompleted").length === 1, 60_000);
     expect(of("s2", "ToolApprovalResolved")).toEqual([
       expect.objectContaining({ approved: false, reason: "not now" }),
     ]);

@@ -106,7 +106,7 @@ describe("signals and pipes (the built binary)", () => {
     running.child.stdout?.on("data", (text: string) => {
       stdout += text;
     });
-    await waitFor(() => /agentloop up: bus /.test(stdout), 30_000);
+    await waitFor(() => /agentloop up: bus /.test(stdout), 60_000);
     running.child.kill("SIGTERM");
     const run = await running.result;
     expect(run.code).toBe(0);

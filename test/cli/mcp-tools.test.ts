@@ -166,7 +166,7 @@ describe("MCP tools through agentloop serve", () => {
       stdout += chunk.toString("utf8");
     });
     // The line is printed once the host has started, MCP servers included.
-    await waitFor(() => stdout.includes("agentloop serve: bus"), 20_000);
+    await waitFor(() => stdout.includes("agentloop serve: bus"), 60_000);
     const pid = await readPid(files.pidFile);
     expect(isAlive(pid)).toBe(true);
     binary.child.kill("SIGTERM");
@@ -207,11 +207,11 @@ describe("MCP tools through agentloop serve", () => {
       await unlink(files.pidFile);
       process.kill(firstPid, "SIGKILL");
       // Two failed restarts: the host keeps trying (0.5 s, then 1 s later).
-      await waitFor(() => existsSync(files.attemptsFile) && readAttempts(files.attemptsFile) >= 2, 20_000);
+      await waitFor(() => existsSync(files.attemptsFile) && readAttempts(files.attemptsFile) >= 2, 60_000);
       expect(await ask(prefix, "s", "two")).toMatchObject({ ok: true, result: "second" });
 
       await unlink(files.blockFile);
-      await waitFor(() => existsSync(files.pidFile), 20_000);
+      await waitFor(() => existsSync(files.pidFile), 60_000);
       lastPid = await readPid(files.pidFile);
       expect(lastPid).not.toBe(firstPid);
       expect(await ask(prefix, "s", "three")).toMatchObject({ ok: true, result: "third" });
@@ -256,7 +256,7 @@ describe("MCP tools through agentloop serve", () => {
         expect(await ask(prefix, "s", "two")).toMatchObject({ ok: true, result: "second" });
         web = await startEverythingHttp(port);
         // The host's retry opens a new MCP session with the new server.
-        await waitFor(() => web.sessions() > 0, 20_000);
+        await waitFor(() => web.sessions() > 0, 60_000);
         expect(await ask(prefix, "s", "three")).toMatchObject({ ok: true, result: "third" });
       } finally {
         expect((await serve.stop()).code).toBe(0);
@@ -294,7 +294,7 @@ async function startEverythingHttp(port: number): Promise<{ sessions(): number; 
   child.stderr?.setEncoding("utf8").on("data", (text: string) => {
     stderr += text;
   });
-  await waitFor(() => stderr.includes("listening on port"), 15_000);
+  await waitFor(() => stderr.includes("listening on port"), 60_000);
   return {
     sessions: () => stdout.split("Session initialized").length - 1,
     stop: () =>

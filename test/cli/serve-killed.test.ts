@@ -104,7 +104,7 @@ describe("a host killed with SIGKILL mid-chat", () => {
         { timeoutMs: 120_000 },
       );
       // The model is streaming its answer: the chat is well under way.
-      await waitFor(() => stalling.bodies().length === 1, 30_000);
+      await waitFor(() => stalling.bodies().length === 1, 60_000);
       serve.child.kill("SIGKILL");
 
       const run = await chat.result;
@@ -162,13 +162,13 @@ describe("a host killed with SIGKILL mid-chat", () => {
         timeoutMs: 60_000,
       })
       .catch(() => {});
-    await waitFor(() => sleepPid(duration) !== undefined, 30_000);
+    await waitFor(() => sleepPid(duration) !== undefined, 60_000);
     const pid = sleepPid(duration)!;
     try {
       expect(isRunning(pid)).toBe(true);
       serve.child.kill("SIGKILL");
       await serve.run;
-      await waitFor(() => !isRunning(pid), 15_000);
+      await waitFor(() => !isRunning(pid), 60_000);
     } finally {
       if (isRunning(pid)) process.kill(pid, "SIGKILL");
     }

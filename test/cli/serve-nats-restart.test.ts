@@ -178,7 +178,7 @@ describe.each([
     await waitForLog(bus, prefix, (events) => events.some((event) => event.kind === "ModelTextDelta"));
 
     await server.kill();
-    await waitFor(() => host.stderr().includes("lost the NATS connection"), 30_000);
+    await waitFor(() => host.stderr().includes("lost the NATS connection"), 60_000);
     // The chats finish while NATS is down: replies and events are published into the outage.
     release();
     await new Promise((resolve) => setTimeout(resolve, downMs));

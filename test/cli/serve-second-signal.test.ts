@@ -92,7 +92,7 @@ describe("agentloop serve on a second SIGTERM", () => {
       await waitFor(() => stalled === CLIENTS, 60_000);
 
       serve.child.kill("SIGTERM");
-      await waitFor(() => serve.stderr().includes("stopping"), 10_000);
+      await waitFor(() => serve.stderr().includes("stopping"), 60_000);
       serve.child.kill("SIGTERM");
 
       for (const run of await Promise.all(clients)) {

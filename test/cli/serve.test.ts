@@ -74,7 +74,7 @@ describe("agentloop serve", () => {
     const started = record(bus, `${prefix}.events.assistant.slow.ChatStarted`);
     await bus.flush();
     const reply = ask(prefix, "assistant", { session: "slow", text: "tell me something" });
-    await started.waitFor(1, 10_000);
+    await started.waitFor(1, 60_000);
     const run = await serve.stop();
     expect(await reply).toMatchObject({ ok: true, result: expect.stringMatching(/^\[demo\] /) });
     expect(run.code).toBe(0);

@@ -129,7 +129,7 @@ describe("tool approval over NATS", () => {
     await bus.flush();
 
     const approved = chat(prefix, "s1", "what time is it?");
-    await waitFor(() => kinds(events, "ToolApprovalRequested").length === 1, 30_000);
+    await waitFor(() => kinds(events, "ToolApprovalRequested").length === 1, 60_000);
     expect(kinds(events, "ToolApprovalRequested")[0]).toMatchObject({
       toolName: "current_time",
       toolCallId: "call_1",
@@ -151,7 +151,7 @@ describe("tool approval over NATS", () => {
     });
 
     const denied = chat(prefix, "s1", "and now?");
-    await waitFor(() => kinds(events, "ToolApprovalRequested").length === 2, 30_000);
+    await waitFor(() => kinds(events, "ToolApprovalRequested").length === 2, 60_000);
     expect(
       await control(prefix, { session: "s1", command: "deny", toolCallId: "call_1", reason: "not now" }),
     ).toEqual({ ok: true });
@@ -183,7 +183,7 @@ describe("tool approval over NATS", () => {
 
       // The requester goes away with the host.
       void chat(prefix, "s2", "what time is it?").catch(() => {});
-      await waitFor(() => kinds(events, "ToolApprovalRequested").length === 1, 30_000);
+      await waitFor(() => kinds(events, "ToolApprovalRequested").length === 1, 60_000);
       const chatId = kinds(events, "ToolApprovalRequested")[0]!.chatId;
       serve.child.kill("SIGKILL");
       await serve.run;
@@ -194,7 +194,7 @@ describe("tool approval over NATS", () => {
       expect(await control(prefix, { session: "s2", command: "approve", toolCallId: "call_1" })).toEqual({
         ok: true,
       });
-      await waitFor(() => kinds(events, "ChatCompleted").length === 1, 30_000);
+      await waitFor(() => kinds(events, "ChatCompleted").length === 1, 60_000);
       expect(kinds(events, "ChatCompleted")[0]).toMatchObject({
         chatId,
         result: "It is noon, after the restart.",
@@ -257,7 +257,7 @@ describe("tool approval over NATS", () => {
       waiting.child.stderr?.on("data", (text: string) => {
         stderr += text;
       });
-      await waitFor(() => stderr.includes("waits for approval"), 30_000);
+      await waitFor(() => stderr.includes("waits for approval"), 60_000);
       expect(stderr).toContain(
         `run \`agentloop approve assistant s3 call_1\` (or deny), or send {"session":"s3","command":"approve","toolCallId":"call_1"} to ${controlSubject(prefix, "assistant")}`,
       );
@@ -284,7 +284,7 @@ describe("tool approval over NATS", () => {
       await bus.flush();
 
       const parked = chat(prefix, "s4", "what time is it?");
-      await waitFor(() => kinds(events, "ToolApprovalRequested").length === 1, 30_000);
+      await waitFor(() => kinds(events, "ToolApprovalRequested").length === 1, 60_000);
       serve.child.kill("SIGTERM");
       expect(await parked).toEqual({
         ok: false,
@@ -307,7 +307,7 @@ describe("tool approval over NATS", () => {
         await control(prefix, { session: "s4", command: "deny", toolCallId: "call_1", arguments: '{"x":1}' }),
       ).toMatchObject({ ok: false, error: { code: "bad_request" } });
       expect(await control(prefix, { session: "s4", command: "stop" })).toEqual({ ok: true });
-      await waitFor(() => kinds(events, "ChatFailed").length === 1, 30_000);
+      await waitFor(() => kinds(events, "ChatFailed").length === 1, 60_000);
       expect(kinds(events, "ChatFailed")[0]).toMatchObject({ cancelled: true });
       expect(
         await control(prefix, { session: "s4", command: "approve", toolCallId: "call_1" }),

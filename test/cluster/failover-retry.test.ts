@@ -222,7 +222,7 @@ describe("retrying a chat id after its host was killed", () => {
 
       const request = { session: s1, text: "tell me", id: "req-stream" };
       const lost = ask(`${hostSubject(prefix, "h1")}.agents.assistant.chat`, request);
-      await waitFor(() => model.requests.length === 1, 30_000);
+      await waitFor(() => model.requests.length === 1, 60_000);
       h1.child.kill("SIGKILL");
       await h1.run;
 
@@ -276,7 +276,7 @@ describe("retrying a chat id after its host was killed", () => {
       const thanks = { session: s1, text: "thanks", id: "req-thanks" };
       const h1Subject = `${hostSubject(prefix, "h1")}.agents.assistant.chat`;
       const lost = [ask(h1Subject, charge)];
-      await waitFor(() => readCounter(counter) === 1, 30_000);
+      await waitFor(() => readCounter(counter) === 1, 60_000);
       // Queued behind the running chat on h1 (and journaled there) before h1 dies.
       lost.push(ask(h1Subject, thanks));
       await until(

@@ -189,7 +189,7 @@ describe("requests for a session whose shard another host owns", () => {
     expect(b.agents.get(sa)!.chats.map((chat) => chat.text)).toEqual(["two"]);
     expect(b.host.sessions.find("bot", sa)).toBeDefined();
     // Every shard a held is b's now.
-    await waitFor(() => b.cluster.shards.heldCount === SHARDS, 15_000);
+    await waitFor(() => b.cluster.shards.heldCount === SHARDS, 60_000);
   });
 
   it("move to another host once the owner released them (shut down)", async () => {
@@ -207,7 +207,7 @@ describe("requests for a session whose shard another host owns", () => {
       result: "echo: two",
     });
     expect(b.agents.get(sa)!.chats.map((chat) => chat.text)).toEqual(["two"]);
-    await waitFor(() => b.cluster.shards.heldCount === SHARDS, 15_000);
+    await waitFor(() => b.cluster.shards.heldCount === SHARDS, 60_000);
   });
 });
 

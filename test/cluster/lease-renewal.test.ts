@@ -91,7 +91,7 @@ describe("a renewal answered late", () => {
       return renewed;
     };
     await keeper.acquire("host", "host-a");
-    await waitFor(() => heldRevision !== undefined, 10_000);
+    await waitFor(() => heldRevision !== undefined, 60_000);
     // Later ticks send renewals of their own; one conflicts with the stored late one, reads the
     // lease back, finds it this host's, and the next renews from the revision read.
     await revisionPast(store, heldRevision!);
@@ -124,11 +124,11 @@ describe("a renewal answered late", () => {
       return realRenew(...args);
     };
     await keeper.acquire("host", "host-a");
-    await waitFor(() => isHeld, 10_000);
+    await waitFor(() => isHeld, 60_000);
     const before = await revisionOf(store);
     await revisionPast(store, before);
     late.open();
-    await waitFor(() => conflicted, 10_000);
+    await waitFor(() => conflicted, 60_000);
     await revisionPast(store, await revisionOf(store));
     expect(lost).toEqual([]);
     expect(keeper.holds("host", "host-a")).toBe(true);
@@ -147,7 +147,7 @@ describe("a renewal answered late", () => {
     await keeper.acquire("host", "host-a");
     const since = Date.now();
     // Three TTLs: without the stamp recognised, the lease would lapse at TTL − skew.
-    await waitFor(() => Date.now() - since > 6_000 && stored >= 3, 20_000);
+    await waitFor(() => Date.now() - since > 6_000 && stored >= 3, 60_000);
     expect(lost).toEqual([]);
     expect(keeper.holds("host", "host-a")).toBe(true);
     await keeper.close();
@@ -174,7 +174,7 @@ describe("an event-loop stall", () => {
       return renewing;
     };
     const fence = await keeper.acquire("host", "host-a");
-    await waitFor(() => stalls === 2 || lost.length > 0, 30_000);
+    await waitFor(() => stalls === 2 || lost.length > 0, 60_000);
     expect(lost).toEqual([]);
     await revisionPast(store, await revisionOf(store));
     expect(lost).toEqual([]);
@@ -201,14 +201,14 @@ describe("a lease whose renewals really fail", () => {
       throw new Error("no responders");
     };
     const fence = await keeper.acquire("host", "host-a");
-    await waitFor(() => last !== undefined, 10_000);
+    await waitFor(() => last !== undefined, 60_000);
     const { expiresAt } = last!.record;
     const { skewMs } = store.timing;
     // Another host may take the lease at its stored expiry + skew: this host's fence refuses
     // writes from expiry − skew on, whenever its timers get to run.
-    await waitFor(() => store.now() >= expiresAt - skewMs, 10_000);
+    await waitFor(() => store.now() >= expiresAt - skewMs, 60_000);
     expect(() => fence.assertHeld()).toThrow(LeaseLostError);
-    await waitFor(() => lost.length === 1, 10_000);
+    await waitFor(() => lost.length === 1, 60_000);
     expect(lost).toEqual(["host-a: its lease was not renewed in time"]);
     expect(calls).toBeGreaterThan(2);
     expect(keeper.holds("host", "host-a")).toBe(false);
@@ -228,7 +228,7 @@ describe("releasing a lease while a renewal hangs", () => {
       return new Promise(() => {});
     };
     await keeper.acquire("host", "host-a");
-    await waitFor(() => isHanging, 10_000);
+    await waitFor(() => isHanging, 60_000);
     await keeper.close();
     expect((await store.read("host", "host-a"))?.record.released).toBe(true);
   });

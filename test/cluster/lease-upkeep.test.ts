@@ -132,7 +132,7 @@ describe("lease upkeep on a connection of its own", () => {
         { connection: await connectTo(relay.url), leaseConnection: await connectTo(server.url) },
         lost,
       );
-      await waitFor(() => cluster.shards.heldCount === SHARDS, 20_000);
+      await waitFor(() => cluster.shards.heldCount === SHARDS, 60_000);
       const observer = await connectTo(server.url);
       const before = await hostLease(observer, prefix, "h1");
 
@@ -158,7 +158,7 @@ describe("lease upkeep on a connection of its own", () => {
       const prefix = uniqueRoot();
       const lost: string[] = [];
       const cluster = await startHost(prefix, "h1", { connection: await connectTo(relay.url) }, lost);
-      await waitFor(() => cluster.shards.heldCount === SHARDS, 20_000);
+      await waitFor(() => cluster.shards.heldCount === SHARDS, 60_000);
 
       relay.stall();
       await sleep(3 * TTL_MS);
@@ -183,11 +183,11 @@ describe("a host whose lease ran out", () => {
       const prefix = uniqueRoot();
       const h1Connection = await connectTo(server.url);
       const h1 = await startHost(prefix, "h1", { connection: h1Connection }, []);
-      await waitFor(() => h1.shards.heldCount === SHARDS, 20_000);
+      await waitFor(() => h1.shards.heldCount === SHARDS, 60_000);
       const h2 = await startHost(prefix, "h2", { connection: await connectTo(server.url) }, []);
       // Balanced: each holds the shards that prefer it.
-      await waitFor(() => h1.shards.heldCount > 0 && h2.shards.heldCount > 0, 20_000);
-      await waitFor(() => h1.shards.heldCount + h2.shards.heldCount === SHARDS, 20_000);
+      await waitFor(() => h1.shards.heldCount > 0 && h2.shards.heldCount > 0, 60_000);
+      await waitFor(() => h1.shards.heldCount + h2.shards.heldCount === SHARDS, 60_000);
       const ofH1 = Array.from({ length: SHARDS }, (_, shard) => shard).filter((shard) =>
         h1.shards.isServing(shard),
       );
@@ -201,7 +201,7 @@ describe("a host whose lease ran out", () => {
       const stale = (await members.get("h1"))?.json<Record<string, unknown>>();
       await members.put("h1", JSON.stringify({ ...stale, expiresAt: Date.now() + 60 * 60_000 }));
 
-      await waitFor(() => h2.shards.heldCount === SHARDS, 20_000);
+      await waitFor(() => h2.shards.heldCount === SHARDS, 60_000);
       for (const shard of ofH1) expect(h2.shards.place(shard)).toEqual({ where: "here", shard });
       // Its lease was taken over once, not once per shard: one epoch above the one it died with.
       const lease = await hostLease(observer, prefix, "h1");

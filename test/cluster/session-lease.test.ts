@@ -181,7 +181,7 @@ describe("the lease keeper", () => {
       onLost: (agent, session, reason) => lost.push(`${agent}/${session}: ${reason}`),
     });
     const fence = await keeper.acquire("bot", "s1");
-    await waitFor(() => lost.length === 1, 5_000);
+    await waitFor(() => lost.length === 1, 60_000);
     expect(lost).toEqual(["bot/s1: its lease was not renewed in time"]);
     expect(() => fence.assertHeld()).toThrow(LeaseLostError);
     expect(keeper.holds("bot", "s1")).toBe(false);
@@ -215,7 +215,7 @@ describe("the lease keeper", () => {
     // Another host overwrites "taken" (as after an expiry): the next renewal conflicts.
     const current = (await store.read("bot", "taken"))!;
     await store.renew({ ...current, record: { ...current.record, host: "host-b", epoch: taken.epoch + 1 } });
-    await waitFor(() => lost.length === 1, 15_000);
+    await waitFor(() => lost.length === 1, 60_000);
     expect(lost).toEqual(["taken: another host took its lease"]);
     expect(keeper.holds("bot", "kept")).toBe(true);
     await keeper.close();

@@ -266,7 +266,7 @@ describe("several hosts on one NATS system", () => {
       await untilShardsBalanced(bus, prefix, ["h1", "h2"]);
       const subject = chatSubject(prefix, "assistant");
       const first = chat(subject, "d1", "d1 once", "req-1");
-      await waitFor(() => calls.length === 1, 30_000);
+      await waitFor(() => calls.length === 1, 60_000);
       // Sent while the first runs, through the queue group (either host): they join it.
       const retries = [chat(subject, "d1", "d1 once", "req-1"), chat(subject, "d1", "d1 once", "req-1")];
       // Let the retries reach a host before the first chat ends.
@@ -324,7 +324,7 @@ describe("several hosts on one NATS system", () => {
           (reply) => reply.data,
           (error: unknown) => String(error),
         );
-      await waitFor(() => calls.length === 1, 30_000);
+      await waitFor(() => calls.length === 1, 60_000);
       h1.child.kill("SIGSTOP");
       try {
         // The model answers while h1 is paused; h1's lease runs out.
@@ -341,7 +341,7 @@ describe("several hosts on one NATS system", () => {
         h1.child.kill("SIGCONT");
       }
       // Resumed, h1 finds its lease gone: it stops the session and writes none of the first answer.
-      await waitFor(() => h1.stderr().includes(`session assistant/${p1} stopped here`), 30_000);
+      await waitFor(() => h1.stderr().includes(`session assistant/${p1} stopped here`), 60_000);
       const strandedReply = await stranded;
       expect(strandedReply).not.toContain('"ok":true');
       // h2, the next owner, resumed the unfinished first chat from the journal (a new model

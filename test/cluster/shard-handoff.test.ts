@@ -112,16 +112,16 @@ describe("shards handed over between hosts", () => {
   it("a host joining takes its share while requests run: none lost, none run twice", async () => {
     const prefix = uniqueRoot();
     const a = await startHost(prefix, "ha");
-    await waitFor(() => a.cluster.shards.heldCount === SHARDS, 15_000);
+    await waitFor(() => a.cluster.shards.heldCount === SHARDS, 60_000);
     const sessions = Array.from({ length: 24 }, (_, index) => `s${index}`);
     let b: TestHost | undefined;
     const replies = await traffic(prefix, sessions, 6, async () => {
-      await waitFor(() => a.ran.size >= 4, 15_000);
+      await waitFor(() => a.ran.size >= 4, 60_000);
       b = await startHost(prefix, "hb");
     });
     expect(replies).toHaveLength(sessions.length * 6);
     expect(replies.filter((reply) => (reply as { ok: boolean }).ok !== true)).toEqual([]);
-    await waitFor(() => a.cluster.shards.heldCount + (b?.cluster.shards.heldCount ?? 0) === SHARDS, 15_000);
+    await waitFor(() => a.cluster.shards.heldCount + (b?.cluster.shards.heldCount ?? 0) === SHARDS, 60_000);
     expect(b!.cluster.shards.heldCount).toBeGreaterThan(0);
     expect(a.cluster.shards.heldCount).toBeGreaterThan(0);
     // Each chat ran exactly once, on one host or the other.
@@ -146,11 +146,11 @@ describe("shards handed over between hosts", () => {
     );
     const sessions = Array.from({ length: 24 }, (_, index) => `s${index}`);
     const replies = await traffic(prefix, sessions, 6, async () => {
-      await waitFor(() => b.ran.size >= 2, 15_000);
+      await waitFor(() => b.ran.size >= 2, 60_000);
       await b.host.close({ graceMs: 5_000 });
     });
     expect(replies.filter((reply) => (reply as { ok: boolean }).ok !== true)).toEqual([]);
-    await waitFor(() => a.cluster.shards.heldCount === SHARDS, 15_000);
+    await waitFor(() => a.cluster.shards.heldCount === SHARDS, 60_000);
     for (const session of sessions) {
       const ranOn = [...(a.ran.get(session) ?? []), ...(b.ran.get(session) ?? [])].sort();
       expect(ranOn).toEqual(["m0", "m1", "m2", "m3", "m4", "m5"]);

@@ -126,7 +126,7 @@ describe("an A2A task across a host failover", () => {
           items.push(item);
         }
       })();
-      await waitFor(() => model?.requests.length === 1 && owners.length === 1, 30_000);
+      await waitFor(() => model?.requests.length === 1 && owners.length === 1, 60_000);
       const owner = hosts.get(owners[0] ?? "");
       expect(owner).toBeDefined();
       owner?.child.kill("SIGKILL");

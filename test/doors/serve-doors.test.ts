@@ -77,7 +77,7 @@ beforeAll(async () => {
     stdout += text;
   });
   await waitUntilServing(bus, prefix, { run: serve.run });
-  await waitFor(() => /agentloop serve: HTTP (http:\/\/\S+)/.test(stdout), 30_000);
+  await waitFor(() => /agentloop serve: HTTP (http:\/\/\S+)/.test(stdout), 60_000);
   origin = new URL(/agentloop serve: HTTP (http:\/\/\S+)/.exec(stdout)![1]!).origin;
 }, 120_000);
 

@@ -104,11 +104,11 @@ describe("a serve process killed mid-tool", () => {
 
       // The requesters go away with the host.
       void chat("charge the card");
-      await waitFor(() => kinds("ToolCallStarted").length === 1, 30_000);
+      await waitFor(() => kinds("ToolCallStarted").length === 1, 60_000);
       const chatId = kinds("ToolCallStarted")[0]!.chatId;
       void chat("and then say thanks");
-      await waitFor(() => queuedTexts(db).length === 1, 30_000);
-      await waitFor(() => readCounter(counter) === 1, 30_000);
+      await waitFor(() => queuedTexts(db).length === 1, 60_000);
+      await waitFor(() => readCounter(counter) === 1, 60_000);
       serve.child.kill("SIGKILL");
       await serve.run;
 

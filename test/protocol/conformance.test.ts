@@ -275,7 +275,7 @@ describe("Agent Protocol v0.3 conformance (agentloop serve)", () => {
   it("sends heartbeats every interval with the protocol's fields", async () => {
     const instance = (await discover()).find((info) => info.metadata.agent === "critic")!;
     const beats = record(bus, `agents.hb.critic.${owner}.*`);
-    const received = await beats.waitFor(2, 10_000);
+    const received = await beats.waitFor(2, 60_000);
     beats.unsubscribe();
     for (const message of received) {
       expect(message.subject).toBe(`agents.hb.critic.${owner}.default`);
@@ -326,8 +326,8 @@ describe("Agent Protocol v0.3 conformance (agentloop serve)", () => {
     // `max: 2` ended the subscription: the caller is gone.
     await waitFor(() => fake.requestsTo("chat").length > before);
     const request = fake.requestsTo("chat")[before]!;
-    await waitFor(() => request.isClosedEarly, 15_000);
-    const [event] = await failed.waitFor(1, 15_000);
+    await waitFor(() => request.isClosedEarly, 60_000);
+    const [event] = await failed.waitFor(1, 60_000);
     expect(JSON.parse(event!.data)).toMatchObject({ cancelled: true });
     failed.unsubscribe();
   });

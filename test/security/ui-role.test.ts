@@ -75,7 +75,7 @@ beforeAll(async () => {
   ui.child.stderr?.on("data", (text: string) => {
     uiOutput.stderr += text;
   });
-  await waitFor(() => /^agentloop ui: http:\/\/\S+ \(bus: nats\)$/m.test(uiOutput.stdout), 30_000);
+  await waitFor(() => /^agentloop ui: http:\/\/\S+ \(bus: nats\)$/m.test(uiOutput.stdout), 60_000);
   base = new URL(/^agentloop ui: (http:\/\/\S+) \(bus: nats\)$/m.exec(uiOutput.stdout)![1]!);
 }, 90_000);
 

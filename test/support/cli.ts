@@ -129,8 +129,12 @@ export function runBinary(
   return startBinary(argv, options).result;
 }
 
-/** Resolves once `condition` holds, checking every few milliseconds; rejects after `timeoutMs`. */
-export async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+/**
+ * Resolves once `condition` holds, checking every few milliseconds; rejects after `timeoutMs`
+ * (default 60 s: a fresh process on a machine with twenty runnable threads on two cores took over
+ * 10 s to load the CLI and do its first step; the limit only says when to give up, never how fast).
+ */
+export async function waitFor(condition: () => boolean, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error("waitFor: the condition did not hold in time");

@@ -20,7 +20,7 @@ describe("agentloop ui --host 0.0.0.0 (the built binary)", () => {
       stderr += text;
     });
     try {
-      await waitFor(() => /^agentloop ui: http:\/\/\S+ \(bus: local\)$/m.test(stdout), 20_000);
+      await waitFor(() => /^agentloop ui: http:\/\/\S+ \(bus: local\)$/m.test(stdout), 60_000);
       const printed = /^agentloop ui: (http:\/\/\S+) \(bus: local\)$/m.exec(stdout)![1]!;
       const url = new URL(printed);
       expect(url.hostname).toBe("127.0.0.1");
