@@ -92,10 +92,11 @@ export interface LeaseThreadConnect {
   name?: string;
 }
 
-/** What the lease thread starts with. */
-export interface LeaseThreadData {
-  connect: LeaseThreadConnect;
-  /** The KV bucket of the host leases (created by the main thread before the thread starts). */
+/** One lease the thread keeps: a host lease of one bucket (one per served prefix, tenants too). */
+export interface LeaseThreadLease {
+  /** Names the lease in messages: `<bucket>/<agent>.<hostId>`. */
+  key: string;
+  /** The KV bucket of the host leases (created by the main thread before the first acquisition). */
   bucket: string;
   timing: LeaseTiming;
   hostId: string;
@@ -104,15 +105,25 @@ export interface LeaseThreadData {
   /** The agent part of the lease key (`host`). */
   agent: string;
   renewEveryMs: number;
+  /** Where the thread writes the lease's epoch and deadline ({@link SharedLeaseState}). */
   state: SharedArrayBuffer;
 }
 
+/** What the lease thread starts with. */
+export interface LeaseThreadData {
+  connect: LeaseThreadConnect;
+}
+
 /** Main thread → lease thread. */
-export type ToLeaseThread = { type: "acquire"; id: number } | { type: "close" };
+export type ToLeaseThread =
+  | { type: "acquire"; id: number; lease: LeaseThreadLease }
+  | { type: "release"; id: number; key: string }
+  | { type: "close" };
 
 /** Lease thread → main thread. */
 export type FromLeaseThread =
   | { type: "acquired"; id: number; epoch: number }
   | { type: "acquire-failed"; id: number; message: string; owner?: LeaseRecord }
-  | { type: "lost"; epoch: number; reason: string }
-  | { type: "log"; line: string };
+  | { type: "released"; id: number }
+  | { type: "lost"; key: string; epoch: number; reason: string }
+  | { type: "log"; key: string | undefined; line: string };

@@ -1,9 +1,9 @@
 /**
- * The host lease's thread (a `node:worker_threads` Worker started by {@link HostLeaseThread}): it
- * takes and renews this host's own lease on a NATS connection of its own, so a main event loop
- * that stalls for seconds under load neither sends a renewal late nor reads its answer late. Each
- * stored renewal's deadline is written to the shared state at once, where the main thread's fence
- * reads it; a loss is written there too, and told by message.
+ * The host lease thread (a `node:worker_threads` Worker started by {@link HostLeaseThread}): it
+ * takes and renews the host's own leases (one per served prefix) on a NATS connection of its own,
+ * so a main event loop that stalls for seconds under load neither sends a renewal late nor reads
+ * its answer late. Each stored renewal's deadline is written at once to the lease's shared state,
+ * where the main thread's fence reads it; a loss is written there too, and told by message.
  */
 import { type MessagePort, parentPort, workerData } from "node:worker_threads";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -13,6 +13,7 @@ import { SHUTDOWN_WAIT_MS, settlesWithin } from "./bounded-wait.js";
 import {
   type FromLeaseThread,
   type LeaseThreadData,
+  type LeaseThreadLease,
   SharedLeaseState,
   sharedMonotonic,
   type ToLeaseThread,
@@ -32,18 +33,12 @@ function parentPortOf(): MessagePort {
 
 const port = parentPortOf();
 const data = workerData as LeaseThreadData;
-const state = new SharedLeaseState(data.state);
 const post = (message: FromLeaseThread) => port.postMessage(message);
-const log = (line: string) => post({ type: "log", line });
-const watch = new RenewalWatch(sharedMonotonic, "lease thread event loop");
 
 let isConnected = true;
-/** The epoch of the lease held now (the last one a deadline was written for). */
-let heldEpoch: number | undefined;
-let keeper: LeaseKeeper | undefined;
 let closing: Promise<void> | undefined;
 
-const ready: Promise<{ connection: NatsConnection; keeper: LeaseKeeper }> = (async () => {
+const ready: Promise<NatsConnection> = (async () => {
   const connection = await connect(toConnectionOptions(data.connect));
   void (async () => {
     for await (const status of connection.status()) {
@@ -54,34 +49,67 @@ const ready: Promise<{ connection: NatsConnection; keeper: LeaseKeeper }> = (asy
     // The status stream ends with the connection.
   });
   // Closed for good (not a reconnect): renewals stop, so the thread ends and the main thread lets
-  // the lease lapse at its deadline.
+  // each lease lapse at its deadline.
   void connection.closed().then((error) => {
     if (closing !== undefined) return;
-    log(`the lease connection closed${error === undefined ? "" : `: ${describeError(error)}`}`);
+    post({
+      type: "log",
+      key: undefined,
+      line: `the host lease connection closed${error === undefined ? "" : `: ${describeError(error)}`}`,
+    });
     process.exit(1);
   });
-  const store = await SessionLeaseStore.open(connection, { bucket: data.bucket, timing: data.timing });
-  keeper = new LeaseKeeper({
+  return connection;
+})();
+// Failing to connect is told to whoever asks for a lease; the thread then ends.
+ready.catch(() => {});
+
+/** One lease kept here, with the renewals' account for its notices. */
+interface KeptLease {
+  keeper: LeaseKeeper;
+  watch: RenewalWatch;
+}
+
+const kept = new Map<string, Promise<KeptLease>>();
+
+function keep(lease: LeaseThreadLease): Promise<KeptLease> {
+  let keeping = kept.get(lease.key);
+  if (keeping === undefined) {
+    keeping = open(lease);
+    kept.set(lease.key, keeping);
+    keeping.catch(() => kept.delete(lease.key));
+  }
+  return keeping;
+}
+
+async function open(lease: LeaseThreadLease): Promise<KeptLease> {
+  const connection = await ready;
+  const store = await SessionLeaseStore.open(connection, { bucket: lease.bucket, timing: lease.timing });
+  const state = new SharedLeaseState(lease.state);
+  const watch = new RenewalWatch(sharedMonotonic, "lease thread event loop");
+  const log = (line: string) => post({ type: "log", key: lease.key, line });
+  /** The epoch of the lease held now: the last one a deadline was written for. */
+  let heldEpoch: number | undefined;
+  const keeper = new LeaseKeeper({
     store,
-    hostId: data.hostId,
-    subject: data.subject,
+    hostId: lease.hostId,
+    subject: lease.subject,
     monotonic: sharedMonotonic,
-    renewEveryMs: data.renewEveryMs,
+    renewEveryMs: lease.renewEveryMs,
     isConnected: () => isConnected && !connection.isClosed(),
     log,
-    onDeadline: (lease, deadline) => {
-      heldEpoch = lease.record.epoch;
-      state.write(lease.record.epoch, deadline, lease.revision);
+    onDeadline: (stored, deadline) => {
+      heldEpoch = stored.record.epoch;
+      state.write(stored.record.epoch, deadline, stored.revision);
     },
     onLost: (_agent, _session, reason) => {
-      // The one lease this thread holds: the last one a deadline was written for.
       if (heldEpoch === undefined) return;
       state.markLost(heldEpoch);
-      post({ type: "lost", epoch: heldEpoch, reason: `${reason} (${watch.describe()})` });
+      post({ type: "lost", key: lease.key, epoch: heldEpoch, reason: `${reason} (${watch.describe()})` });
     },
     onRenewal: (tookMs, isRenewed) => {
       // A renewal slower than its interval is the first sign of a lease about to lapse.
-      if (tookMs > data.renewEveryMs) {
+      if (tookMs > lease.renewEveryMs) {
         log(
           `this host's lease renewal ${isRenewed ? "took" : "failed after"} ${Math.round(tookMs)} ms (${watch.describe()})`,
         );
@@ -89,39 +117,41 @@ const ready: Promise<{ connection: NatsConnection; keeper: LeaseKeeper }> = (asy
       watch.renewed(tookMs, isRenewed);
     },
   });
-  return { connection, keeper };
-})();
-// Failing to connect is told to whoever asks for the lease; the thread then ends.
-ready.catch(() => {});
+  return { keeper, watch };
+}
 
-async function acquire(id: number): Promise<void> {
+async function acquire(id: number, lease: LeaseThreadLease): Promise<void> {
   try {
-    const { keeper } = await ready;
-    const fence = await keeper.acquire(data.agent, data.hostId);
+    const { keeper } = await keep(lease);
+    const fence = await keeper.acquire(lease.agent, lease.hostId);
     post({ type: "acquired", id, epoch: fence.epoch });
   } catch (error) {
     const owner = error instanceof SessionOwnedElsewhereError ? { owner: error.owner } : {};
     post({ type: "acquire-failed", id, message: describeError(error), ...owner });
     // No connection: nothing more can be done here; the next acquisition starts a new thread.
-    if (keeper === undefined) process.exit(1);
+    if (!(await ready.then(() => true).catch(() => false))) process.exit(1);
   }
 }
 
+/** Gives the lease up (a compare-and-set, bounded while NATS is away) and stops renewing it. */
+async function release(key: string): Promise<void> {
+  const keeping = kept.get(key);
+  kept.delete(key);
+  const lease = await keeping?.catch(() => undefined);
+  await lease?.keeper.close();
+  lease?.watch.close();
+}
+
 async function close(): Promise<void> {
-  let connection: NatsConnection | undefined;
-  try {
-    ({ connection } = await ready);
-  } catch {
-    // Never connected: nothing to release.
-  }
-  // Released with a compare-and-set, as on the main thread (bounded while NATS is away).
-  await keeper?.close();
+  await Promise.allSettled([...kept.keys()].map(release));
+  const connection = await ready.catch(() => undefined);
   if (connection !== undefined) await settlesWithin(connection.close(), SHUTDOWN_WAIT_MS);
-  watch.close();
   port.close();
 }
 
 port.on("message", (message: ToLeaseThread) => {
-  if (message.type === "acquire") void acquire(message.id);
-  else if (message.type === "close") closing ??= close();
+  if (message.type === "acquire") void acquire(message.id, message.lease);
+  else if (message.type === "release") {
+    void release(message.key).finally(() => post({ type: "released", id: message.id }));
+  } else if (message.type === "close") closing ??= close();
 });
