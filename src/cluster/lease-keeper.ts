@@ -186,7 +186,12 @@ export class LeaseKeeper {
       ...stateField(this.#stateOf(agent, session) ?? "idle"),
     });
     const previous = this.#held.get(key);
-    if (previous !== undefined) this.#forget(previous);
+    if (previous !== undefined) {
+      // Superseded by the new epoch: its fence refuses, and a late answer to one of its renewals
+      // cannot report the new lease lost.
+      previous.lostReason ??= "taken again under a new epoch";
+      this.#forget(previous);
+    }
     const held = new HeldLease(lease, this.#deadlineFrom(sentAt), this.#monotonic);
     this.#held.set(key, held);
     this.#onDeadline(held.lease, held.deadline);
