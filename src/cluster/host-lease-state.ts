@@ -94,7 +94,7 @@ export interface LeaseThreadConnect {
 
 /** One lease the thread keeps: a host lease of one bucket (one per served prefix, tenants too). */
 export interface LeaseThreadLease {
-  /** Names the lease in messages: `<bucket>/<agent>.<hostId>`. */
+  /** Names the lease in messages: `<bucket>/<agent>.<hostId>#<n>`, one per holder in the process. */
   key: string;
   /** The KV bucket of the host leases (created by the main thread before the first acquisition). */
   bucket: string;

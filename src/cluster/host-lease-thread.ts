@@ -27,6 +27,12 @@ export function hostLeaseWorkerExists(url: URL = HOST_LEASE_WORKER_URL): boolean
   return url.protocol === "file:" && existsSync(fileURLToPath(url));
 }
 
+/**
+ * How long a lease past its deadline waits for the thread's own notice of the loss (which says how
+ * its renewals went) before it is given up with a plain one.
+ */
+const THREAD_WORD_WAIT_MS = 250;
+
 /** How long a shutdown waits for the thread to release a lease, or to close its connection. */
 const CLOSE_WAIT_MS = 2 * SHUTDOWN_WAIT_MS;
 
@@ -184,6 +190,9 @@ class LeaseThread {
   }
 }
 
+/** Host leases held through a thread so far in this process (numbers their keys). */
+let holders = 0;
+
 /** The running threads, by connection settings and code. */
 const threads = new Map<string, LeaseThread>();
 
@@ -205,6 +214,8 @@ function threadFor(connect: LeaseThreadConnect, url: URL): LeaseThread {
 class ThreadLease implements LeaseFence {
   lostReason: string | undefined;
   timer: NodeJS.Timeout | undefined;
+  /** Past its deadline: waiting a moment for the thread to tell why. */
+  isAwaitingThread = false;
 
   constructor(
     readonly epoch: number,
@@ -257,7 +268,9 @@ export class HostLeaseThread {
   constructor(options: HostLeaseThreadOptions) {
     this.#options = options;
     this.#log = options.log ?? (() => {});
-    this.#key = `${options.bucket}/${options.agent}.${options.hostId}`;
+    // Unique per holder: two holders of one lease in a process (a host started again before the
+    // old one closed) are kept apart, as two processes would be.
+    this.#key = `${options.bucket}/${options.agent}.${options.hostId}#${++holders}`;
   }
 
   /** The KV revision of the lease as last stored by the thread (0 before the first). */
@@ -353,6 +366,14 @@ export class HostLeaseThread {
       return;
     }
     const stopped = held.thread.stoppedBecause;
+    if (why === "expired" && stopped === undefined && !held.isAwaitingThread) {
+      // The thread times the same deadline and tells the loss with its account of the renewals: its
+      // word is awaited a moment (the fence refuses meanwhile already).
+      held.isAwaitingThread = true;
+      held.timer = setTimeout(() => this.#check(held), THREAD_WORD_WAIT_MS);
+      held.timer.unref?.();
+      return;
+    }
     const reason =
       why === "expired"
         ? `its lease was not renewed in time${stopped === undefined ? "" : `: the host lease thread stopped (${stopped})`}`

@@ -19,6 +19,7 @@ import { type RunningServe, waitUntilServing } from "../host/running-serve.js";
 import { startBinary, waitFor } from "../support/cli.js";
 import { assertFreshBuild } from "../support/fresh-build.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
+import { startRelay } from "../support/stalling-relay.js";
 
 /**
  * This host's own lease is renewed on a worker thread with a NATS connection of its own: a main
@@ -30,6 +31,8 @@ import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 /** The lease thread as built, ended on a word from the test (see the fixture). */
 const DYING_WORKER = new URL("../fixtures/dying-lease-worker.mjs", import.meta.url);
+/** The lease thread as built. */
+const LEASE_WORKER = new URL("../../dist/src/cluster/host-lease-worker.js", import.meta.url);
 
 let server: NatsServer;
 let bus: NatsBus;
@@ -260,6 +263,48 @@ describe("a host whose lease thread dies", () => {
       await waitFor(() => cluster.shards.heldCount === SHARDS, 20_000);
       const after = await readHostLease(prefix, "h1");
       expect(after.epoch).toBeGreaterThan(before.epoch);
+    },
+  );
+});
+
+describe("a host whose lease thread's connection stalls", () => {
+  it(
+    "loses every shard when its renewals stop getting through, says so with the thread's own account, and takes them again once they do",
+    { timeout: 60_000 },
+    async () => {
+      const SHARDS = 8;
+      const relay = await startRelay(server.url);
+      cleanups.push(() => relay.close());
+      const prefix = uniqueRoot();
+      const lost: string[] = [];
+      const cluster = await SessionCluster.start({
+        connection: await connectTo(server.url),
+        prefix,
+        hostId: "h1",
+        timing: leaseTiming(1_500),
+        shardCount: SHARDS,
+        agents: ["assistant"],
+        leaseThread: { connect: { url: relay.url }, workerUrl: LEASE_WORKER },
+      });
+      cleanups.push(() => cluster.close());
+      cluster.onShardLost((shard, reason) => lost.push(`${shard}: ${reason}`));
+      await waitFor(() => cluster.shards.heldCount === SHARDS, 20_000);
+      const fence = cluster.shards.fenceOf(0);
+      const before = await readHostLease(prefix, "h1");
+
+      // Only the thread's connection goes through the relay: the host's own stays up.
+      relay.stall();
+      await waitFor(() => lost.length === SHARDS, 20_000);
+      relay.resume();
+      // Told by the thread, which timed the renewals and watched its own event loop.
+      expect(lost[0]).toMatch(
+        /this host's lease was lost: its lease was not renewed in time \(last renewed \d+\.\d s ago; since then \d+ renewals? failed, the slowest answer \d+ ms; lease thread event loop delay max \d+ ms, p99 \d+ ms; CPU used \d+ ms\)/,
+      );
+      expect(() => fence!.assertHeld()).toThrow(/no longer owns shard 0/);
+
+      // The same thread, its connection back, takes a new lease and the shards with it.
+      await waitFor(() => cluster.shards.heldCount === SHARDS, 20_000);
+      expect((await readHostLease(prefix, "h1")).epoch).toBeGreaterThan(before.epoch);
     },
   );
 });
