@@ -98,6 +98,8 @@ export interface LeaseThreadLease {
   key: string;
   /** The KV bucket of the host leases (created by the main thread before the first acquisition). */
   bucket: string;
+  /** The bucket's replicas, as the main thread created it (opening names the same settings). */
+  replicas?: number;
   timing: LeaseTiming;
   hostId: string;
   /** `<prefix>.hosts.<hostId>`, written into the lease. */

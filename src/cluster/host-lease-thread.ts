@@ -41,6 +41,8 @@ export interface HostLeaseThreadOptions {
   connect: LeaseThreadConnect;
   /** The bucket of the host leases (it must exist). */
   bucket: string;
+  /** The bucket's replicas, as it was created. */
+  replicas?: number;
   timing: LeaseTiming;
   hostId: string;
   subject: string;
@@ -300,6 +302,7 @@ export class HostLeaseThread {
     const lease: LeaseThreadLease = {
       key: this.#key,
       bucket,
+      ...(this.#options.replicas === undefined ? {} : { replicas: this.#options.replicas }),
       timing,
       hostId,
       subject,

@@ -84,7 +84,11 @@ function keep(lease: LeaseThreadLease): Promise<KeptLease> {
 
 async function open(lease: LeaseThreadLease): Promise<KeptLease> {
   const connection = await ready;
-  const store = await SessionLeaseStore.open(connection, { bucket: lease.bucket, timing: lease.timing });
+  const store = await SessionLeaseStore.open(connection, {
+    bucket: lease.bucket,
+    timing: lease.timing,
+    ...(lease.replicas === undefined ? {} : { replicas: lease.replicas }),
+  });
   const state = new SharedLeaseState(lease.state);
   const watch = new RenewalWatch(sharedMonotonic, "lease thread event loop");
   const log = (line: string) => post({ type: "log", key: lease.key, line });

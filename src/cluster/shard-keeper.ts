@@ -691,6 +691,7 @@ function hostLeaseFor(
     const thread = new HostLeaseThread({
       connect: options.leaseThread.connect,
       bucket: shardsBucketName(options.prefix),
+      ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
       timing: options.timing,
       hostId: options.hostId,
       subject: options.subject,
