@@ -668,7 +668,12 @@ function reportSubscriptionError(error: unknown, subject: string): void {
   console.error(`agentloop bus: the NATS subscription to ${subject} failed: ${text}`);
 }
 
-function toConnectionOptions(options: NatsBusOptions): NodeConnectionOptions {
+/**
+ * The NATS client's options for `options` (servers, auth, TLS, credentials, inbox prefix): what a
+ * second connection to the same system (the host lease's thread) is opened with.
+ * @throws BusConfigError for a bad URL or inbox prefix, or an unreadable credentials file.
+ */
+export function toConnectionOptions(options: NatsBusOptions): NodeConnectionOptions {
   const address = parseNatsUrl(options.url);
   const connectionOptions: NodeConnectionOptions = {
     servers: address.servers,

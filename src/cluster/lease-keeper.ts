@@ -49,6 +49,11 @@ export interface LeaseKeeperOptions {
    * renewal that lost the race to another of this host's renewals is not told as failed.
    */
   onRenewal?: (tookMs: number, isRenewed: boolean) => void;
+  /**
+   * Told each time a held lease's local deadline is set (at its acquisition) or moved on (a renewal
+   * stored), with the lease as now known: how a lease renewed on one thread fences another.
+   */
+  onDeadline?: (lease: StoredLease, deadline: number) => void;
 }
 
 /** One lease this host holds. */
@@ -113,6 +118,7 @@ export class LeaseKeeper {
   readonly #renewEveryMs: number;
   readonly #isConnected: () => boolean;
   readonly #onRenewal: (tookMs: number, isRenewed: boolean) => void;
+  readonly #onDeadline: (lease: StoredLease, deadline: number) => void;
   #ticker: NodeJS.Timeout | undefined;
   #isClosed = false;
 
@@ -127,6 +133,7 @@ export class LeaseKeeper {
     this.#renewEveryMs = options.renewEveryMs ?? options.store.timing.ttlMs / 3;
     this.#isConnected = options.isConnected ?? (() => true);
     this.#onRenewal = options.onRenewal ?? (() => {});
+    this.#onDeadline = options.onDeadline ?? (() => {});
   }
 
   /** Leases held now. */
@@ -179,9 +186,15 @@ export class LeaseKeeper {
       ...stateField(this.#stateOf(agent, session) ?? "idle"),
     });
     const previous = this.#held.get(key);
-    if (previous !== undefined) this.#forget(previous);
+    if (previous !== undefined) {
+      // Superseded by the new epoch: its fence refuses, and a late answer to one of its renewals
+      // cannot report the new lease lost.
+      previous.lostReason ??= "taken again under a new epoch";
+      this.#forget(previous);
+    }
     const held = new HeldLease(lease, this.#deadlineFrom(sentAt), this.#monotonic);
     this.#held.set(key, held);
+    this.#onDeadline(held.lease, held.deadline);
     this.#arm(held);
     this.#ticker ??= setInterval(() => this.#renewAll(), this.#renewEveryMs);
     this.#ticker.unref?.();
@@ -339,6 +352,7 @@ export class LeaseKeeper {
     const deadline = this.#deadlineFrom(sentAt);
     if (deadline <= held.deadline) return;
     held.deadline = deadline;
+    this.#onDeadline(held.lease, deadline);
     this.#arm(held);
   }
 

@@ -17,9 +17,17 @@ export class RenewalWatch {
   #cpuAtRenewal: NodeJS.CpuUsage;
   #slowestMs = 0;
   #failures = 0;
+  /** Whose loop the delay is of, as the notice names it. */
+  readonly #loop: string;
 
-  constructor(monotonic: () => number = () => performance.now()) {
+  /**
+   * @param monotonic The clock renewals are timed on (ms).
+   * @param loop The event loop watched (always the thread's own, where the renewals run), as the
+   *   notice names it.
+   */
+  constructor(monotonic: () => number = () => performance.now(), loop = "event loop") {
     this.#monotonic = monotonic;
+    this.#loop = loop;
     this.#lastRenewedAt = monotonic();
     this.#cpuAtRenewal = process.cpuUsage();
     this.#delay.enable();
@@ -49,7 +57,7 @@ export class RenewalWatch {
     const ms = (ns: number) => Math.round(ns / 1e6);
     const cpu = process.cpuUsage(this.#cpuAtRenewal);
     const cpuMs = Math.round((cpu.user + cpu.system) / 1000);
-    return `last renewed ${ago} s ago; since then ${this.#failures} renewal${this.#failures === 1 ? "" : "s"} failed, the slowest answer ${Math.round(this.#slowestMs)} ms; event loop delay max ${ms(this.#delay.max)} ms, p99 ${ms(this.#delay.percentile(99))} ms; CPU used ${cpuMs} ms`;
+    return `last renewed ${ago} s ago; since then ${this.#failures} renewal${this.#failures === 1 ? "" : "s"} failed, the slowest answer ${Math.round(this.#slowestMs)} ms; ${this.#loop} delay max ${ms(this.#delay.max)} ms, p99 ${ms(this.#delay.percentile(99))} ms; CPU used ${cpuMs} ms`;
   }
 
   close(): void {

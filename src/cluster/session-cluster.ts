@@ -13,7 +13,7 @@ import { AgentSetOverlapError, Membership, ShardCountMismatchError } from "./mem
 import { answersProbe, passOnRequest } from "./pass-on.js";
 import { RequestDedupe } from "./request-dedupe.js";
 import { type LeaseRecord, type LeaseTiming, SessionOwnedElsewhereError } from "./session-lease.js";
-import { ShardKeeper } from "./shard-keeper.js";
+import { ShardKeeper, type ShardKeeperOptions } from "./shard-keeper.js";
 import { DEFAULT_SHARD_COUNT } from "./shard-map.js";
 
 /** How many times one request may be forwarded between hosts before it is refused. */
@@ -48,6 +48,12 @@ export interface SessionClusterOptions {
    * traffic of a busy host. Default: `connection`.
    */
   leaseConnection?: NatsConnection;
+  /**
+   * Renew this host's own lease on a worker thread with a connection of its own, made with these
+   * settings (the host's): a main event loop stalled by load then cannot make it lapse. Default: on
+   * the main thread, over the lease connection.
+   */
+  leaseThread?: ShardKeeperOptions["leaseThread"];
   prefix: string;
   /** This host's id; must be one subject token (see {@link toHostToken}). */
   hostId: string;
@@ -161,6 +167,7 @@ export class SessionCluster {
         isConnected: connected,
         membership,
         ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
+        ...(options.leaseThread === undefined ? {} : { leaseThread: options.leaseThread }),
         drain: (shard) => (cluster === undefined ? Promise.resolve() : cluster.#drain(shard)),
         onLost: (shard, reason) => {
           if (cluster !== undefined) cluster.#onShardLost(shard, reason);

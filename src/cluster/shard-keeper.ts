@@ -4,6 +4,8 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { jetStreamName } from "../bus/subjects.js";
 import { describeError } from "../errors/describe-error.js";
 import { SHUTDOWN_RELEASE_WAIT_MS, settlesWithin } from "./bounded-wait.js";
+import type { LeaseThreadConnect } from "./host-lease-state.js";
+import { HOST_LEASE_WORKER_URL, HostLeaseThread, hostLeaseWorkerExists } from "./host-lease-thread.js";
 import { listKvKeys } from "./kv-keys.js";
 import { type LeaseFence, LeaseLostError } from "./lease-fence.js";
 import { LeaseKeeper } from "./lease-keeper.js";
@@ -69,6 +71,22 @@ export interface ShardKeeperOptions {
   now?: () => number;
   /** Whether the connection is up now: releases at shutdown are not waited for while it is down. */
   isConnected?: () => boolean;
+  /**
+   * Renew this host's own lease on a worker thread with a NATS connection of its own (made with
+   * these settings, the host's), so that a main event loop stalled by load cannot make it lapse.
+   * Without it (or when the thread's compiled code is not there, as when run from the TypeScript
+   * sources) the lease is renewed on the main thread over `connection`.
+   */
+  leaseThread?: { connect: LeaseThreadConnect; workerUrl?: URL };
+}
+
+/** This host's own lease, renewed on the main thread or on a thread of its own. */
+interface HostLease {
+  acquire(): Promise<LeaseFence>;
+  /** Its fence while held (not lost yet). */
+  fence(): LeaseFence | undefined;
+  /** Releases it (a compare-and-set) and stops renewing. */
+  close(): Promise<void>;
 }
 
 /** Where a session's requests go now, as the shard map says. */
@@ -124,9 +142,7 @@ export class ShardKeeper {
   readonly #options: ShardKeeperOptions;
   /** The agent part of this host's shard keys (see {@link shardKeyAgent}). */
   readonly #shardAgent: string;
-  readonly #hostLeases: LeaseKeeper;
-  /** This host's lease renewals and the event loop around them, for the lease's loss notice. */
-  readonly #renewals = new RenewalWatch();
+  readonly #hostLease: HostLease;
   readonly #store: SessionLeaseStore;
   readonly #kv: KV;
   readonly #table: WatchedBucket<LeaseRecord>;
@@ -161,27 +177,9 @@ export class ShardKeeper {
     this.#store = store;
     this.#kv = kv;
     this.#now = options.now ?? Date.now;
-    const renewEveryMs = options.timing.ttlMs / HOST_RENEWALS_PER_TTL;
-    this.#hostLeases = new LeaseKeeper({
-      store,
-      hostId: options.hostId,
-      subject: options.subject,
-      onLost: (_agent, _host, reason) =>
-        this.#loseAll(`this host's lease was lost: ${reason} (${this.#renewals.describe()})`),
-      onRenewal: (tookMs, isRenewed) => {
-        // A renewal slower than its interval is the first sign of a lease about to lapse: said with
-        // the event loop's delay, so a stalled host is told from a slow server.
-        if (tookMs > renewEveryMs) {
-          options.log?.(
-            `this host's lease renewal ${isRenewed ? "took" : "failed after"} ${Math.round(tookMs)} ms (${this.#renewals.describe()})`,
-          );
-        }
-        this.#renewals.renewed(tookMs, isRenewed);
-      },
-      renewEveryMs,
-      ...(options.isConnected === undefined ? {} : { isConnected: options.isConnected }),
-      ...(options.log === undefined ? {} : { log: options.log }),
-    });
+    this.#hostLease = hostLeaseFor(options, store, (reason) =>
+      this.#loseAll(`this host's lease was lost: ${reason}`),
+    );
     this.#table = new WatchedBucket<LeaseRecord>(
       (entry) => {
         const parsed = LeaseRecord.safeParse(entryJson(entry));
@@ -428,13 +426,12 @@ export class ShardKeeper {
     await Promise.allSettled([...this.#draining.values()]);
     await Promise.allSettled([...this.#held.keys()].map((shard) => this.#release(shard)));
     this.#logReleaseFailures();
-    await this.#hostLeases.close();
-    this.#renewals.close();
+    await this.#hostLease.close();
     this.#table.close();
   }
 
   #hostFence(): LeaseFence | undefined {
-    return this.#hostLeases.fenceOf(HOST_AGENT, this.hostId);
+    return this.#hostLease.fence();
   }
 
   #holds(shard: number): boolean {
@@ -450,7 +447,7 @@ export class ShardKeeper {
 
   /** Takes (again) this host's lease: a new epoch, under which shards are taken. */
   #join(): Promise<LeaseFence> {
-    this.#joining ??= this.#hostLeases.acquire(HOST_AGENT, this.hostId).finally(() => {
+    this.#joining ??= this.#hostLease.acquire().finally(() => {
       this.#joining = undefined;
     });
     return this.#joining;
@@ -675,6 +672,69 @@ export class ShardKeeper {
     this.#draining.set(shard, handing);
     this.#wake(shard);
   }
+}
+
+/**
+ * This host's lease: on a thread of its own when asked for and its code is there, else on the main
+ * thread. Either way a renewal slower than its interval is logged with the event loop's delay
+ * around it (the renewing thread's), so a stalled host is told from a slow server.
+ */
+function hostLeaseFor(
+  options: ShardKeeperOptions,
+  store: SessionLeaseStore,
+  onLost: (reason: string) => void,
+): HostLease {
+  const renewEveryMs = options.timing.ttlMs / HOST_RENEWALS_PER_TTL;
+  const log = options.log ?? (() => {});
+  const workerUrl = options.leaseThread?.workerUrl ?? HOST_LEASE_WORKER_URL;
+  if (options.leaseThread !== undefined && hostLeaseWorkerExists(workerUrl)) {
+    const thread = new HostLeaseThread({
+      connect: options.leaseThread.connect,
+      bucket: shardsBucketName(options.prefix),
+      ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
+      timing: options.timing,
+      hostId: options.hostId,
+      subject: options.subject,
+      agent: HOST_AGENT,
+      renewEveryMs,
+      workerUrl,
+      onLost,
+      log,
+    });
+    return { acquire: () => thread.acquire(), fence: () => thread.fence(), close: () => thread.close() };
+  }
+  // Run from the TypeScript sources there is no compiled thread code: expected, not worth a notice.
+  if (options.leaseThread !== undefined && !import.meta.url.endsWith(".ts")) {
+    log(
+      `the host lease thread's code is missing (${workerUrl.href}): this host's lease is renewed on the main thread`,
+    );
+  }
+  const renewals = new RenewalWatch();
+  const keeper = new LeaseKeeper({
+    store,
+    hostId: options.hostId,
+    subject: options.subject,
+    onLost: (_agent, _host, reason) => onLost(`${reason} (${renewals.describe()})`),
+    onRenewal: (tookMs, isRenewed) => {
+      if (tookMs > renewEveryMs) {
+        log(
+          `this host's lease renewal ${isRenewed ? "took" : "failed after"} ${Math.round(tookMs)} ms (${renewals.describe()})`,
+        );
+      }
+      renewals.renewed(tookMs, isRenewed);
+    },
+    renewEveryMs,
+    ...(options.isConnected === undefined ? {} : { isConnected: options.isConnected }),
+    ...(options.log === undefined ? {} : { log: options.log }),
+  });
+  return {
+    acquire: () => keeper.acquire(HOST_AGENT, options.hostId),
+    fence: () => keeper.fenceOf(HOST_AGENT, options.hostId),
+    close: async () => {
+      await keeper.close();
+      renewals.close();
+    },
+  };
 }
 
 async function inBatches<T>(

@@ -41,6 +41,11 @@ export interface HostServiceOptions {
    * Default: the bus's connection.
    */
   leaseConnection?: NatsConnection;
+  /**
+   * Renew this host's own lease on a thread of its own, connecting with these settings (see
+   * {@link SessionClusterOptions.leaseThread}). Default: on the main thread.
+   */
+  leaseThread?: SessionClusterOptions["leaseThread"];
   definitions: readonly ResolvedAgentDefinition[];
   config: RuntimeConfig;
   env?: ProviderEnvironment;
@@ -234,6 +239,7 @@ async function startOnBus(
       const started = await SessionCluster.startOrExplain({
         connection: bus.connection,
         ...(options.leaseConnection === undefined ? {} : { leaseConnection: options.leaseConnection }),
+        ...(options.leaseThread === undefined ? {} : { leaseThread: options.leaseThread }),
         prefix,
         hostId,
         timing: leaseTiming(options.leaseTtlMs, options.leaseSkewMs),

@@ -233,3 +233,31 @@ describe("releasing a lease while a renewal hangs", () => {
     expect((await store.read("host", "host-a"))?.record.released).toBe(true);
   });
 });
+
+describe("a lease taken again while its last renewal is still out", () => {
+  it("retires the old epoch's fence, and that renewal's late conflict does not report the new lease lost", async () => {
+    const { store, realRenew, lost, keeper } = await keeperOf(3_000);
+    const late = gate();
+    let isHeldBack = false;
+    store.renew = async (...args) => {
+      if (isHeldBack) return realRenew(...args);
+      isHeldBack = true;
+      // Held until the lease is taken again: it then names a revision that is gone.
+      await late.opened;
+      return realRenew(...args);
+    };
+    const old = await keeper.acquire("host", "host-a");
+    await waitFor(() => isHeldBack, 10_000);
+    const renewed = await keeper.acquire("host", "host-a");
+    expect(renewed.epoch).toBe(old.epoch + 1);
+    expect(() => old.assertHeld()).toThrow(/taken again under a new epoch/);
+
+    const revision = await revisionOf(store);
+    late.open();
+    // The new lease goes on being renewed, and nothing was reported lost.
+    await revisionPast(store, revision);
+    expect(lost).toEqual([]);
+    expect(() => renewed.assertHeld()).not.toThrow();
+    await keeper.close();
+  });
+});

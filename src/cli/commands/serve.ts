@@ -117,6 +117,15 @@ export const serveCommand: Command = async (context) => {
     const service = await startHostService({
       bus,
       leaseConnection: leaseBus.connection,
+      // This host's own lease is renewed on a thread of its own: a flood of chats that stalls the
+      // main event loop for seconds cannot make it lapse and drop every shard the host holds.
+      leaseThread: {
+        connect: {
+          url: config.natsUrl,
+          name: "agentloop serve (host lease)",
+          ...natsIdentityOptions(config),
+        },
+      },
       definitions,
       config,
       env: context.env,
