@@ -37,6 +37,8 @@ export interface HostSettings {
   directory: string;
   env: Record<string, string>;
   extraArgs: readonly string[];
+  /** Options for node itself, before the CLI (e.g. `--import` of a probe). */
+  nodeArgs?: readonly string[];
 }
 
 const OUTPUT_TAIL = 4_000;
@@ -56,10 +58,11 @@ export class ScaleHosts {
   }
 
   start(id: string): ScaleHost {
-    const { natsUrl, prefix, agentsFile, directory, env, extraArgs } = this.#settings;
+    const { natsUrl, prefix, agentsFile, directory, env, extraArgs, nodeArgs = [] } = this.#settings;
     const child = spawn(
       process.execPath,
       [
+        ...nodeArgs,
         BIN_PATH,
         "serve",
         ...["--nats", natsUrl, "--prefix", prefix, "--agents", agentsFile, "--history", "nats"],
