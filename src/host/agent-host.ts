@@ -131,6 +131,9 @@ export interface HostSessionListing {
   }[];
 }
 
+/** How many of the sessions a lost shard stopped are named in the log line (the rest are counted). */
+const STOPPED_NAMED = 10;
+
 /** A request the host serves, checked: its agent, its session and what it asks. */
 type CheckedRequest = { agent: string; session: string } & (
   | {
@@ -198,6 +201,9 @@ export class AgentHost {
    */
   readonly #cancelled = new Map<string, number>();
   readonly #now: () => number;
+  /** Sessions stopped by lost shards this turn, by reason, to be logged together (see #noteStopped). */
+  readonly #stoppedNotes = new Map<string, [string, string][]>();
+  readonly #stoppedCounts = new Map<string, number>();
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
 
@@ -241,12 +247,16 @@ export class AgentHost {
       ...(options.sweepIntervalMs === undefined ? {} : { sweepIntervalMs: options.sweepIntervalMs }),
       ...(options.now === undefined ? {} : { now: options.now }),
       ...(options.timers === undefined ? {} : { timers: options.timers }),
+      // Sessions indexed by shard: a shard lost or drained finds its own without a pass over all.
+      ...(options.cluster === undefined
+        ? {}
+        : { groupOf: (agent: string, session: string) => options.cluster!.shardOf(agent, session) }),
       log: this.#log,
     });
     // A shard lost (not renewed in time, or taken over) stops its sessions here at once.
     this.#cluster?.onShardLost((shard, reason) => {
-      for (const [agent, session] of this.#sessionsOf(shard)) {
-        this.#log(`session ${agent}/${session} stopped here: ${reason}`);
+      const stopped = this.#sessionsOf(shard);
+      for (const [agent, session] of stopped) {
         // Not the chats' end: the next owner resumes them from the journal, and a retry reaches it.
         void this.sessions.drop(
           agent,
@@ -255,6 +265,7 @@ export class AgentHost {
           "unavailable",
         );
       }
+      this.#noteStopped(stopped, reason);
     });
     this.#cluster?.onDrain((shard) => this.#drain(shard));
   }
@@ -280,11 +291,36 @@ export class AgentHost {
 
   /** The live sessions of `shard` here. */
   #sessionsOf(shard: number): [string, string][] {
-    const cluster = this.#cluster;
-    if (cluster === undefined) return [];
-    return [...this.sessions.liveSessions()].filter(
-      ([agent, session]) => cluster.shardOf(agent, session) === shard,
-    );
+    return this.#cluster === undefined ? [] : this.sessions.liveSessionsIn(shard);
+  }
+
+  /**
+   * Logs the sessions a lost shard stopped: one line per reason for all the shards lost in the same
+   * turn (a lapsed host lease loses every shard at once), naming the first few sessions. A line per
+   * session would be thousands of synchronous writes to stderr in one turn of the event loop.
+   */
+  #noteStopped(stopped: readonly [string, string][], reason: string): void {
+    if (stopped.length === 0) return;
+    const pending = this.#stoppedNotes.get(reason);
+    if (pending !== undefined) {
+      pending.push(...stopped.slice(0, STOPPED_NAMED - pending.length));
+      this.#stoppedCounts.set(reason, (this.#stoppedCounts.get(reason) ?? 0) + stopped.length);
+      return;
+    }
+    this.#stoppedNotes.set(reason, stopped.slice(0, STOPPED_NAMED));
+    this.#stoppedCounts.set(reason, stopped.length);
+    queueMicrotask(() => {
+      const named = this.#stoppedNotes.get(reason) ?? [];
+      const count = this.#stoppedCounts.get(reason) ?? named.length;
+      this.#stoppedNotes.delete(reason);
+      this.#stoppedCounts.delete(reason);
+      const names = named.map(([agent, session]) => `${agent}/${session}`).join(", ");
+      this.#log(
+        count === 1
+          ? `session ${names} stopped here: ${reason}`
+          : `${count} sessions stopped here (${names}${count > named.length ? `, and ${count - named.length} more` : ""}): ${reason}`,
+      );
+    });
   }
 
   /**
