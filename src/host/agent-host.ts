@@ -21,6 +21,8 @@ import { type ParentLease, readParentLease, watchParentLease } from "../contract
 import type { ResumeCounts } from "../journal/resume-counts.js";
 import { deadlineSignal } from "../timers/deadline-signal.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
+import { LoopPressure } from "./loop-pressure.js";
+import { createRefusalLog, type RefusalLog } from "./refusal-log.js";
 import { readRequestApprovals } from "./request-approvals.js";
 import { readRequestDepth } from "./request-depth.js";
 import type { ChatOutcome, SessionActor } from "./session-actor.js";
@@ -80,6 +82,16 @@ export interface AgentHostOptions {
    */
   maxSessionBytes?: number;
   sweepIntervalMs?: number;
+  /**
+   * Sheds load: while the host's event loop runs more than this many ms behind (smoothed, see
+   * {@link LoopPressure}), a new chat that would run here is refused at once with a retryable
+   * `overloaded`, so the chats already taken finish instead of every one stalling. Chats asked by
+   * another agent (depth > 0), control verbs and requests passed on to other hosts are never
+   * refused for it. Default: off (`serve` and `up` turn it on, `--max-loop-delay`).
+   */
+  maxLoopDelayMs?: number;
+  /** The gauge itself (tests feed it samples); default one built from `maxLoopDelayMs`. */
+  loopPressure?: LoopPressure;
   /** Counts the sessions resumed from their journals (first touch vs. the journal sweeper). */
   resumeCounts?: ResumeCounts;
   /** How long `close()` waits for running chats by default (30 s). */
@@ -201,6 +213,8 @@ export class AgentHost {
    */
   readonly #cancelled = new Map<string, number>();
   readonly #now: () => number;
+  readonly #pressure: LoopPressure | undefined;
+  readonly #refused: RefusalLog;
   /** Sessions stopped by lost shards this turn, by reason, to be logged together (see #noteStopped). */
   readonly #stoppedNotes = new Map<string, [string, string][]>();
   readonly #stoppedCounts = new Map<string, number>();
@@ -231,6 +245,12 @@ export class AgentHost {
     this.#routing = options.routing;
     this.#maxChatTimeMs = options.maxChatTimeMs;
     this.#now = options.now ?? Date.now;
+    this.#pressure =
+      options.loopPressure ??
+      (options.maxLoopDelayMs !== undefined && options.maxLoopDelayMs > 0
+        ? new LoopPressure({ maxDelayMs: options.maxLoopDelayMs })
+        : undefined);
+    this.#refused = createRefusalLog(this.#log, { now: this.#now });
     this.sessions = new SessionManager({
       createSession: createSessionFactory({
         createAgent: options.createAgent,
@@ -440,6 +460,7 @@ export class AgentHost {
       }
     }
     this.sessions.start();
+    this.#pressure?.start();
     return this;
   }
 
@@ -480,6 +501,7 @@ export class AgentHost {
         await Promise.allSettled([...this.#inFlight]);
       }
       await this.#cluster?.close();
+      this.#pressure?.close();
       this.#heartbeats.close();
       await this.#bus.flush().catch(() => {});
     })();
@@ -709,6 +731,11 @@ export class AgentHost {
         }
         done = this.holdShard(location.shard);
       }
+      const shed = this.#shed(request);
+      if (shed !== undefined) {
+        done();
+        return { where: "sent", reply: this.#reply(message, shed) };
+      }
       if (
         request.verb === "control" &&
         (request.control.command === "stop" || request.control.command === "cancel")
@@ -727,6 +754,22 @@ export class AgentHost {
         return { where: "failed", error };
       }
     }
+  }
+
+  /**
+   * The refusal of a new chat while the host's loop runs too far behind (see
+   * {@link AgentHostOptions.maxLoopDelayMs}); undefined when the request is taken.
+   */
+  #shed(request: CheckedRequest): Extract<ChatReply, { ok: false }> | undefined {
+    const pressure = this.#pressure;
+    if (pressure === undefined || request.verb !== "chat" || request.depth > 0 || !pressure.isOverloaded)
+      return undefined;
+    const message = `the host is overloaded: its event loop runs ${pressure.delayMs} ms behind (over ${pressure.maxDelayMs} ms), so it takes no new chat now; retry shortly`;
+    this.#refused("max-loop-delay", `refused a chat for ${request.agent}/${request.session}: ${message}`);
+    return {
+      ...errorReply("overloaded", message),
+      ...(request.chat.id === undefined ? {} : { id: request.chat.id }),
+    };
   }
 
   /** Hands a control verb to the session (opened again if it stopped since it was placed). */

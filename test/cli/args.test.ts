@@ -149,6 +149,19 @@ describe("durations (--idle-timeout)", () => {
   });
 });
 
+describe("load shedding (--max-loop-delay)", () => {
+  it("defaults to 1 s, reads the flag before the environment, turns off with 0, and refuses what is out of range", async () => {
+    const { maxLoopDelayFrom } = await import("../../src/config/runtime-config.js");
+    expect(maxLoopDelayFrom({}, {})).toBe(1_000);
+    expect(maxLoopDelayFrom({}, { AGENTLOOP_MAX_LOOP_DELAY: "2s" })).toBe(2_000);
+    expect(maxLoopDelayFrom({ "max-loop-delay": "250ms" }, { AGENTLOOP_MAX_LOOP_DELAY: "2s" })).toBe(250);
+    expect(maxLoopDelayFrom({ "max-loop-delay": "0" }, {})).toBeUndefined();
+    for (const bad of ["5ms", "2m", "soon"]) {
+      expect(() => maxLoopDelayFrom({ "max-loop-delay": bad }, {})).toThrow(/--max-loop-delay must be/);
+    }
+  });
+});
+
 describe("the NATS hold buffer (--nats-hold-mb)", () => {
   it("reads MiB from the flag, then the environment, and refuses what is not a positive integer", async () => {
     const { natsHoldBytesFrom } = await import("../../src/config/runtime-config.js");

@@ -8,6 +8,7 @@ import {
   hostIdFrom,
   idleTimeoutFrom,
   maxChatTimeFrom,
+  maxLoopDelayFrom,
   maxSessionsFrom,
   memoryLimitsFrom,
   natsHoldBytesFrom,
@@ -51,6 +52,7 @@ export const upCommand: Command = async (context) => {
   const definitions = await loadAgentsFromFlags(context);
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
+  const maxLoopDelayMs = maxLoopDelayFrom(context.flags, context.env);
   const parentLeaseMs = parentLeaseFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const memoryLimits = memoryLimitsFrom(context.flags, context.env);
@@ -94,6 +96,7 @@ export const upCommand: Command = async (context) => {
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxChatTimeMs === undefined ? {} : { maxChatTimeMs }),
+      ...(maxLoopDelayMs === undefined ? {} : { maxLoopDelayMs }),
       ...(parentLeaseMs === undefined ? {} : { parentLeaseMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
       ...memoryLimits,
