@@ -335,6 +335,20 @@ export function maxLoopDelayFrom(flags: Flags, env: NodeJS.ProcessEnv): number |
   return Math.round(milliseconds);
 }
 
+/** Chats in progress on one host before `serve` and `up` refuse new ones (`--max-chats`). */
+export const DEFAULT_MAX_CHATS = 1_000;
+
+/**
+ * `--max-chats` / `AGENTLOOP_MAX_CHATS` (default 1,000; `0` turns it off): chats in progress on
+ * the host at most; past it new chats are answered `overloaded` (retryable) at once. Undefined: off.
+ */
+export function maxChatsFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
+  const value = pick(flags, "max-chats", env, "AGENTLOOP_MAX_CHATS");
+  if (value === undefined) return DEFAULT_MAX_CHATS;
+  if (value === "0") return undefined;
+  return positiveInteger(value, "--max-chats");
+}
+
 /**
  * `--parent-lease` / `AGENTLOOP_PARENT_LEASE` (1s to 1h; default 30 s): how long a chat this host's
  * agents asked (`ask_agent`) runs on without hearing that its asker still waits.

@@ -92,6 +92,14 @@ export interface AgentHostOptions {
   maxLoopDelayMs?: number;
   /** The gauge itself (tests feed it samples); default one built from `maxLoopDelayMs`. */
   loopPressure?: LoopPressure;
+  /**
+   * Sheds load: chats in progress on this host at most (running or waiting in their sessions,
+   * nested ones included). At the limit, a new chat that would run here is refused at once with a
+   * retryable `overloaded` instead of joining a crowd where every chat slows down for all the
+   * others (the host's CPU is shared by all it took). Chats asked by another agent (depth > 0) are
+   * counted but never refused. Default: no limit (`serve` and `up` set 1,000, `--max-chats`).
+   */
+  maxChats?: number;
   /** Counts the sessions resumed from their journals (first touch vs. the journal sweeper). */
   resumeCounts?: ResumeCounts;
   /** How long `close()` waits for running chats by default (30 s). */
@@ -214,6 +222,9 @@ export class AgentHost {
   readonly #cancelled = new Map<string, number>();
   readonly #now: () => number;
   readonly #pressure: LoopPressure | undefined;
+  readonly #maxChats: number | undefined;
+  /** Chats placed on this host and not answered yet. */
+  #chatsHere = 0;
   readonly #refused: RefusalLog;
   /** Sessions stopped by lost shards this turn, by reason, to be logged together (see #noteStopped). */
   readonly #stoppedNotes = new Map<string, [string, string][]>();
@@ -251,6 +262,8 @@ export class AgentHost {
         ? new LoopPressure({ maxDelayMs: options.maxLoopDelayMs })
         : undefined);
     this.#refused = createRefusalLog(this.#log, { now: this.#now });
+    this.#maxChats =
+      options.maxChats !== undefined && options.maxChats > 0 ? Math.floor(options.maxChats) : undefined;
     this.sessions = new SessionManager({
       createSession: createSessionFactory({
         createAgent: options.createAgent,
@@ -736,6 +749,7 @@ export class AgentHost {
         done();
         return { where: "sent", reply: this.#reply(message, shed) };
       }
+      if (verb === "chat") done = this.#countChat(done);
       if (
         request.verb === "control" &&
         (request.control.command === "stop" || request.control.command === "cancel")
@@ -757,19 +771,45 @@ export class AgentHost {
   }
 
   /**
-   * The refusal of a new chat while the host's loop runs too far behind (see
-   * {@link AgentHostOptions.maxLoopDelayMs}); undefined when the request is taken.
+   * The refusal of a new chat while the host has as many chats in progress as it takes, or its loop
+   * runs too far behind (see {@link AgentHostOptions.maxChats}, {@link AgentHostOptions.maxLoopDelayMs});
+   * undefined when the request is taken.
    */
   #shed(request: CheckedRequest): Extract<ChatReply, { ok: false }> | undefined {
+    if (request.verb !== "chat" || request.depth > 0) return undefined;
     const pressure = this.#pressure;
-    if (pressure === undefined || request.verb !== "chat" || request.depth > 0 || !pressure.isOverloaded)
-      return undefined;
-    const message = `the host is overloaded: its event loop runs ${pressure.delayMs} ms behind (over ${pressure.maxDelayMs} ms), so it takes no new chat now; retry shortly`;
-    this.#refused("max-loop-delay", `refused a chat for ${request.agent}/${request.session}: ${message}`);
+    let rule: string;
+    let message: string;
+    if (this.#maxChats !== undefined && this.#chatsHere >= this.#maxChats) {
+      rule = "max-chats";
+      message = `the host is overloaded: it has ${this.#chatsHere} chats in progress (its limit is ${this.#maxChats}), so it takes no new chat now; retry shortly`;
+    } else if (pressure?.isOverloaded === true) {
+      rule = "max-loop-delay";
+      message = `the host is overloaded: its event loop runs ${pressure.delayMs} ms behind (over ${pressure.maxDelayMs} ms), so it takes no new chat now; retry shortly`;
+    } else return undefined;
+    this.#refused(rule, `refused a chat for ${request.agent}/${request.session}: ${message}`);
     return {
       ...errorReply("overloaded", message),
       ...(request.chat.id === undefined ? {} : { id: request.chat.id }),
     };
+  }
+
+  /** Counts a chat placed here until `done` (its answer is out). */
+  #countChat(done: () => void): () => void {
+    this.#chatsHere += 1;
+    let isCounted = true;
+    return () => {
+      if (isCounted) {
+        isCounted = false;
+        this.#chatsHere -= 1;
+      }
+      done();
+    };
+  }
+
+  /** Chats placed on this host and not answered yet (see {@link AgentHostOptions.maxChats}). */
+  get chatsInProgress(): number {
+    return this.#chatsHere;
   }
 
   /** Hands a control verb to the session (opened again if it stopped since it was placed). */

@@ -57,6 +57,8 @@ export interface StartHostOptions {
    * retryable `overloaded` instead of piling up. @defaultValue off
    */
   maxLoopDelayMs?: number;
+  /** Chats in progress at most; past it new chats are refused with a retryable `overloaded`. @defaultValue no limit */
+  maxChats?: number;
   /** How long a chat these agents asked runs on without hearing that its asker still waits. @defaultValue 30 s */
   parentLeaseMs?: number;
   /** Live sessions at most; past it a new session is refused with `overloaded`. @defaultValue 10_000 */
@@ -161,6 +163,7 @@ export async function startHost(options: StartHostOptions): Promise<RunningHost>
     ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
     ...(options.maxChatTimeMs === undefined ? {} : { maxChatTimeMs: options.maxChatTimeMs }),
     ...(options.maxLoopDelayMs === undefined ? {} : { maxLoopDelayMs: options.maxLoopDelayMs }),
+    ...(options.maxChats === undefined ? {} : { maxChats: options.maxChats }),
     ...(options.parentLeaseMs === undefined ? {} : { parentLeaseMs: options.parentLeaseMs }),
     ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
     ...(options.maxMemoryBytes === undefined ? {} : { maxMemoryBytes: options.maxMemoryBytes }),

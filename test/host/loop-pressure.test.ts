@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { LocalBus } from "../../src/bus/local-bus.js";
 import { LoopPressure, type PressureTimers } from "../../src/host/loop-pressure.js";
-import { type HostFixture, startHostFixture } from "./host-fixture.js";
+import { type HostFixture, SLOW, startHostFixture } from "./host-fixture.js";
 
 /** Timers fired by hand, with a clock the test moves. */
 function manualTime() {
@@ -76,7 +76,7 @@ describe("LoopPressure", () => {
   });
 });
 
-describe("AgentHost shedding chats while its loop runs behind", () => {
+describe("AgentHost shedding new chats (--max-loop-delay, --max-chats)", () => {
   let fixture: HostFixture | undefined;
   afterEach(async () => {
     await fixture?.close();
@@ -126,6 +126,41 @@ describe("AgentHost shedding chats while its loop runs behind", () => {
       ok: true,
       result: "echo: third",
     });
+  });
+
+  it("at --max-chats in progress, answers a new chat `overloaded` at once; nested chats still run, and a freed slot takes chats again", async () => {
+    const bus = new LocalBus();
+    fixture = await startHostFixture(bus, { host: { maxChats: 2 } });
+    const host = fixture.host;
+    // Two chats in progress: one streaming until stopped, one queued behind it in the same session.
+    const slow = fixture.request("bot", "chat", { session: "s1", text: SLOW }, 30_000);
+    const queued = fixture.request("bot", "chat", { session: "s1", text: "behind it" }, 30_000);
+    await expect.poll(() => host.chatsInProgress).toBe(2);
+
+    const refused = await fixture.request("bot", "chat", { session: "s2", text: "hello", id: "r1" });
+    expect(refused).toMatchObject({ ok: false, id: "r1", error: { code: "overloaded" } });
+    expect((refused as { error: { message: string } }).error.message).toMatch(
+      /2 chats in progress \(its limit is 2\).*retry shortly/,
+    );
+    expect(host.sessions.find("bot", "s2")).toBeUndefined();
+    // Asked by another agent: counted, never refused.
+    expect(await fixture.request("bot", "chat", { session: "s3", text: "nested", depth: 1 })).toMatchObject({
+      ok: true,
+      result: "echo: nested",
+    });
+
+    // Stopping the session ends both of its chats (answered `cancelled`): the slots are free.
+    expect(await fixture.request("bot", "control", { session: "s1", command: "stop" })).toMatchObject({
+      ok: true,
+    });
+    expect(await slow).toMatchObject({ ok: false, error: { code: "cancelled" } });
+    expect(await queued).toMatchObject({ ok: false });
+    expect(host.chatsInProgress).toBe(0);
+    expect(await fixture.request("bot", "chat", { session: "s2", text: "again" })).toMatchObject({
+      ok: true,
+      result: "echo: again",
+    });
+    expect(host.chatsInProgress).toBe(0);
   });
 
   it("never sheds without a limit", async () => {

@@ -9,6 +9,7 @@ import {
   historyBackendFrom,
   hostIdFrom,
   idleTimeoutFrom,
+  maxChatsFrom,
   maxChatTimeFrom,
   maxLoopDelayFrom,
   maxSessionsFrom,
@@ -65,6 +66,7 @@ export const serveCommand: Command = async (context) => {
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
   const maxLoopDelayMs = maxLoopDelayFrom(context.flags, context.env);
+  const maxChats = maxChatsFrom(context.flags, context.env);
   const parentLeaseMs = parentLeaseFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const memoryLimits = memoryLimitsFrom(context.flags, context.env);
@@ -126,6 +128,7 @@ export const serveCommand: Command = async (context) => {
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxChatTimeMs === undefined ? {} : { maxChatTimeMs }),
       ...(maxLoopDelayMs === undefined ? {} : { maxLoopDelayMs }),
+      ...(maxChats === undefined ? {} : { maxChats }),
       ...(parentLeaseMs === undefined ? {} : { parentLeaseMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
       ...memoryLimits,

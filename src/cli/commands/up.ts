@@ -7,6 +7,7 @@ import {
   historyBackendFrom,
   hostIdFrom,
   idleTimeoutFrom,
+  maxChatsFrom,
   maxChatTimeFrom,
   maxLoopDelayFrom,
   maxSessionsFrom,
@@ -53,6 +54,7 @@ export const upCommand: Command = async (context) => {
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
   const maxLoopDelayMs = maxLoopDelayFrom(context.flags, context.env);
+  const maxChats = maxChatsFrom(context.flags, context.env);
   const parentLeaseMs = parentLeaseFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const memoryLimits = memoryLimitsFrom(context.flags, context.env);
@@ -97,6 +99,7 @@ export const upCommand: Command = async (context) => {
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxChatTimeMs === undefined ? {} : { maxChatTimeMs }),
       ...(maxLoopDelayMs === undefined ? {} : { maxLoopDelayMs }),
+      ...(maxChats === undefined ? {} : { maxChats }),
       ...(parentLeaseMs === undefined ? {} : { parentLeaseMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
       ...memoryLimits,
