@@ -12,7 +12,10 @@
  * The machine may be shared: CPU per chat is the figure to compare, not wall time.
  *
  * `npm run build:emit && node dist/bench/scale/chat-cost.js [--sessions 1000,10000] [--rates 50,100,200]
- *   [--seconds 10] [--profile DIR] [--host-arg ARG]…`
+ *   [--seconds 10] [--profile DIR] [--host-arg ARG]… [--bin PATH]`
+ *
+ * `--host-arg` passes one argument on to `serve` (repeat it); `--bin` runs another build's CLI
+ * (e.g. `dist/src/cli/bin.js` of an older commit built elsewhere) for a before/after on one machine.
  *
  * `--profile DIR` writes one CPU profile of the host per rate phase (`DIR/<n>.cpuprofile`, in the
  * order the phases ran), for `--cpu-prof`-style reading (Chrome DevTools, speedscope), and a
@@ -44,10 +47,11 @@ interface Args {
   seconds: number;
   profileDir: string | undefined;
   hostArgs: string[];
+  binPath: string | undefined;
 }
 
 const USAGE =
-  "usage: chat-cost [--sessions N,N,…] [--rates N,N,…] [--seconds N] [--profile DIR] [--host-arg ARG]…";
+  "usage: chat-cost [--sessions N,N,…] [--rates N,N,…] [--seconds N] [--profile DIR] [--host-arg ARG]… [--bin PATH]";
 
 function numbers(flag: string, value: string | undefined): number[] {
   const list = (value ?? "").split(",").map((part) => Number(part.replaceAll("_", "")));
@@ -63,6 +67,7 @@ function parseArgs(argv: readonly string[]): Args {
     seconds: 10,
     profileDir: undefined,
     hostArgs: [],
+    binPath: undefined,
   };
   for (let index = 0; index < argv.length; index++) {
     const arg = argv[index];
@@ -73,6 +78,7 @@ function parseArgs(argv: readonly string[]): Args {
     else if (arg === "--seconds") [args.seconds] = numbers(arg, value) as [number];
     else if (arg === "--profile" && value !== undefined) args.profileDir = value;
     else if (arg === "--host-arg" && value !== undefined) args.hostArgs.push(value);
+    else if (arg === "--bin" && value !== undefined) args.binPath = value;
     else throw new Error(`unknown or incomplete argument ${arg} (${USAGE})`);
   }
   return args;
@@ -333,6 +339,7 @@ async function main(): Promise<void> {
       },
       extraArgs: ["--max-sessions", maxSessions, "--lease-ttl", "10000ms", ...args.hostArgs],
       nodeArgs: ["--import", fileURLToPath(new URL("./host-probe.js", import.meta.url))],
+      ...(args.binPath === undefined ? {} : { binPath: args.binPath }),
     });
     bus = await NatsBus.connect({ url: nats.url, name: "agentloop chat-cost" });
     const host = hosts.start("h1");

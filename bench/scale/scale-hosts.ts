@@ -39,6 +39,8 @@ export interface HostSettings {
   extraArgs: readonly string[];
   /** Options for node itself, before the CLI (e.g. `--import` of a probe). */
   nodeArgs?: readonly string[];
+  /** The CLI the hosts run (default {@link BIN_PATH}: this tree's build), e.g. another build to compare with. */
+  binPath?: string;
 }
 
 const OUTPUT_TAIL = 4_000;
@@ -58,12 +60,13 @@ export class ScaleHosts {
   }
 
   start(id: string): ScaleHost {
-    const { natsUrl, prefix, agentsFile, directory, env, extraArgs, nodeArgs = [] } = this.#settings;
+    const { natsUrl, prefix, agentsFile, directory, env, extraArgs, nodeArgs = [], binPath = BIN_PATH } =
+      this.#settings;
     const child = spawn(
       process.execPath,
       [
         ...nodeArgs,
-        BIN_PATH,
+        binPath,
         "serve",
         ...["--nats", natsUrl, "--prefix", prefix, "--agents", agentsFile, "--history", "nats"],
         ...["--host-id", id, "--db", join(directory, `${id}.db`), ...extraArgs],
