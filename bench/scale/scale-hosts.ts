@@ -60,8 +60,16 @@ export class ScaleHosts {
   }
 
   start(id: string): ScaleHost {
-    const { natsUrl, prefix, agentsFile, directory, env, extraArgs, nodeArgs = [], binPath = BIN_PATH } =
-      this.#settings;
+    const {
+      natsUrl,
+      prefix,
+      agentsFile,
+      directory,
+      env,
+      extraArgs,
+      nodeArgs = [],
+      binPath = BIN_PATH,
+    } = this.#settings;
     const child = spawn(
       process.execPath,
       [
