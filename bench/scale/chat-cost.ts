@@ -248,11 +248,7 @@ async function runPhase(
   const after = await serverCounts(monitorUrl);
   const hostCpu = cpuSeconds(hostPid) - hostCpuBefore;
   const natsCpu = cpuSeconds(nats.pid) - natsCpuBefore;
-  const probe = (await readFile(probeFile, "utf8"))
-    .split("\n")
-    .filter((line) => line !== "")
-    .map((line) => JSON.parse(line) as ProbeLine)
-    .filter((line) => line.at > startedAt && line.at <= endedAt + 250);
+  const probe = await probeLines(probeFile, startedAt, endedAt);
   latencies.sort((a, b) => a - b);
   const answered = latencies.length;
   const per = (value: number) => value / Math.max(1, answered);
@@ -286,6 +282,26 @@ async function runPhase(
     gcMaxMs: Math.max(0, ...probe.map((line) => line.gcMaxMs)),
     load: loadavg()[0] ?? Number.NaN,
   };
+}
+
+/**
+ * The probe's lines of a phase: from its start up to and including the first line written after its
+ * end. A stall writes no line until it is over, so that one covers the stall even when it ended
+ * after the phase; it is waited for (up to 60 s).
+ */
+async function probeLines(probeFile: string, startedAt: number, endedAt: number): Promise<ProbeLine[]> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const lines = (await readFile(probeFile, "utf8"))
+      .split("\n")
+      .filter((line) => line !== "")
+      .map((line) => JSON.parse(line) as ProbeLine)
+      .filter((line) => line.at > startedAt);
+    const last = lines.findIndex((line) => line.at > endedAt);
+    if (last >= 0) return lines.slice(0, last + 1);
+    if (Date.now() > deadline) return lines;
+    await sleep(250);
+  }
 }
 
 function describePhase(phase: Phase): string {
