@@ -16,6 +16,9 @@
  *
  * `--host-arg` passes one argument on to `serve` (repeat it); `--bin` runs another build's CLI
  * (e.g. `dist/src/cli/bin.js` of an older commit built elsewhere) for a before/after on one machine.
+ * `--pause-host S` ends the run by stopping the host (SIGSTOP) for S seconds, longer than its lease
+ * TTL (10 s), so that on SIGCONT it finds its lease lost and stops every session: it prints the
+ * host's CPU over the 10 s after the resume and how many log lines the stopped sessions took.
  *
  * `--profile DIR` writes one CPU profile of the host per rate phase (`DIR/<n>.cpuprofile`, in the
  * order the phases ran), for `--cpu-prof`-style reading (Chrome DevTools, speedscope), and a
@@ -48,10 +51,11 @@ interface Args {
   profileDir: string | undefined;
   hostArgs: string[];
   binPath: string | undefined;
+  pauseSeconds: number | undefined;
 }
 
 const USAGE =
-  "usage: chat-cost [--sessions N,N,…] [--rates N,N,…] [--seconds N] [--profile DIR] [--host-arg ARG]… [--bin PATH]";
+  "usage: chat-cost [--sessions N,N,…] [--rates N,N,…] [--seconds N] [--profile DIR] [--host-arg ARG]… [--bin PATH] [--pause-host S]";
 
 function numbers(flag: string, value: string | undefined): number[] {
   const list = (value ?? "").split(",").map((part) => Number(part.replaceAll("_", "")));
@@ -68,6 +72,7 @@ function parseArgs(argv: readonly string[]): Args {
     profileDir: undefined,
     hostArgs: [],
     binPath: undefined,
+    pauseSeconds: undefined,
   };
   for (let index = 0; index < argv.length; index++) {
     const arg = argv[index];
@@ -79,6 +84,7 @@ function parseArgs(argv: readonly string[]): Args {
     else if (arg === "--profile" && value !== undefined) args.profileDir = value;
     else if (arg === "--host-arg" && value !== undefined) args.hostArgs.push(value);
     else if (arg === "--bin" && value !== undefined) args.binPath = value;
+    else if (arg === "--pause-host") [args.pauseSeconds] = numbers(arg, value) as [number];
     else throw new Error(`unknown or incomplete argument ${arg} (${USAGE})`);
   }
   return args;
@@ -359,6 +365,10 @@ async function main(): Promise<void> {
     });
     bus = await NatsBus.connect({ url: nats.url, name: "agentloop chat-cost" });
     const host = hosts.start("h1");
+    let stoppedLines = 0;
+    host.child.stderr?.on("data", (chunk: string | Buffer) => {
+      stoppedLines += String(chunk).split("stopped here").length - 1;
+    });
     await waitForHost(bus, PREFIX, AGENT, host);
     const shards = await ShardWatch.open(bus.connection, PREFIX);
     while ((shards.counts(DEFAULT_SHARD_COUNT).get("h1") ?? 0) < DEFAULT_SHARD_COUNT) await sleep(50);
@@ -392,6 +402,17 @@ async function main(): Promise<void> {
         );
         console.log(describePhase(phase));
       }
+    }
+    if (args.pauseSeconds !== undefined) {
+      host.child.kill("SIGSTOP");
+      await sleep(args.pauseSeconds * 1000);
+      const cpuBefore = cpuSeconds(hostPid);
+      const linesBefore = stoppedLines;
+      host.child.kill("SIGCONT");
+      await sleep(10_000);
+      console.log(
+        `paused ${args.pauseSeconds} s, resumed: host CPU over the next 10 s ${((cpuSeconds(hostPid) - cpuBefore) * 1000).toFixed(0)} ms; ${stoppedLines - linesBefore} "stopped here" log lines; host RSS ${(rssBytes(hostPid) / 1e6).toFixed(0)} MB`,
+      );
     }
     const notices = host.leaseNotices();
     if (notices.length > 0) console.log(`h1 on its own lease:\n  ${notices.join("\n  ")}`);
