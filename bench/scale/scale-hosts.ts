@@ -37,6 +37,10 @@ export interface HostSettings {
   directory: string;
   env: Record<string, string>;
   extraArgs: readonly string[];
+  /** Options for node itself, before the CLI (e.g. `--import` of a probe). */
+  nodeArgs?: readonly string[];
+  /** The CLI the hosts run (default {@link BIN_PATH}: this tree's build), e.g. another build to compare with. */
+  binPath?: string;
 }
 
 const OUTPUT_TAIL = 4_000;
@@ -56,11 +60,21 @@ export class ScaleHosts {
   }
 
   start(id: string): ScaleHost {
-    const { natsUrl, prefix, agentsFile, directory, env, extraArgs } = this.#settings;
+    const {
+      natsUrl,
+      prefix,
+      agentsFile,
+      directory,
+      env,
+      extraArgs,
+      nodeArgs = [],
+      binPath = BIN_PATH,
+    } = this.#settings;
     const child = spawn(
       process.execPath,
       [
-        BIN_PATH,
+        ...nodeArgs,
+        binPath,
         "serve",
         ...["--nats", natsUrl, "--prefix", prefix, "--agents", agentsFile, "--history", "nats"],
         ...["--host-id", id, "--db", join(directory, `${id}.db`), ...extraArgs],

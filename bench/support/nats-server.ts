@@ -10,6 +10,8 @@ export interface BenchNatsServer {
   url: string;
   /** The server's process id (for its CPU and memory figures). */
   pid: number | undefined;
+  /** `http://127.0.0.1:<port>` of its monitoring endpoints (`/varz`, `/jsz`), when asked for. */
+  monitorUrl: string | undefined;
   stop(): Promise<void>;
 }
 
@@ -60,11 +62,14 @@ function canConnect(port: number): Promise<boolean> {
  * Starts a private nats-server (JetStream on, `-sd` a temporary directory) so the measurements
  * share no server with anything else, and waits until it accepts connections.
  */
-export async function startNatsServer(): Promise<BenchNatsServer> {
+export async function startNatsServer(options: { isMonitored?: boolean } = {}): Promise<BenchNatsServer> {
   const binary = findNatsServer();
   const port = await freePort();
+  const monitorPort = options.isMonitored === true ? await freePort() : undefined;
   const storeDir = await mkdtemp(join(tmpdir(), "agentloop-bench-nats-"));
-  const child: ChildProcess = spawn(binary, ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir], {
+  const args = ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir];
+  if (monitorPort !== undefined) args.push("-m", String(monitorPort));
+  const child: ChildProcess = spawn(binary, args, {
     stdio: ["ignore", "ignore", "pipe"],
   });
   let stderr = "";
@@ -87,5 +92,10 @@ export async function startNatsServer(): Promise<BenchNatsServer> {
     }
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  return { url: `nats://127.0.0.1:${port}`, pid: child.pid, stop };
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    pid: child.pid,
+    monitorUrl: monitorPort === undefined ? undefined : `http://127.0.0.1:${monitorPort}`,
+    stop,
+  };
 }

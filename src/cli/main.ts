@@ -87,6 +87,8 @@ const COMMANDS: Record<
       config: "string",
       "idle-timeout": "string",
       "max-chat-time": "string",
+      "max-loop-delay": "string",
+      "max-chats": "string",
       "parent-lease": "string",
       "max-sessions": "string",
       "max-memory-bytes": "string",
@@ -97,7 +99,7 @@ const COMMANDS: Record<
       ...CLUSTER_FLAGS,
     },
     usage:
-      "up [--port N] [--host ADDR] [--ui-token T] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-chat-time 10m] [--parent-lease 30s] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--lease-skew 500ms] [--shards 1024] [--resume-rate 50] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
+      "up [--port N] [--host ADDR] [--ui-token T] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-chat-time 10m] [--max-loop-delay 1s] [--max-chats 1000] [--parent-lease 30s] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--lease-skew 500ms] [--shards 1024] [--resume-rate 50] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
     arguments: false,
   },
   serve: {
@@ -107,6 +109,8 @@ const COMMANDS: Record<
       config: "string",
       "idle-timeout": "string",
       "max-chat-time": "string",
+      "max-loop-delay": "string",
+      "max-chats": "string",
       "parent-lease": "string",
       "max-sessions": "string",
       "max-memory-bytes": "string",
@@ -119,7 +123,7 @@ const COMMANDS: Record<
       ...CLUSTER_FLAGS,
     },
     usage:
-      "serve [--http PORT [--host ADDR] [--ui-token T]] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-chat-time 10m] [--parent-lease 30s] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--lease-skew 500ms] [--shards 1024] [--resume-rate 50] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
+      "serve [--http PORT [--host ADDR] [--ui-token T]] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-chat-time 10m] [--max-loop-delay 1s] [--max-chats 1000] [--parent-lease 30s] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--lease-skew 500ms] [--shards 1024] [--resume-rate 50] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
     arguments: false,
   },
   chat: {

@@ -315,6 +315,40 @@ export function maxChatTimeFrom(flags: Flags, env: NodeJS.ProcessEnv): number | 
   return parseDuration(pick(flags, "max-chat-time", env, "AGENTLOOP_MAX_CHAT_TIME"), "--max-chat-time");
 }
 
+/** How far behind its event loop may run before `serve` and `up` refuse new chats (`--max-loop-delay`). */
+export const DEFAULT_MAX_LOOP_DELAY_MS = 1_000;
+
+/**
+ * `--max-loop-delay` / `AGENTLOOP_MAX_LOOP_DELAY` (10ms to 1m; default 1s; `0` turns it off):
+ * while the host's event loop runs further behind than this (smoothed over its last few turns),
+ * it answers new chats `overloaded` (retryable) at once instead of taking more work than it can do.
+ * Undefined: off.
+ */
+export function maxLoopDelayFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
+  const value = pick(flags, "max-loop-delay", env, "AGENTLOOP_MAX_LOOP_DELAY");
+  if (value === undefined) return DEFAULT_MAX_LOOP_DELAY_MS;
+  if (value.trim() === "0") return undefined;
+  const milliseconds = parseDuration(value, "--max-loop-delay") ?? DEFAULT_MAX_LOOP_DELAY_MS;
+  if (milliseconds < 10 || milliseconds > 60_000) {
+    throw new UsageError(`--max-loop-delay must be from 10ms to 1m (or 0: off), got "${value}"`);
+  }
+  return Math.round(milliseconds);
+}
+
+/** Chats in progress on one host before `serve` and `up` refuse new ones (`--max-chats`). */
+export const DEFAULT_MAX_CHATS = 1_000;
+
+/**
+ * `--max-chats` / `AGENTLOOP_MAX_CHATS` (default 1,000; `0` turns it off): chats in progress on
+ * the host at most; past it new chats are answered `overloaded` (retryable) at once. Undefined: off.
+ */
+export function maxChatsFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
+  const value = pick(flags, "max-chats", env, "AGENTLOOP_MAX_CHATS");
+  if (value === undefined) return DEFAULT_MAX_CHATS;
+  if (value === "0") return undefined;
+  return positiveInteger(value, "--max-chats");
+}
+
 /**
  * `--parent-lease` / `AGENTLOOP_PARENT_LEASE` (1s to 1h; default 30 s): how long a chat this host's
  * agents asked (`ask_agent`) runs on without hearing that its asker still waits.

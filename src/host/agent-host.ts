@@ -21,6 +21,8 @@ import { type ParentLease, readParentLease, watchParentLease } from "../contract
 import type { ResumeCounts } from "../journal/resume-counts.js";
 import { deadlineSignal } from "../timers/deadline-signal.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
+import { LoopPressure } from "./loop-pressure.js";
+import { createRefusalLog, type RefusalLog } from "./refusal-log.js";
 import { readRequestApprovals } from "./request-approvals.js";
 import { readRequestDepth } from "./request-depth.js";
 import type { ChatOutcome, SessionActor } from "./session-actor.js";
@@ -80,6 +82,24 @@ export interface AgentHostOptions {
    */
   maxSessionBytes?: number;
   sweepIntervalMs?: number;
+  /**
+   * Sheds load: while the host's event loop runs more than this many ms behind (smoothed, see
+   * {@link LoopPressure}), a new chat that would run here is refused at once with a retryable
+   * `overloaded`, so the chats already taken finish instead of every one stalling. Chats asked by
+   * another agent (depth > 0), control verbs and requests passed on to other hosts are never
+   * refused for it. Default: off (`serve` and `up` turn it on, `--max-loop-delay`).
+   */
+  maxLoopDelayMs?: number;
+  /** The gauge itself (tests feed it samples); default one built from `maxLoopDelayMs`. */
+  loopPressure?: LoopPressure;
+  /**
+   * Sheds load: chats in progress on this host at most (running or waiting in their sessions,
+   * nested ones included). At the limit, a new chat that would run here is refused at once with a
+   * retryable `overloaded` instead of joining a crowd where every chat slows down for all the
+   * others (the host's CPU is shared by all it took). Chats asked by another agent (depth > 0) are
+   * counted but never refused. Default: no limit (`serve` and `up` set 1,000, `--max-chats`).
+   */
+  maxChats?: number;
   /** Counts the sessions resumed from their journals (first touch vs. the journal sweeper). */
   resumeCounts?: ResumeCounts;
   /** How long `close()` waits for running chats by default (30 s). */
@@ -130,6 +150,9 @@ export interface HostSessionListing {
     expiresAt: number;
   }[];
 }
+
+/** How many of the sessions a lost shard stopped are named in the log line (the rest are counted). */
+const STOPPED_NAMED = 10;
 
 /** A request the host serves, checked: its agent, its session and what it asks. */
 type CheckedRequest = { agent: string; session: string } & (
@@ -198,6 +221,14 @@ export class AgentHost {
    */
   readonly #cancelled = new Map<string, number>();
   readonly #now: () => number;
+  readonly #pressure: LoopPressure | undefined;
+  readonly #maxChats: number | undefined;
+  /** Chats placed on this host and not answered yet. */
+  #chatsHere = 0;
+  readonly #refused: RefusalLog;
+  /** Sessions stopped by lost shards this turn, by reason, to be logged together (see #noteStopped). */
+  readonly #stoppedNotes = new Map<string, [string, string][]>();
+  readonly #stoppedCounts = new Map<string, number>();
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
 
@@ -225,6 +256,14 @@ export class AgentHost {
     this.#routing = options.routing;
     this.#maxChatTimeMs = options.maxChatTimeMs;
     this.#now = options.now ?? Date.now;
+    this.#pressure =
+      options.loopPressure ??
+      (options.maxLoopDelayMs !== undefined && options.maxLoopDelayMs > 0
+        ? new LoopPressure({ maxDelayMs: options.maxLoopDelayMs })
+        : undefined);
+    this.#refused = createRefusalLog(this.#log, { now: this.#now });
+    this.#maxChats =
+      options.maxChats !== undefined && options.maxChats > 0 ? Math.floor(options.maxChats) : undefined;
     this.sessions = new SessionManager({
       createSession: createSessionFactory({
         createAgent: options.createAgent,
@@ -241,12 +280,16 @@ export class AgentHost {
       ...(options.sweepIntervalMs === undefined ? {} : { sweepIntervalMs: options.sweepIntervalMs }),
       ...(options.now === undefined ? {} : { now: options.now }),
       ...(options.timers === undefined ? {} : { timers: options.timers }),
+      // Sessions indexed by shard: a shard lost or drained finds its own without a pass over all.
+      ...(options.cluster === undefined
+        ? {}
+        : { groupOf: (agent: string, session: string) => options.cluster!.shardOf(agent, session) }),
       log: this.#log,
     });
     // A shard lost (not renewed in time, or taken over) stops its sessions here at once.
     this.#cluster?.onShardLost((shard, reason) => {
-      for (const [agent, session] of this.#sessionsOf(shard)) {
-        this.#log(`session ${agent}/${session} stopped here: ${reason}`);
+      const stopped = this.#sessionsOf(shard);
+      for (const [agent, session] of stopped) {
         // Not the chats' end: the next owner resumes them from the journal, and a retry reaches it.
         void this.sessions.drop(
           agent,
@@ -255,6 +298,7 @@ export class AgentHost {
           "unavailable",
         );
       }
+      this.#noteStopped(stopped, reason);
     });
     this.#cluster?.onDrain((shard) => this.#drain(shard));
   }
@@ -280,11 +324,36 @@ export class AgentHost {
 
   /** The live sessions of `shard` here. */
   #sessionsOf(shard: number): [string, string][] {
-    const cluster = this.#cluster;
-    if (cluster === undefined) return [];
-    return [...this.sessions.liveSessions()].filter(
-      ([agent, session]) => cluster.shardOf(agent, session) === shard,
-    );
+    return this.#cluster === undefined ? [] : this.sessions.liveSessionsIn(shard);
+  }
+
+  /**
+   * Logs the sessions a lost shard stopped: one line per reason for all the shards lost in the same
+   * turn (a lapsed host lease loses every shard at once), naming the first few sessions. A line per
+   * session would be thousands of synchronous writes to stderr in one turn of the event loop.
+   */
+  #noteStopped(stopped: readonly [string, string][], reason: string): void {
+    if (stopped.length === 0) return;
+    const pending = this.#stoppedNotes.get(reason);
+    if (pending !== undefined) {
+      pending.push(...stopped.slice(0, STOPPED_NAMED - pending.length));
+      this.#stoppedCounts.set(reason, (this.#stoppedCounts.get(reason) ?? 0) + stopped.length);
+      return;
+    }
+    this.#stoppedNotes.set(reason, stopped.slice(0, STOPPED_NAMED));
+    this.#stoppedCounts.set(reason, stopped.length);
+    queueMicrotask(() => {
+      const named = this.#stoppedNotes.get(reason) ?? [];
+      const count = this.#stoppedCounts.get(reason) ?? named.length;
+      this.#stoppedNotes.delete(reason);
+      this.#stoppedCounts.delete(reason);
+      const names = named.map(([agent, session]) => `${agent}/${session}`).join(", ");
+      this.#log(
+        count === 1
+          ? `session ${names} stopped here: ${reason}`
+          : `${count} sessions stopped here (${names}${count > named.length ? `, and ${count - named.length} more` : ""}): ${reason}`,
+      );
+    });
   }
 
   /**
@@ -404,6 +473,7 @@ export class AgentHost {
       }
     }
     this.sessions.start();
+    this.#pressure?.start();
     return this;
   }
 
@@ -444,6 +514,7 @@ export class AgentHost {
         await Promise.allSettled([...this.#inFlight]);
       }
       await this.#cluster?.close();
+      this.#pressure?.close();
       this.#heartbeats.close();
       await this.#bus.flush().catch(() => {});
     })();
@@ -673,6 +744,12 @@ export class AgentHost {
         }
         done = this.holdShard(location.shard);
       }
+      const shed = this.#shed(request);
+      if (shed !== undefined) {
+        done();
+        return { where: "sent", reply: this.#reply(message, shed) };
+      }
+      if (verb === "chat") done = this.#countChat(done);
       if (
         request.verb === "control" &&
         (request.control.command === "stop" || request.control.command === "cancel")
@@ -691,6 +768,48 @@ export class AgentHost {
         return { where: "failed", error };
       }
     }
+  }
+
+  /**
+   * The refusal of a new chat while the host has as many chats in progress as it takes, or its loop
+   * runs too far behind (see {@link AgentHostOptions.maxChats}, {@link AgentHostOptions.maxLoopDelayMs});
+   * undefined when the request is taken.
+   */
+  #shed(request: CheckedRequest): Extract<ChatReply, { ok: false }> | undefined {
+    if (request.verb !== "chat" || request.depth > 0) return undefined;
+    const pressure = this.#pressure;
+    let rule: string;
+    let message: string;
+    if (this.#maxChats !== undefined && this.#chatsHere >= this.#maxChats) {
+      rule = "max-chats";
+      message = `the host is overloaded: it has ${this.#chatsHere} chats in progress (its limit is ${this.#maxChats}), so it takes no new chat now; retry shortly`;
+    } else if (pressure?.isOverloaded === true) {
+      rule = "max-loop-delay";
+      message = `the host is overloaded: its event loop runs ${pressure.delayMs} ms behind (over ${pressure.maxDelayMs} ms), so it takes no new chat now; retry shortly`;
+    } else return undefined;
+    this.#refused(rule, `refused a chat for ${request.agent}/${request.session}: ${message}`);
+    return {
+      ...errorReply("overloaded", message),
+      ...(request.chat.id === undefined ? {} : { id: request.chat.id }),
+    };
+  }
+
+  /** Counts a chat placed here until `done` (its answer is out). */
+  #countChat(done: () => void): () => void {
+    this.#chatsHere += 1;
+    let isCounted = true;
+    return () => {
+      if (isCounted) {
+        isCounted = false;
+        this.#chatsHere -= 1;
+      }
+      done();
+    };
+  }
+
+  /** Chats placed on this host and not answered yet (see {@link AgentHostOptions.maxChats}). */
+  get chatsInProgress(): number {
+    return this.#chatsHere;
   }
 
   /** Hands a control verb to the session (opened again if it stopped since it was placed). */

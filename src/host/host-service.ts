@@ -57,6 +57,10 @@ export interface HostServiceOptions {
   idleTimeoutMs?: number;
   /** The longest a chat may run (`--max-chat-time`); its asked agents get what is left. Default: no limit. */
   maxChatTimeMs?: number;
+  /** Refuse new chats `overloaded` while the event loop runs this far behind (`--max-loop-delay`). Default: off. */
+  maxLoopDelayMs?: number;
+  /** Refuse new chats `overloaded` while this many are in progress on the host (`--max-chats`). Default: no limit. */
+  maxChats?: number;
   /** How long a chat this host's agents asked runs on without hearing from them (`--parent-lease`, default 30 s). */
   parentLeaseMs?: number;
   maxSessions?: number;
@@ -270,6 +274,8 @@ async function startOnBus(
         ...(bus instanceof NatsBus ? { routing: new AgentRouting(bus.connection, prefix) } : {}),
         ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
         ...(options.maxChatTimeMs === undefined ? {} : { maxChatTimeMs: options.maxChatTimeMs }),
+        ...(options.maxLoopDelayMs === undefined ? {} : { maxLoopDelayMs: options.maxLoopDelayMs }),
+        ...(options.maxChats === undefined ? {} : { maxChats: options.maxChats }),
         ...(unit.maxSessions === undefined ? {} : { maxSessions: unit.maxSessions }),
         ...(options.maxMemoryBytes === undefined ? {} : { maxMemoryBytes: options.maxMemoryBytes }),
         ...(options.maxSessionBytes === undefined ? {} : { maxSessionBytes: options.maxSessionBytes }),

@@ -52,6 +52,13 @@ export interface StartHostOptions {
   idleTimeoutMs?: number;
   /** The longest a chat may run, then it is cancelled; the agents it asks get what is left. @defaultValue no limit */
   maxChatTimeMs?: number;
+  /**
+   * While the event loop runs further behind than this (ms, smoothed), new chats are refused with a
+   * retryable `overloaded` instead of piling up. @defaultValue off
+   */
+  maxLoopDelayMs?: number;
+  /** Chats in progress at most; past it new chats are refused with a retryable `overloaded`. @defaultValue no limit */
+  maxChats?: number;
   /** How long a chat these agents asked runs on without hearing that its asker still waits. @defaultValue 30 s */
   parentLeaseMs?: number;
   /** Live sessions at most; past it a new session is refused with `overloaded`. @defaultValue 10_000 */
@@ -155,6 +162,8 @@ export async function startHost(options: StartHostOptions): Promise<RunningHost>
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
     ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
     ...(options.maxChatTimeMs === undefined ? {} : { maxChatTimeMs: options.maxChatTimeMs }),
+    ...(options.maxLoopDelayMs === undefined ? {} : { maxLoopDelayMs: options.maxLoopDelayMs }),
+    ...(options.maxChats === undefined ? {} : { maxChats: options.maxChats }),
     ...(options.parentLeaseMs === undefined ? {} : { parentLeaseMs: options.parentLeaseMs }),
     ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
     ...(options.maxMemoryBytes === undefined ? {} : { maxMemoryBytes: options.maxMemoryBytes }),

@@ -149,6 +149,32 @@ describe("durations (--idle-timeout)", () => {
   });
 });
 
+describe("load shedding (--max-loop-delay)", () => {
+  it("defaults to 1 s, reads the flag before the environment, turns off with 0, and refuses what is out of range", async () => {
+    const { maxLoopDelayFrom } = await import("../../src/config/runtime-config.js");
+    expect(maxLoopDelayFrom({}, {})).toBe(1_000);
+    expect(maxLoopDelayFrom({}, { AGENTLOOP_MAX_LOOP_DELAY: "2s" })).toBe(2_000);
+    expect(maxLoopDelayFrom({ "max-loop-delay": "250ms" }, { AGENTLOOP_MAX_LOOP_DELAY: "2s" })).toBe(250);
+    expect(maxLoopDelayFrom({ "max-loop-delay": "0" }, {})).toBeUndefined();
+    for (const bad of ["5ms", "2m", "soon"]) {
+      expect(() => maxLoopDelayFrom({ "max-loop-delay": bad }, {})).toThrow(/--max-loop-delay must be/);
+    }
+  });
+});
+
+describe("chats in progress at most (--max-chats)", () => {
+  it("defaults to 1,000, reads the flag before the environment, turns off with 0, and refuses what is not a count", async () => {
+    const { maxChatsFrom } = await import("../../src/config/runtime-config.js");
+    expect(maxChatsFrom({}, {})).toBe(1_000);
+    expect(maxChatsFrom({}, { AGENTLOOP_MAX_CHATS: "50" })).toBe(50);
+    expect(maxChatsFrom({ "max-chats": "200" }, { AGENTLOOP_MAX_CHATS: "50" })).toBe(200);
+    expect(maxChatsFrom({ "max-chats": "0" }, {})).toBeUndefined();
+    for (const bad of ["-1", "1.5", "many"]) {
+      expect(() => maxChatsFrom({ "max-chats": bad }, {})).toThrow(/--max-chats must be a positive integer/);
+    }
+  });
+});
+
 describe("the NATS hold buffer (--nats-hold-mb)", () => {
   it("reads MiB from the flag, then the environment, and refuses what is not a positive integer", async () => {
     const { natsHoldBytesFrom } = await import("../../src/config/runtime-config.js");

@@ -15,7 +15,14 @@ import { FakeAgent } from "./fake-agent.js";
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** A manager over fake agents with a hand-driven clock; sweeps are run by the test. */
-function setup(options: { idleTimeoutMs?: number; isManual?: boolean; maxSessions?: number } = {}) {
+function setup(
+  options: {
+    idleTimeoutMs?: number;
+    isManual?: boolean;
+    maxSessions?: number;
+    groupOf?: (agent: string, session: string) => number;
+  } = {},
+) {
   let now = 0;
   const agents: FakeAgent[] = [];
   const log: string[] = [];
@@ -28,6 +35,7 @@ function setup(options: { idleTimeoutMs?: number; isManual?: boolean; maxSession
     createSession,
     idleTimeoutMs: options.idleTimeoutMs ?? 1_000,
     ...(options.maxSessions === undefined ? {} : { maxSessions: options.maxSessions }),
+    ...(options.groupOf === undefined ? {} : { groupOf: options.groupOf }),
     now: () => now,
     log: (line) => log.push(line),
   });
@@ -214,6 +222,44 @@ describe("SessionManager", () => {
       "Summary: the user's name is Ada.",
     );
     await manager.close();
+  });
+});
+
+describe("SessionManager's sessions by group", () => {
+  /** The group is the session name's number modulo 3 (`s4` → 1). */
+  const groupOf = (_agent: string, session: string) => Number(session.slice(1)) % 3;
+  const sorted = (pairs: [string, string][]) => pairs.map(([agent, session]) => `${agent}/${session}`).sort();
+
+  it("lists one group's live sessions, and follows them as they stop (dropped, passivated, closed)", async () => {
+    const { manager, advance } = setup({ groupOf });
+    for (const session of ["s1", "s2", "s4", "s7", "s3"]) await manager.get("bot", session);
+    await manager.get("other", "s10");
+    expect(sorted(manager.liveSessionsIn(1))).toEqual(["bot/s1", "bot/s4", "bot/s7", "other/s10"]);
+    expect(sorted(manager.liveSessionsIn(2))).toEqual(["bot/s2"]);
+    expect(manager.liveSessionsIn(5)).toEqual([]);
+
+    await manager.drop("bot", "s4", "its lease was lost");
+    expect(sorted(manager.liveSessionsIn(1))).toEqual(["bot/s1", "bot/s7", "other/s10"]);
+    // Back on its next use, in its group again.
+    await manager.get("bot", "s4");
+    expect(sorted(manager.liveSessionsIn(1))).toEqual(["bot/s1", "bot/s4", "bot/s7", "other/s10"]);
+
+    advance(5_000);
+    await manager.get("bot", "s2");
+    expect(await manager.sweep()).toBe(6);
+    expect(manager.liveSessionsIn(1)).toEqual([]);
+    expect(manager.liveSessionsIn(2)).toEqual([]);
+
+    await manager.get("bot", "s5");
+    await manager.close();
+    expect(manager.liveSessionsIn(2)).toEqual([]);
+  });
+
+  it("lists none without a grouping", async () => {
+    const { manager } = setup();
+    await manager.get("bot", "s1");
+    expect(manager.liveSessionsIn(0)).toEqual([]);
+    expect([...manager.liveSessions()]).toEqual([["bot", "s1"]]);
   });
 });
 

@@ -9,7 +9,9 @@ import {
   historyBackendFrom,
   hostIdFrom,
   idleTimeoutFrom,
+  maxChatsFrom,
   maxChatTimeFrom,
+  maxLoopDelayFrom,
   maxSessionsFrom,
   memoryLimitsFrom,
   natsHoldBytesFrom,
@@ -63,6 +65,8 @@ export const serveCommand: Command = async (context) => {
   // Every flag is checked before connecting: a typo is a usage error, not a NATS problem.
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
+  const maxLoopDelayMs = maxLoopDelayFrom(context.flags, context.env);
+  const maxChats = maxChatsFrom(context.flags, context.env);
   const parentLeaseMs = parentLeaseFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const memoryLimits = memoryLimitsFrom(context.flags, context.env);
@@ -132,6 +136,8 @@ export const serveCommand: Command = async (context) => {
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxChatTimeMs === undefined ? {} : { maxChatTimeMs }),
+      ...(maxLoopDelayMs === undefined ? {} : { maxLoopDelayMs }),
+      ...(maxChats === undefined ? {} : { maxChats }),
       ...(parentLeaseMs === undefined ? {} : { parentLeaseMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
       ...memoryLimits,

@@ -7,7 +7,9 @@ import {
   historyBackendFrom,
   hostIdFrom,
   idleTimeoutFrom,
+  maxChatsFrom,
   maxChatTimeFrom,
+  maxLoopDelayFrom,
   maxSessionsFrom,
   memoryLimitsFrom,
   natsHoldBytesFrom,
@@ -51,6 +53,8 @@ export const upCommand: Command = async (context) => {
   const definitions = await loadAgentsFromFlags(context);
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
   const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
+  const maxLoopDelayMs = maxLoopDelayFrom(context.flags, context.env);
+  const maxChats = maxChatsFrom(context.flags, context.env);
   const parentLeaseMs = parentLeaseFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
   const memoryLimits = memoryLimitsFrom(context.flags, context.env);
@@ -94,6 +98,8 @@ export const upCommand: Command = async (context) => {
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       ...(maxChatTimeMs === undefined ? {} : { maxChatTimeMs }),
+      ...(maxLoopDelayMs === undefined ? {} : { maxLoopDelayMs }),
+      ...(maxChats === undefined ? {} : { maxChats }),
       ...(parentLeaseMs === undefined ? {} : { parentLeaseMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
       ...memoryLimits,
