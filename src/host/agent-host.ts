@@ -25,6 +25,7 @@ import { readRequestApprovals } from "./request-approvals.js";
 import { readRequestDepth } from "./request-depth.js";
 import type { ChatOutcome, SessionActor } from "./session-actor.js";
 import { chatReplyOf, createSessionFactory, type SessionAgentFactory } from "./session-factory.js";
+import type { QuietCollector } from "./quiet-collector.js";
 import { SessionHeartbeats } from "./session-heartbeats.js";
 import {
   HostMemoryOverloadedError,
@@ -111,6 +112,12 @@ export interface AgentHostOptions {
    * with different agents may share a prefix). Without it such a request gets `unknown_agent`.
    */
   routing?: AgentRouting;
+  /**
+   * Told when each request starts and ends, to give a burst's memory back once the process has been
+   * quiet for a while. One per process, shared by its hosts (tenants' too): a host is quiet only
+   * when all are. Its owner closes it. Default: none.
+   */
+  quietCollector?: QuietCollector;
 }
 
 /** What a host answers on `<prefix>.hosts.<host>.sessions`: its live sessions and their shards' leases. */
@@ -198,6 +205,7 @@ export class AgentHost {
    */
   readonly #cancelled = new Map<string, number>();
   readonly #now: () => number;
+  readonly #quiet: QuietCollector | undefined;
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
 
@@ -225,6 +233,7 @@ export class AgentHost {
     this.#routing = options.routing;
     this.#maxChatTimeMs = options.maxChatTimeMs;
     this.#now = options.now ?? Date.now;
+    this.#quiet = options.quietCollector;
     this.sessions = new SessionManager({
       createSession: createSessionFactory({
         createAgent: options.createAgent,
@@ -583,8 +592,10 @@ export class AgentHost {
       end = resolve;
     });
     this.#inFlight.add(work);
+    this.#quiet?.begin();
     return () => {
-      this.#inFlight.delete(work);
+      if (!this.#inFlight.delete(work)) return;
+      this.#quiet?.end();
       end();
     };
   }

@@ -29,6 +29,7 @@ import { ContractService } from "./contract-service.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
 import { definitionSecrets } from "./definition-secrets.js";
 import { checkHostPermissions, type StartPermissionWatch } from "./permission-check.js";
+import { QuietCollector } from "./quiet-collector.js";
 import { createRefusalLog } from "./refusal-log.js";
 import { TenantHosts } from "./tenant-hosts.js";
 import { TokenBudget } from "./token-budget.js";
@@ -50,6 +51,11 @@ export interface HostServiceOptions {
   onEvent?: (event: AgentEvent) => void;
   /** Passed to the host (tests shorten them). */
   idleTimeoutMs?: number;
+  /**
+   * After this long with no request in flight on any of the process's hosts, a burst's memory is
+   * given back with full garbage collections (`--quiet-gc`; see QuietCollector). Default: off.
+   */
+  quietCollectionMs?: number;
   /** The longest a chat may run (`--max-chat-time`); its asked agents get what is left. Default: no limit. */
   maxChatTimeMs?: number;
   /** How long a chat this host's agents asked runs on without hearing from them (`--parent-lease`, default 30 s). */
@@ -163,6 +169,11 @@ async function startOnBus(
   const mcpServers = new McpServerPool(options.definitions, { env, log });
   const agentNames = options.definitions.map((definition) => definition.name);
   const tenantLimits = options.tenants ?? {};
+  // One for the whole process: it is quiet only when none of its hosts has a request in flight.
+  const quietCollector =
+    options.quietCollectionMs === undefined
+      ? undefined
+      : new QuietCollector({ quietMs: options.quietCollectionMs, log });
 
   /**
    * Everything that serves one prefix: the untenanted `<prefix>` or a tenant's
@@ -263,6 +274,7 @@ async function startOnBus(
         ...(cluster === undefined ? {} : { cluster }),
         ...(bus instanceof NatsBus ? { routing: new AgentRouting(bus.connection, prefix) } : {}),
         ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
+        ...(quietCollector === undefined ? {} : { quietCollector }),
         ...(options.maxChatTimeMs === undefined ? {} : { maxChatTimeMs: options.maxChatTimeMs }),
         ...(unit.maxSessions === undefined ? {} : { maxSessions: unit.maxSessions }),
         ...(options.maxMemoryBytes === undefined ? {} : { maxMemoryBytes: options.maxMemoryBytes }),
@@ -403,6 +415,7 @@ async function startOnBus(
     await protocol?.drained();
     await contract?.stop();
     await mcpServers.close();
+    quietCollector?.close();
   };
   // Everything is subscribed: a subscription the server refused is named now (a needed one fails
   // the start; the `$SRV` and Agent Protocol extras are logged and the host serves without them).

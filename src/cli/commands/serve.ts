@@ -15,6 +15,7 @@ import {
   natsHoldBytesFrom,
   parentLeaseFrom,
   protocolSettingsFrom,
+  quietGcFrom,
 } from "../../config/runtime-config.js";
 import { readTenantLimits } from "../../config/tenant-limits.js";
 import { profilesFromDefinitions } from "../../doors/a2a/a2a-agents.js";
@@ -62,6 +63,7 @@ export const serveCommand: Command = async (context) => {
     typeof context.flags.agents === "string" ? await readTenantLimits(context.flags.agents) : {};
   // Every flag is checked before connecting: a typo is a usage error, not a NATS problem.
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
+  const quietCollectionMs = quietGcFrom(context.flags, context.env);
   const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
   const parentLeaseMs = parentLeaseFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
@@ -122,6 +124,7 @@ export const serveCommand: Command = async (context) => {
       env: context.env,
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+      ...(quietCollectionMs === undefined ? {} : { quietCollectionMs }),
       ...(maxChatTimeMs === undefined ? {} : { maxChatTimeMs }),
       ...(parentLeaseMs === undefined ? {} : { parentLeaseMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),

@@ -13,6 +13,7 @@ import {
   natsHoldBytesFrom,
   parentLeaseFrom,
   protocolSettingsFrom,
+  quietGcFrom,
 } from "../../config/runtime-config.js";
 import { profilesFromDefinitions } from "../../doors/a2a/a2a-agents.js";
 import { createHttpDoors } from "../../doors/http-doors.js";
@@ -50,6 +51,7 @@ export const upCommand: Command = async (context) => {
   const isDefaultPort = context.flags.port === undefined;
   const definitions = await loadAgentsFromFlags(context);
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
+  const quietCollectionMs = quietGcFrom(context.flags, context.env);
   const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
   const parentLeaseMs = parentLeaseFrom(context.flags, context.env);
   const maxSessions = maxSessionsFrom(context.flags, context.env);
@@ -93,6 +95,7 @@ export const upCommand: Command = async (context) => {
       env: context.env,
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+      ...(quietCollectionMs === undefined ? {} : { quietCollectionMs }),
       ...(maxChatTimeMs === undefined ? {} : { maxChatTimeMs }),
       ...(parentLeaseMs === undefined ? {} : { parentLeaseMs }),
       ...(maxSessions === undefined ? {} : { maxSessions }),
