@@ -21,11 +21,11 @@ import { type ParentLease, readParentLease, watchParentLease } from "../contract
 import type { ResumeCounts } from "../journal/resume-counts.js";
 import { deadlineSignal } from "../timers/deadline-signal.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
+import type { QuietCollector } from "./quiet-collector.js";
 import { readRequestApprovals } from "./request-approvals.js";
 import { readRequestDepth } from "./request-depth.js";
 import type { ChatOutcome, SessionActor } from "./session-actor.js";
 import { chatReplyOf, createSessionFactory, type SessionAgentFactory } from "./session-factory.js";
-import type { QuietCollector } from "./quiet-collector.js";
 import { SessionHeartbeats } from "./session-heartbeats.js";
 import {
   HostMemoryOverloadedError,

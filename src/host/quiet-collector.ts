@@ -102,7 +102,8 @@ export class QuietCollector {
   #closed = false;
 
   constructor(options: QuietCollectorOptions) {
-    if (!(options.quietMs > 0)) throw new RangeError(`quietMs must be a positive number, got ${options.quietMs}`);
+    if (!(options.quietMs > 0))
+      throw new RangeError(`quietMs must be a positive number, got ${options.quietMs}`);
     this.#quietMs = options.quietMs;
     this.#minGrowthBytes = options.minGrowthBytes ?? DEFAULT_QUIET_COLLECTION_GROWTH_BYTES;
     this.#rounds = Math.max(1, Math.floor(options.rounds ?? DEFAULT_QUIET_COLLECTION_ROUNDS));
