@@ -148,7 +148,7 @@ export class AgentSession implements Agent {
       const agent = this.#agent;
       return (
         agent.#settings.approvalList.has(call.name) ||
-        agent.#inherited.has(call.name) ||
+        agent.#inherited?.has(call.name) === true ||
         agent.#toolSets.some((set) => set.needsApproval?.(call) === true)
       );
     }
@@ -204,15 +204,21 @@ export class AgentSession implements Agent {
   #lineage: ChatLineage | undefined;
   /** When the running chat's time runs out (its tools hand it down). */
   #deadline: number | undefined;
-  /** Calls held for approval further down this root chat's tree, by tool call id: who holds each. */
-  readonly #delegated = new Map<string, { agent: string; session: string }>();
+  /**
+   * Calls held for approval further down this root chat's tree, by tool call id: who holds each.
+   * Made at the first such call, dropped once empty (most sessions never have one).
+   */
+  #delegated: Map<string, { agent: string; session: string }> | undefined;
   #queue: Promise<unknown> | undefined;
   /** Built at the session's first tool call (an idle session pays nothing for it). */
   #toolCallLimit: LimitFunction | undefined;
   /** Built at the session's first chat or decision (at once when a parked approval waits). */
   #approvals: ToolApprovals | undefined;
-  /** Tools the agents that asked this session need approval for (see {@link inheritApprovals}). */
-  readonly #inherited = new Set<string>();
+  /**
+   * Tools the agents that asked this session need approval for (see {@link inheritApprovals}); made
+   * at the first one.
+   */
+  #inherited: Set<string> | undefined;
   /** The context's messages as last measured for {@link memoryBytes}, their count and estimate. */
   #measured: readonly Message[] = [];
   #measuredLength = 0;
@@ -258,8 +264,13 @@ export class AgentSession implements Agent {
       ...(this.#lineage === undefined
         ? {
             delegateApproval: (held: HeldApproval, pending: boolean) => {
-              if (pending) this.#delegated.set(held.toolCallId, held.holder);
-              else this.#delegated.delete(held.toolCallId);
+              if (pending) {
+                this.#delegated ??= new Map();
+                this.#delegated.set(held.toolCallId, held.holder);
+              } else {
+                this.#delegated?.delete(held.toolCallId);
+                if (this.#delegated?.size === 0) this.#delegated = undefined;
+              }
             },
           }
         : { lineage: this.#lineage }),
@@ -279,8 +290,8 @@ export class AgentSession implements Agent {
       tokenLimit: params.settings.tokenLimit,
       compactor: (fork, topic, signal) => agent.#compactFork(fork, topic, signal),
     });
-    for (const name of params.journal?.approvalRequired ?? []) agent.#inherited.add(name);
-    for (const name of params.parked?.approvalRequired ?? []) agent.#inherited.add(name);
+    agent.#inherit(params.journal?.approvalRequired ?? []);
+    agent.#inherit(params.parked?.approvalRequired ?? []);
     if (params.parked !== undefined) agent.#toolApprovals();
     return agent;
   }
@@ -291,8 +302,14 @@ export class AgentSession implements Agent {
    * set only grows, and goes with the session's journal and a parked approval to another host.
    */
   inheritApprovals(toolNames: readonly string[]): void {
-    for (const name of toolNames) this.#inherited.add(name);
+    this.#inherit(toolNames);
     this.#journal?.requireApproval(toolNames);
+  }
+
+  #inherit(toolNames: readonly string[]): void {
+    if (toolNames.length === 0) return;
+    this.#inherited ??= new Set();
+    for (const name of toolNames) this.#inherited.add(name);
   }
 
   /**
@@ -300,7 +317,7 @@ export class AgentSession implements Agent {
    * own list, its tools that may ask for approval, and what it inherited.
    */
   #approvalChain(): string[] {
-    const names = new Set([...this.#settings.approvalList, ...this.#inherited]);
+    const names = new Set([...this.#settings.approvalList, ...(this.#inherited ?? [])]);
     for (const set of this.#toolSets) for (const name of set.approvalTools?.() ?? []) names.add(name);
     return [...names].sort();
   }
@@ -390,7 +407,7 @@ export class AgentSession implements Agent {
   }
 
   delegatedApproval(toolCallId: string): { agent: string; session: string } | undefined {
-    return this.#delegated.get(toolCallId);
+    return this.#delegated?.get(toolCallId);
   }
 
   decideToolCall(decision: ToolApprovalDecision): Promise<ApprovalOutcome> {
@@ -488,7 +505,7 @@ export class AgentSession implements Agent {
       redact: (text) => redactor.redact(text),
       parked: this.#parked,
       resume: (pending) => this.#resumeChat(pending),
-      inheritedApprovals: () => [...this.#inherited].sort(),
+      inheritedApprovals: () => [...(this.#inherited ?? [])].sort(),
     });
     return this.#approvals;
   }
@@ -676,7 +693,7 @@ export class AgentSession implements Agent {
       this.#events.lineage = undefined;
       this.#lineage = undefined;
       this.#deadline = undefined;
-      this.#delegated.clear();
+      this.#delegated = undefined;
     }
   }
 

@@ -580,6 +580,8 @@ export class SessionActor {
     const waiter = this.#waiters?.get(id);
     if (waiter === undefined) return;
     this.#waiters?.delete(id);
+    // An idle session holds no empty map.
+    if (this.#waiters?.size === 0) this.#waiters = undefined;
     this.#deps.options.delete(id);
     if (waiter.touches) this.#lastActivityAt = this.#now();
     waiter.settle(waiter.answer(settlement));
