@@ -34,7 +34,12 @@ import { chatCancelEvent, isPassedOn } from "./chat-cancel.js";
 import { ChatCancelledError, ChatFailedError } from "./chat-errors.js";
 import { type ApprovalRequest, type SessionDeps, SessionDepsBase, withSessionDeps } from "./session-deps.js";
 import { createStateReporter } from "./state-reporter.js";
-import { type ApprovalOutcome, type ToolApprovalDecision, ToolApprovals } from "./tool-approvals.js";
+import {
+  type ApprovalOutcome,
+  type ToolApprovalDecision,
+  ToolApprovals,
+  type ToolApprovalsParams,
+} from "./tool-approvals.js";
 
 /** What one chat is built from, resolved once from the agent's options (see createAgent). */
 export interface ChatSettings {
@@ -100,7 +105,10 @@ export class AgentSession implements Agent {
    * fields and functions live on this class's prototype. Closures for each of them would cost
    * every idle session a dozen functions and their contexts.
    */
-  static readonly #Deps = class SessionDepsOf extends SessionDepsBase implements SessionDeps {
+  static readonly #Deps = class SessionDepsOf
+    extends SessionDepsBase
+    implements SessionDeps, ToolApprovalsParams
+  {
     readonly #agent: AgentSession;
 
     constructor(agent: AgentSession) {
@@ -174,6 +182,24 @@ export class AgentSession implements Agent {
       const agent = this.#agent;
       return (agent.#journal as SessionJournal).toolStarting(call.id, agent.#isIdempotent(call));
     }
+
+    // What the session's ToolApprovals ask of it (see ToolApprovalsParams).
+
+    get parked(): PendingApproval | undefined {
+      return this.#agent.#parked;
+    }
+
+    resume(pending: PendingApproval): Promise<void> {
+      return this.#agent.#resumeChat(pending);
+    }
+
+    redact(text: string): string {
+      return this.#agent.#redactor.redact(text);
+    }
+
+    inheritedApprovals(): readonly string[] {
+      return [...(this.#agent.#inherited ?? [])].sort();
+    }
   };
 
   readonly name: string;
@@ -196,7 +222,7 @@ export class AgentSession implements Agent {
   readonly #journal: SessionJournal | undefined;
   readonly #isOrderedByMailbox: boolean;
   readonly #createId: () => string;
-  readonly #deps: SessionDeps;
+  readonly #deps: SessionDeps & ToolApprovalsParams;
   #manager!: ContextManager;
   /** Depth of the running chat's agent-to-agent nesting (its tools see it). */
   #depth = 0;
@@ -498,15 +524,8 @@ export class AgentSession implements Agent {
   }
 
   #toolApprovals(): ToolApprovals {
-    const redactor = this.#redactor;
-    this.#approvals ??= new ToolApprovals({
-      history: this.#history,
-      events: this.#events,
-      redact: (text) => redactor.redact(text),
-      parked: this.#parked,
-      resume: (pending) => this.#resumeChat(pending),
-      inheritedApprovals: () => [...(this.#inherited ?? [])].sort(),
-    });
+    // The deps object answers for the session (history, events, parked chat, resume, redaction).
+    this.#approvals ??= new ToolApprovals(this.#deps);
     return this.#approvals;
   }
 
