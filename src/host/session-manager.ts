@@ -365,15 +365,18 @@ export class SessionManager {
   #account(actor: SessionActor): void {
     this.#bytes.set(actor, actor.memoryBytes);
     this.#totalBytes += actor.memoryBytes;
-    actor.onMemoryChanged((bytes) => {
-      const previous = this.#bytes.get(actor);
-      if (previous === undefined) return;
-      this.#bytes.set(actor, bytes);
-      this.#totalBytes += bytes - previous;
-      if (this.#totalBytes > this.#maxMemoryBytes) void this.#relieveMemory();
-    });
+    actor.onMemoryChanged(this.#memoryChanged);
     if (this.#totalBytes > this.#maxMemoryBytes) void this.#relieveMemory();
   }
+
+  /** Every session's memory listener: one function, not a closure per live session. */
+  readonly #memoryChanged = (bytes: number, actor: SessionActor): void => {
+    const previous = this.#bytes.get(actor);
+    if (previous === undefined) return;
+    this.#bytes.set(actor, bytes);
+    this.#totalBytes += bytes - previous;
+    if (this.#totalBytes > this.#maxMemoryBytes) void this.#relieveMemory();
+  };
 
   /** A session stopping gives its memory back. */
   #forget(actor: SessionActor): void {
