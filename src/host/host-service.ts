@@ -169,11 +169,18 @@ async function startOnBus(
   const mcpServers = new McpServerPool(options.definitions, { env, log });
   const agentNames = options.definitions.map((definition) => definition.name);
   const tenantLimits = options.tenants ?? {};
-  // One for the whole process: it is quiet only when none of its hosts has a request in flight.
+  // The hosts started here (the main one and each tenant's), for the quiet collector.
+  const liveHosts = new Set<AgentHost>();
+  // One for the whole process: it is quiet only when none of its hosts has a request in flight or
+  // a session at work.
   const quietCollector =
     options.quietCollectionMs === undefined
       ? undefined
-      : new QuietCollector({ quietMs: options.quietCollectionMs, log });
+      : new QuietCollector({
+          quietMs: options.quietCollectionMs,
+          isBusy: () => [...liveHosts].some((live) => live.sessions.hasBusySession),
+          log,
+        });
 
   /**
    * Everything that serves one prefix: the untenanted `<prefix>` or a tenant's
@@ -288,6 +295,7 @@ async function startOnBus(
       throw error;
     }
     const startedHost = host;
+    liveHosts.add(startedHost);
     // Resume after a crash: what this host's last life (or, with leases, a dead host) left unfinished goes on now,
     // without a new message: sessions with a journal entry and no live owner are activated here.
     const journal: ChatJournal | undefined = factory.journal;
@@ -314,6 +322,7 @@ async function startOnBus(
       close: async (closeOptions: { hurry?: AbortSignal } = {}) => {
         sweeper?.close();
         await startedHost.close(closeOptions);
+        liveHosts.delete(startedHost);
         factory.close();
       },
     };

@@ -30,6 +30,11 @@ export interface QuietCollectorOptions {
   rounds?: number;
   /** Between two rounds (ms; default 1 s). */
   roundGapMs?: number;
+  /**
+   * Whether the process has work besides requests (a chat resumed after a restart, a session
+   * starting): checked before each collection; a busy host tries again `quietMs` later.
+   */
+  isBusy?: () => boolean;
   /** Runs one full garbage collection (default: V8's `gc`, exposed on first use). */
   collect?: () => void;
   /** The bytes of heap V8 holds from the system (default: `total_physical_size`). */
@@ -92,6 +97,7 @@ export class QuietCollector {
   readonly #rounds: number;
   readonly #roundGapMs: number;
   readonly #collect: (() => void) | undefined;
+  readonly #isBusy: () => boolean;
   readonly #heapCommitted: () => number;
   readonly #timers: QuietCollectorTimers;
   readonly #log: (line: string) => void;
@@ -109,6 +115,7 @@ export class QuietCollector {
     this.#rounds = Math.max(1, Math.floor(options.rounds ?? DEFAULT_QUIET_COLLECTION_ROUNDS));
     this.#roundGapMs = options.roundGapMs ?? DEFAULT_QUIET_COLLECTION_ROUND_GAP_MS;
     this.#collect = options.collect ?? fullCollection();
+    this.#isBusy = options.isBusy ?? (() => false);
     this.#heapCommitted = options.heapCommitted ?? committedHeap;
     this.#timers = options.timers ?? realTimers;
     this.#log = options.log ?? (() => {});
@@ -154,6 +161,11 @@ export class QuietCollector {
   #run(round: number): void {
     const collect = this.#collect;
     if (this.#closed || this.#running > 0 || collect === undefined) return;
+    if (this.#isBusy()) {
+      // Work without a request in flight (a resumed chat): not quiet yet, look again later.
+      this.#arm(this.#quietMs, round);
+      return;
+    }
     const before = this.#heapCommitted();
     if (round === 1 && before - this.#baseline < this.#minGrowthBytes) {
       // Little grew since the last collection: nothing worth a full collection's pause. A host that

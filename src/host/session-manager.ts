@@ -193,6 +193,13 @@ export class SessionManager {
 
   /** The live session, without creating one. */
   /** The live sessions, as `[agent, session]` pairs. */
+  /** Whether a session is being started here, or a live one has work running or queued. */
+  get hasBusySession(): boolean {
+    if (this.#creating.size > 0) return true;
+    for (const actor of this.#live.values()) if (!actor.isIdle) return true;
+    return false;
+  }
+
   *liveSessions(): Generator<[string, string]> {
     for (const key of this.#live.keys()) {
       const slash = key.indexOf("/");

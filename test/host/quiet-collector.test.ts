@@ -137,6 +137,32 @@ describe("QuietCollector: a quiet host gives a burst's memory back", () => {
     expect(heap.collections).toBe(1);
   });
 
+  it("a host busy without a request in flight (a resumed chat) is not collected; it looks again a quiet time later", () => {
+    const timers = new ManualTimers();
+    let committed = 100 * MB;
+    let collections = 0;
+    let isBusy = true;
+    const collector = new QuietCollector({
+      quietMs: 10_000,
+      rounds: 1,
+      collect: () => {
+        collections++;
+      },
+      heapCommitted: () => committed,
+      isBusy: () => isBusy,
+      timers,
+    });
+    collector.begin();
+    committed += 200 * MB;
+    collector.end();
+    timers.fire();
+    expect(collections).toBe(0);
+    expect(timers.delays).toEqual([10_000]);
+    isBusy = false;
+    timers.fire();
+    expect(collections).toBe(1);
+  });
+
   it("an end without a begin does not make the count negative (a busy host stays busy)", () => {
     const { collector, timers, heap } = collectorOnHeap({ rounds: 1 });
     collector.end();
@@ -221,6 +247,7 @@ describe("the host tells its quiet collector when requests start and end", () =>
       // A slow chat in flight: the pending collection is called off and nothing is armed.
       const slow = fixture.request("bot", "chat", { session: "s2", text: SLOW, id: "slow-1" });
       await expect.poll(() => timers.delays).toEqual([]);
+      await expect.poll(() => fixture.host.sessions.hasBusySession).toBe(true);
       committed += 200 * MB;
       timers.fire();
       expect(collections).toBe(0);
@@ -232,6 +259,7 @@ describe("the host tells its quiet collector when requests start and end", () =>
       expect(cancelled).toMatchObject({ ok: true });
       await slow;
       await expect.poll(() => timers.delays).toEqual([10_000]);
+      await expect.poll(() => fixture.host.sessions.hasBusySession).toBe(false);
       timers.fire();
       expect(collections).toBe(1);
     } finally {
