@@ -6,10 +6,12 @@ export const DEFAULT_QUIET_COLLECTION_MS = 10_000;
 /** The committed heap must have grown this much since the last collection for one to be worth it. */
 export const DEFAULT_QUIET_COLLECTION_GROWTH_BYTES = 16 * 1024 * 1024;
 /**
- * A full collection compacts only part of a fragmented old space; each further one, a while later,
- * compacts more. At most this many per quiet stretch, each only while the host stays quiet.
+ * On Node 20 a full collection compacts only part of a fragmented old space; each further one, a
+ * while later, compacts more (a 5 %-live old space shrank by 14–23 % at each of four in a row). At
+ * most this many per quiet stretch, each only while the host stays quiet and the last one gave back
+ * a noticeable share; on Node 22 and later the first one gives back nearly all and the second ends it.
  */
-export const DEFAULT_QUIET_COLLECTION_ROUNDS = 3;
+export const DEFAULT_QUIET_COLLECTION_ROUNDS = 8;
 /** Between two rounds of one quiet stretch. */
 export const DEFAULT_QUIET_COLLECTION_ROUND_GAP_MS = 1_000;
 /** A round that gives back less than this share of the committed heap is the last. */
@@ -26,7 +28,7 @@ export interface QuietCollectorOptions {
   quietMs: number;
   /** How much the committed heap must have grown since the last collection (bytes; default 16 MiB). */
   minGrowthBytes?: number;
-  /** Full collections per quiet stretch at most (default 3). */
+  /** Full collections per quiet stretch at most (default 8). */
   rounds?: number;
   /** Between two rounds (ms; default 1 s). */
   roundGapMs?: number;
@@ -58,6 +60,21 @@ const committedHeap = (): number => getHeapStatistics().total_physical_size;
 let exposedGc: (() => void) | null | undefined;
 
 /**
+ * V8 12 and later (Node 22 on) take `gc({ flavor: "last-resort" })`: the collection V8 runs before
+ * giving up on memory, which compacts the old space and hands its pooled free pages back to the
+ * system at once (a plain `gc()` there shrinks the heap but keeps the pages in V8's pool). V8 11
+ * (Node 20) ignores the options object and collects nothing for it, so it gets a plain `gc()`,
+ * which there returns the pages it frees.
+ */
+const takesGcOptions = Number(process.versions.v8.split(".")[0]) >= 12;
+
+function asCollection(gc: (options?: object) => unknown): () => void {
+  return takesGcOptions
+    ? () => void gc({ type: "major", execution: "sync", flavor: "last-resort" })
+    : () => void gc();
+}
+
+/**
  * V8's full collection, as `node --expose-gc` exposes it: the global `gc` when the process was
  * started with that flag, else the flag turned on now and `gc` taken from a fresh context (the
  * flag adds `gc` to contexts created after it is set). Undefined when neither works.
@@ -66,13 +83,14 @@ export function fullCollection(): (() => void) | undefined {
   if (exposedGc !== undefined) return exposedGc ?? undefined;
   const global = (globalThis as { gc?: unknown }).gc;
   if (typeof global === "function") {
-    exposedGc = () => void global();
+    exposedGc = asCollection(global as (options?: object) => unknown);
     return exposedGc;
   }
   try {
     setFlagsFromString("--expose-gc");
     const fromContext: unknown = runInNewContext("gc");
-    exposedGc = typeof fromContext === "function" ? () => void fromContext() : null;
+    exposedGc =
+      typeof fromContext === "function" ? asCollection(fromContext as (options?: object) => unknown) : null;
   } catch {
     exposedGc = null;
   }
