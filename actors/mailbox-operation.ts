@@ -25,10 +25,16 @@ export interface MessageOptions
  */
 export interface MailboxDeps {
   agent: Agent;
-  /** Each message's own options, by message id (a chat's signal, listener, request id). */
-  options: ReadonlyMap<string, MessageOptions>;
-  /** Chats handed to the agent and not settled yet: from then on the agent reports how they end. */
-  started: Set<string>;
+  /**
+   * Each message's own options, by message id (a chat's signal, listener, request id); undefined
+   * while no message has any (an idle session holds no empty table).
+   */
+  options: ReadonlyMap<string, MessageOptions> | undefined;
+  /**
+   * Chats handed to the agent and not settled yet: from then on the agent reports how they end.
+   * Undefined while there are none.
+   */
+  started: Set<string> | undefined;
   /**
    * Bytes the agent's messages may hold in memory (`--max-session-bytes`): a session over it is
    * compacted before its next chat, which is refused if the session is still over. Default: no limit.
@@ -55,7 +61,7 @@ export function createMailboxDeps(fields: MailboxDeps): MailboxDeps {
 
 function requireMailboxDeps(deps: unknown): MailboxDeps {
   const candidate = deps as Partial<MailboxDeps> | undefined;
-  if (candidate?.agent === undefined || candidate.options === undefined || candidate.started === undefined) {
+  if (candidate?.agent === undefined) {
     throw new TypeError(
       "the session machine was started without its agent: pass input.deps (createMailboxDeps)",
     );
@@ -88,7 +94,7 @@ async function fitSession(agent: Agent, maxSessionBytes: number, signal: AbortSi
 async function runOn(input: unknown, message: MailboxMessage, signal: AbortSignal): Promise<MessageOutput> {
   const deps = requireMailboxDeps(input);
   const { agent } = deps;
-  const own = deps.options.get(message.id);
+  const own = deps.options?.get(message.id);
   switch (message.kind) {
     case "chat": {
       const chatSignal = own?.signal === undefined ? signal : AbortSignal.any([signal, own.signal]);
@@ -100,6 +106,7 @@ async function runOn(input: unknown, message: MailboxMessage, signal: AbortSigna
       // Taken from the journal's queue in the same step its chat is journaled as running.
       agent.journal?.take([message.id]);
       if (deps.maxSessionBytes !== undefined) await fitSession(agent, deps.maxSessionBytes, chatSignal);
+      deps.started ??= new Set();
       deps.started.add(message.id);
       try {
         const result = await agent.chat(message.text, {
@@ -113,7 +120,8 @@ async function runOn(input: unknown, message: MailboxMessage, signal: AbortSigna
         });
         return { kind: "chat", ...result };
       } finally {
-        deps.started.delete(message.id);
+        deps.started?.delete(message.id);
+        if (deps.started?.size === 0) deps.started = undefined;
       }
     }
     case "compact":

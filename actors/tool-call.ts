@@ -21,12 +21,12 @@ export interface ToolCallInput {
  * failing tool is an `{"error": …}` result the model sees.
  */
 export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ input, signal }) => {
-  const { toolSets, limitToolCall, events, toolContext, now, redactor, noteToolStart, traceparentOf } =
-    requireDeps(input.deps, "iteration");
-  return limitToolCall(async () => {
+  const deps = requireDeps(input.deps, "iteration");
+  const { toolSets, events, redactor } = deps;
+  return deps.limitToolCall(async () => {
     const { call, iteration } = input;
     const appended: Message[] = [];
-    if (noteToolStart !== undefined && !signal.aborted) await noteToolStart(call);
+    if (deps.noteToolStart !== undefined && !signal.aborted) await deps.noteToolStart(call);
     const isStarted = !signal.aborted;
     if (isStarted) {
       events.emit(iteration, {
@@ -36,15 +36,15 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
         arguments: call.arguments,
       });
     }
-    const startedAt = now();
+    const startedAt = deps.now();
     // A fresh object per call (see SessionDeps.toolContext): completed here rather than copied
     // into another one with spreads (one object fewer, no empty temporaries per call).
-    const context = toolContext() as ToolContext;
+    const context = deps.toolContext() as ToolContext;
     const { post, delegateApproval } = context;
     context.signal = signal;
     context.toolCallId = call.id;
     // Its span was opened by ToolCallStarted: a chat it asks joins the trace under it.
-    const traceparent = traceparentOf?.(call.id);
+    const traceparent = deps.traceparentOf?.(call.id);
     if (traceparent !== undefined) context.traceparent = traceparent;
     // At the root of a tree, a call held further down is asked here too, naming who holds it.
     if (delegateApproval !== undefined) {
@@ -88,7 +88,7 @@ export const toolCallActor = fromPromise<ToolCallSettlement, ToolCallInput>(({ i
     // Tool output enters the conversation: no secrets, no lone surrogates (as for results).
     context.appendMessage = (message) => appended.push(wellFormedMessage(redactor.redactValue(message)));
     const outcome = await runToolCall(call, toolSets, context, { redactor });
-    const durationMs = now() - startedAt;
+    const durationMs = deps.now() - startedAt;
     // A call that started and was cancelled is closed too: whoever saw it start sees it end.
     if (outcome.cancelled && isStarted) {
       events.emit(iteration, {

@@ -10,7 +10,10 @@ import { type Measure, summarise } from "../support/stats.js";
 const IN_FLIGHT = 400;
 /** Longer than a session's mailbox linger (1 s): by then every session that chatted is idle. */
 const BURST_SETTLE_MS = 3_000;
-/** Quiet time before the second reading, with no collection forced (what V8 gives back by itself). */
+/**
+ * Quiet time before the second reading, with no collection forced by the bench: what the process
+ * gives back by itself (V8, and the host's own quiet collection, `--quiet-gc`, after 10 s).
+ */
 const IDLE_MS = 30_000;
 /**
  * Then forced full collections this far apart until RSS moves by less than `STEADY_FRACTION` (at
@@ -108,13 +111,13 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 interface IdlePoint extends Measured {
   /** VmRSS `BURST_SETTLE_MS` after the last reply, no collection forced. */
   afterBurstKb: number;
-  /** VmRSS after `IDLE_MS` of quiet, before the probe's first forced collection. */
+  /** VmRSS after `IDLE_MS` of quiet, before the bench's first forced collection. */
   quietKb: number;
 }
 
 /**
  * The process's figures once it is idle: RSS shortly after the burst (the transient), after
- * `IDLE_MS` of quiet (what V8 gave back by itself), then forced collections until RSS is steady.
+ * `IDLE_MS` of quiet (what the process gave back by itself), then forced collections until RSS is steady.
  */
 async function idlePoint(probe: ServeProbe): Promise<IdlePoint> {
   await sleep(BURST_SETTLE_MS);
@@ -223,7 +226,7 @@ export async function benchServeRss(settings: BenchSettings): Promise<SectionRes
     });
     return [
       row("idle (steady)", "rssKb"),
-      row(`after ${IDLE_MS / 1000} s of quiet, no forced GC`, "quietKb"),
+      row(`after ${IDLE_MS / 1000} s of quiet, no GC forced by the bench`, "quietKb"),
       row(`${BURST_SETTLE_MS / 1000} s after the last chat (transient)`, "afterBurstKb"),
     ];
   });
@@ -232,11 +235,11 @@ export async function benchServeRss(settings: BenchSettings): Promise<SectionRes
     rows,
     targets: names.map((name) => ({
       target: `≤ 8 KB of RSS per idle session in a real \`serve\` (${variants[name].label})`,
-      stands: `${figure(name, "rssKb").median.toFixed(1)} KB steady, ${figure(name, "quietKb").median.toFixed(1)} KB before any forced GC (heap ${figure(name, "heapKb").median.toFixed(1)} KB; ${figure(name, "afterBurstKb").median.toFixed(1)} KB ${BURST_SETTLE_MS / 1000} s after the burst)`,
+      stands: `${figure(name, "rssKb").median.toFixed(1)} KB steady, ${figure(name, "quietKb").median.toFixed(1)} KB before the bench forces a GC (heap ${figure(name, "heapKb").median.toFixed(1)} KB; ${figure(name, "afterBurstKb").median.toFixed(1)} KB ${BURST_SETTLE_MS / 1000} s after the burst)`,
       met: figure(name, "rssKb").median <= 8 && figure(name, "quietKb").median <= 8,
     })),
     notes: [
-      `Serve RSS: \`agentloop serve\` (the built CLI's main, bench/serve-probe.ts, under \`node --expose-gc\`) on the bench's nats-server with the demo model; a client opens ${warmup.toLocaleString("en-US")} warm-up sessions, then ${label} more, each with one chat ("hi"), ${IN_FLIGHT} chats in flight. At each of the two points (after the warm-up, after the rest) the bench reads VmRSS ${BURST_SETTLE_MS / 1000} s after the last reply (every session idle, the process still holding what the burst took: a full young generation, old-space pages not yet compacted, V8's pool of free pages), again after ${IDLE_MS / 1000} s of quiet before any forced collection (V8's memory reducer, which compacts the old space and returns free pages, starts only after a full collection; a process that goes quiet right after a burst may run none and keep what the burst took), then has the probe collect garbage twice and read VmRSS and heapUsed every ${STEADY_POLL_MS / 1000} s until RSS moves less than ${STEADY_FRACTION * 100} % (the steady idle figure: the full collection starts the reducer, which then runs its own compacting collections). Each figure's growth between the two points ÷ ${label} is one sample (${runs} per variant, a fresh \`serve\` each). Default history is SQLite in memory (no \`--db\`): the conversations themselves stay in the process; \`--history nats\` keeps them in JetStream. \`--lease-ttl ${LEASE_TTL}\`: at the default 10 s, a loaded machine (load average 15–18) let the host's own lease run out during the 400-chat bursts, and the host cancelled every running chat.`,
+      `Serve RSS: \`agentloop serve\` (the built CLI's main, bench/serve-probe.ts, under \`node --expose-gc\`) on the bench's nats-server with the demo model; a client opens ${warmup.toLocaleString("en-US")} warm-up sessions, then ${label} more, each with one chat ("hi"), ${IN_FLIGHT} chats in flight. At each of the two points (after the warm-up, after the rest) the bench reads VmRSS ${BURST_SETTLE_MS / 1000} s after the last reply (every session idle, the process still holding what the burst took: a full young generation, old-space pages not yet compacted, V8's pool of free pages), again after ${IDLE_MS / 1000} s of quiet before the bench forces any collection (V8 compacts the old space and returns free pages only after full collections; a process that goes quiet right after a burst may run none and keep what the burst took, so the host runs its own once it has been quiet for 10 s, \`--quiet-gc\`), then has the probe collect garbage twice and read VmRSS and heapUsed every ${STEADY_POLL_MS / 1000} s until RSS moves less than ${STEADY_FRACTION * 100} % (the steady idle figure: the full collection starts the reducer, which then runs its own compacting collections). Each figure's growth between the two points ÷ ${label} is one sample (${runs} per variant, a fresh \`serve\` each). Default history is SQLite in memory (no \`--db\`): the conversations themselves stay in the process; \`--history nats\` keeps them in JetStream. \`--lease-ttl ${LEASE_TTL}\`: at the default 10 s, a loaded machine (load average 15–18) let the host's own lease run out during the 400-chat bursts, and the host cancelled every running chat.`,
     ],
   };
 }

@@ -27,14 +27,19 @@ import type { LlmClient } from "../llm/llm-client.js";
 import { emptyUsage, type LlmOptions, type Message, type ToolCall } from "../llm/types.js";
 import { toWellFormed } from "../llm/well-formed-message.js";
 import type { SecretRedactor } from "../text/secret-redactor.js";
-import type { AskedChatRef, HeldApproval, ToolSet } from "../tools/tool-set.js";
+import type { AskedChatRef, HeldApproval, ToolContext, ToolSet } from "../tools/tool-set.js";
 import type { Agent, ChatOptions, ChatResult, ResumeChatOptions } from "./agent-types.js";
 import { boundMachines } from "./bound-machines.js";
 import { chatCancelEvent, isPassedOn } from "./chat-cancel.js";
 import { ChatCancelledError, ChatFailedError } from "./chat-errors.js";
-import { createSessionDeps, type SessionDeps, withSessionDeps } from "./session-deps.js";
+import { type ApprovalRequest, type SessionDeps, SessionDepsBase, withSessionDeps } from "./session-deps.js";
 import { createStateReporter } from "./state-reporter.js";
-import { type ApprovalOutcome, type ToolApprovalDecision, ToolApprovals } from "./tool-approvals.js";
+import {
+  type ApprovalOutcome,
+  type ToolApprovalDecision,
+  ToolApprovals,
+  type ToolApprovalsParams,
+} from "./tool-approvals.js";
 
 /** What one chat is built from, resolved once from the agent's options (see createAgent). */
 export interface ChatSettings {
@@ -95,11 +100,129 @@ export interface AgentSessionParams {
  * {@link SessionDeps} as `input.deps`.
  */
 export class AgentSession implements Agent {
+  /**
+   * The session's {@link SessionDeps}: one small object per session pointing back at it, whose
+   * fields and functions live on this class's prototype. Closures for each of them would cost
+   * every idle session a dozen functions and their contexts.
+   */
+  static readonly #Deps = class SessionDepsOf
+    extends SessionDepsBase
+    implements SessionDeps, ToolApprovalsParams
+  {
+    readonly #agent: AgentSession;
+
+    constructor(agent: AgentSession) {
+      super();
+      this.#agent = agent;
+    }
+
+    get llm(): LlmClient {
+      return this.#agent.#llm;
+    }
+
+    get events(): EventEmitter {
+      return this.#agent.#events;
+    }
+
+    get history(): ContextHistory | undefined {
+      return this.#agent.#history;
+    }
+
+    get toolSets(): readonly ToolSet[] {
+      return this.#agent.#toolSets;
+    }
+
+    get redactor(): SecretRedactor {
+      return this.#agent.#redactor;
+    }
+
+    limitToolCall<T>(task: () => Promise<T>): Promise<T> {
+      const agent = this.#agent;
+      agent.#toolCallLimit ??= pLimit(agent.#settings.maxConcurrentToolCalls);
+      return agent.#toolCallLimit(task);
+    }
+
+    toolContext(): Omit<ToolContext, "signal" | "appendMessage"> {
+      return this.#agent.#toolContext();
+    }
+
+    recordMessage(message: Message): void {
+      const agent = this.#agent;
+      agent.#journal?.record(message);
+      agent.#recordMessage(message);
+    }
+
+    needsApproval(call: ToolCall): boolean {
+      const agent = this.#agent;
+      return (
+        agent.#settings.approvalList.has(call.name) ||
+        agent.#inherited?.has(call.name) === true ||
+        agent.#toolSets.some((set) => set.needsApproval?.(call) === true)
+      );
+    }
+
+    announceApprovals(iteration: number, requests: readonly ApprovalRequest[]): void {
+      this.#agent.#toolApprovals().announce(iteration, requests);
+    }
+
+    now(): number {
+      return Date.now();
+    }
+
+    get traceparentOf(): ((toolCallId: string) => string | undefined) | undefined {
+      return this.#agent.#traceparentOf;
+    }
+
+    /** Only a journaled session notes its calls' starts (the tool-call actor skips the step otherwise). */
+    get noteToolStart(): ((call: ToolCall) => Promise<void>) | undefined {
+      return this.#agent.#journal === undefined ? undefined : this.#noteToolStart;
+    }
+
+    #noteToolStart(call: ToolCall): Promise<void> {
+      const agent = this.#agent;
+      return (agent.#journal as SessionJournal).toolStarting(call.id, agent.#isIdempotent(call));
+    }
+
+    // What the session's ToolApprovals ask of it (see ToolApprovalsParams).
+
+    get parked(): PendingApproval | undefined {
+      return this.#agent.#parked;
+    }
+
+    resume(pending: PendingApproval): Promise<void> {
+      return this.#agent.#resumeChat(pending);
+    }
+
+    redact(text: string): string {
+      return this.#agent.#redactor.redact(text);
+    }
+
+    inheritedApprovals(): readonly string[] {
+      return [...(this.#agent.#inherited ?? [])].sort();
+    }
+  };
+
   readonly name: string;
   readonly session: string;
   readonly #settings: ChatSettings;
-  readonly #params: AgentSessionParams;
-  readonly #deps: SessionDeps;
+  readonly #llm: LlmClient;
+  readonly #events: EventEmitter;
+  /** The listeners `#events` calls; a chat's own listener is added while it runs. */
+  readonly #listeners: Array<(event: AgentEvent) => void>;
+  readonly #history: ContextHistory | undefined;
+  readonly #toolSets: readonly ToolSet[];
+  readonly #redactor: SecretRedactor;
+  readonly #recordMessage: (message: Message) => void;
+  readonly #post: AgentSessionParams["post"];
+  readonly #traceparentOf: AgentSessionParams["traceparentOf"];
+  readonly #checkBudget: AgentSessionParams["checkBudget"];
+  readonly #isReportingStates: boolean;
+  readonly #inspect: AgentSessionParams["inspect"];
+  readonly #parked: PendingApproval | undefined;
+  readonly #journal: SessionJournal | undefined;
+  readonly #isOrderedByMailbox: boolean;
+  readonly #createId: () => string;
+  readonly #deps: SessionDeps & ToolApprovalsParams;
   #manager!: ContextManager;
   /** Depth of the running chat's agent-to-agent nesting (its tools see it). */
   #depth = 0;
@@ -107,74 +230,82 @@ export class AgentSession implements Agent {
   #lineage: ChatLineage | undefined;
   /** When the running chat's time runs out (its tools hand it down). */
   #deadline: number | undefined;
-  /** Calls held for approval further down this root chat's tree, by tool call id: who holds each. */
-  readonly #delegated = new Map<string, { agent: string; session: string }>();
+  /**
+   * Calls held for approval further down this root chat's tree, by tool call id: who holds each.
+   * Made at the first such call, dropped once empty (most sessions never have one).
+   */
+  #delegated: Map<string, { agent: string; session: string }> | undefined;
   #queue: Promise<unknown> | undefined;
   /** Built at the session's first tool call (an idle session pays nothing for it). */
   #toolCallLimit: LimitFunction | undefined;
   /** Built at the session's first chat or decision (at once when a parked approval waits). */
   #approvals: ToolApprovals | undefined;
-  /** Tools the agents that asked this session need approval for (see {@link inheritApprovals}). */
-  readonly #inherited = new Set<string>();
+  /**
+   * Tools the agents that asked this session need approval for (see {@link inheritApprovals}); made
+   * at the first one.
+   */
+  #inherited: Set<string> | undefined;
   /** The context's messages as last measured for {@link memoryBytes}, their count and estimate. */
   #measured: readonly Message[] = [];
   #measuredLength = 0;
   #memoryBytes = 0;
 
+  /** Keeps what it uses of `params`, not the object itself (most of it would be held twice). */
   private constructor(params: AgentSessionParams) {
     this.name = params.name;
     this.session = params.session;
     this.#settings = params.settings;
-    this.#params = params;
-    const { toolSets, settings, journal } = params;
-    this.#deps = createSessionDeps({
-      llm: params.llm,
-      events: params.events,
-      history: params.history,
-      toolSets,
-      limitToolCall: (task) => {
-        this.#toolCallLimit ??= pLimit(settings.maxConcurrentToolCalls);
-        return this.#toolCallLimit(task);
-      },
-      toolContext: () => ({
-        agent: this.name,
-        session: this.session,
-        depth: this.#depth,
-        chatId: params.events.chatId,
-        ...(this.#deadline === undefined ? {} : { deadline: this.#deadline }),
-        // Only the root of a tree takes its approvals: the chats in between pass them up.
-        ...(this.#lineage === undefined
-          ? {
-              delegateApproval: (held: HeldApproval, pending: boolean) => {
-                if (pending) this.#delegated.set(held.toolCallId, held.holder);
-                else this.#delegated.delete(held.toolCallId);
-              },
-            }
-          : { lineage: this.#lineage }),
-        approvalRequired: this.#approvalChain(),
-        ...(params.post ? { post: params.post } : {}),
-        ...(journal
-          ? { noteAskedChat: (callId: string, chat: AskedChatRef) => journal.chatAsked(callId, chat) }
-          : {}),
-      }),
-      recordMessage: journal
-        ? (message: Message) => {
-            journal.record(message);
-            params.recordMessage(message);
+    this.#llm = params.llm;
+    this.#events = params.events;
+    this.#listeners = params.listeners;
+    this.#history = params.history;
+    this.#toolSets = params.toolSets;
+    this.#redactor = params.redactor;
+    this.#recordMessage = params.recordMessage;
+    this.#post = params.post;
+    this.#traceparentOf = params.traceparentOf;
+    this.#checkBudget = params.checkBudget;
+    this.#isReportingStates = params.isReportingStates;
+    this.#inspect = params.inspect;
+    this.#parked = params.parked;
+    this.#journal = params.journal;
+    this.#isOrderedByMailbox = params.isOrderedByMailbox === true;
+    this.#createId = params.createId;
+    this.#deps = new AgentSession.#Deps(this);
+  }
+
+  /**
+   * The parts of a tool call's ToolContext that come from the session (see SessionDeps.toolContext):
+   * a new object at each call.
+   */
+  #toolContext(): Omit<ToolContext, "signal" | "appendMessage"> {
+    const journal = this.#journal;
+    return {
+      agent: this.name,
+      session: this.session,
+      depth: this.#depth,
+      chatId: this.#events.chatId,
+      ...(this.#deadline === undefined ? {} : { deadline: this.#deadline }),
+      // Only the root of a tree takes its approvals: the chats in between pass them up.
+      ...(this.#lineage === undefined
+        ? {
+            delegateApproval: (held: HeldApproval, pending: boolean) => {
+              if (pending) {
+                this.#delegated ??= new Map();
+                this.#delegated.set(held.toolCallId, held.holder);
+              } else {
+                this.#delegated?.delete(held.toolCallId);
+                if (this.#delegated?.size === 0) this.#delegated = undefined;
+              }
+            },
           }
-        : params.recordMessage,
-      needsApproval: (call: ToolCall) =>
-        settings.approvalList.has(call.name) ||
-        this.#inherited.has(call.name) ||
-        toolSets.some((set) => set.needsApproval?.(call) === true),
-      announceApprovals: (iteration, requests) => this.#toolApprovals().announce(iteration, requests),
-      redactor: params.redactor,
-      now: Date.now,
-      ...(params.traceparentOf === undefined ? {} : { traceparentOf: params.traceparentOf }),
+        : { lineage: this.#lineage }),
+      approvalRequired: this.#approvalChain(),
+      ...(this.#post ? { post: this.#post } : {}),
       ...(journal
-        ? { noteToolStart: (call: ToolCall) => journal.toolStarting(call.id, this.#isIdempotent(call)) }
+        ? { noteAskedChat: (callId: string, chat: AskedChatRef) => journal.chatAsked(callId, chat) }
         : {}),
-    });
+    };
   }
 
   /** Builds the session and restores its context from the history. */
@@ -185,8 +316,8 @@ export class AgentSession implements Agent {
       tokenLimit: params.settings.tokenLimit,
       compactor: (fork, topic, signal) => agent.#compactFork(fork, topic, signal),
     });
-    for (const name of params.journal?.approvalRequired ?? []) agent.#inherited.add(name);
-    for (const name of params.parked?.approvalRequired ?? []) agent.#inherited.add(name);
+    agent.#inherit(params.journal?.approvalRequired ?? []);
+    agent.#inherit(params.parked?.approvalRequired ?? []);
     if (params.parked !== undefined) agent.#toolApprovals();
     return agent;
   }
@@ -197,8 +328,14 @@ export class AgentSession implements Agent {
    * set only grows, and goes with the session's journal and a parked approval to another host.
    */
   inheritApprovals(toolNames: readonly string[]): void {
+    this.#inherit(toolNames);
+    this.#journal?.requireApproval(toolNames);
+  }
+
+  #inherit(toolNames: readonly string[]): void {
+    if (toolNames.length === 0) return;
+    this.#inherited ??= new Set();
     for (const name of toolNames) this.#inherited.add(name);
-    this.#params.journal?.requireApproval(toolNames);
   }
 
   /**
@@ -206,15 +343,14 @@ export class AgentSession implements Agent {
    * own list, its tools that may ask for approval, and what it inherited.
    */
   #approvalChain(): string[] {
-    const { settings, toolSets } = this.#params;
-    const names = new Set([...settings.approvalList, ...this.#inherited]);
-    for (const set of toolSets) for (const name of set.approvalTools?.() ?? []) names.add(name);
+    const names = new Set([...this.#settings.approvalList, ...(this.#inherited ?? [])]);
+    for (const set of this.#toolSets) for (const name of set.approvalTools?.() ?? []) names.add(name);
     return [...names].sort();
   }
 
   /** The session's journal (its queued chats are journaled by the session's mailbox). */
   get journal(): SessionJournal | undefined {
-    return this.#params.journal;
+    return this.#journal;
   }
 
   /**
@@ -223,10 +359,11 @@ export class AgentSession implements Agent {
    */
   resumeUnfinishedChat(options: ResumeChatOptions = {}): Promise<boolean> {
     return this.#serialise(async () => {
-      const { journal, parked, events } = this.#params;
+      const journal = this.#journal;
+      const events = this.#events;
       const progress = journal?.unfinishedChat;
       if (journal === undefined || progress === null || progress === undefined) return false;
-      if (parked !== undefined) {
+      if (this.#parked !== undefined) {
         // Its chat waits for an approval: the approval record goes on from there.
         journal.endChat();
         return false;
@@ -237,10 +374,10 @@ export class AgentSession implements Agent {
         history: this.#manager.context.messages,
         isIdempotent: (call) => this.#isIdempotent(call),
         emit: (iteration, body) => events.emit(iteration, body, progress.chatId),
-        recordMessage: this.#deps.recordMessage,
+        recordMessage: (message) => this.#deps.recordMessage(message),
         // Its answer has nobody to go to: the tool set that asked stops it (and it, its own).
         stopAskedChat: (call, chat) => {
-          for (const set of this.#params.toolSets) {
+          for (const set of this.#toolSets) {
             if (set.tools().some((tool) => tool.name === call.name)) set.stopAskedChat?.(chat);
           }
         },
@@ -266,14 +403,13 @@ export class AgentSession implements Agent {
   }
 
   #isIdempotent(call: ToolCall): boolean {
-    return this.#params.toolSets.some((set) => set.isIdempotent?.(call) === true);
+    return this.#toolSets.some((set) => set.isIdempotent?.(call) === true);
   }
 
   chat(text: string, options: ChatOptions = {}): Promise<ChatResult> {
     void this.#approvals?.resumeParked().catch(() => {});
     // Behind a mailbox with nothing out of band running, the chat starts here and now.
-    if (this.#params.isOrderedByMailbox === true && this.#queue === undefined)
-      return this.#runChat(text, options);
+    if (this.#isOrderedByMailbox && this.#queue === undefined) return this.#runChat(text, options);
     return this.#serialise(() => this.#runChat(text, options));
   }
 
@@ -282,7 +418,7 @@ export class AgentSession implements Agent {
     return this.#serialise(async () => {
       // Stopped while it waited its turn: nothing to do.
       if (options.signal?.aborted) return false;
-      this.#params.events.chatId = this.#params.createId();
+      this.#events.chatId = this.#createId();
       return this.#manager.compact(topic, options.signal);
     });
   }
@@ -292,12 +428,12 @@ export class AgentSession implements Agent {
     await (this.#approvals?.cancel() ?? Promise.resolve());
     return this.#serialise(async () => {
       await this.#manager.clear();
-      for (const set of this.#params.toolSets) set.reset();
+      for (const set of this.#toolSets) set.reset();
     });
   }
 
   delegatedApproval(toolCallId: string): { agent: string; session: string } | undefined {
-    return this.#delegated.get(toolCallId);
+    return this.#delegated?.get(toolCallId);
   }
 
   decideToolCall(decision: ToolApprovalDecision): Promise<ApprovalOutcome> {
@@ -354,12 +490,12 @@ export class AgentSession implements Agent {
   }
 
   report(body: EventBody): void {
-    this.#params.events.emit(0, body, "");
+    this.#events.emit(0, body, "");
   }
 
   reportCancelledChat(text: string, reason: string): void {
-    const { events, createId } = this.#params;
-    const chatId = createId();
+    const events = this.#events;
+    const chatId = this.#createId();
     events.emit(0, { kind: "ChatStarted", text }, chatId);
     const error = errorInfo("cancelled", reason, { name: ChatCancelledError.name });
     events.emit(0, { kind: "ChatFailed", error, cancelled: true }, chatId);
@@ -371,7 +507,7 @@ export class AgentSession implements Agent {
    * resumed by its approval), and do not queue themselves.
    */
   #serialise<T>(task: () => Promise<T>, options: { outOfBand?: boolean } = {}): Promise<T> {
-    if (this.#params.isOrderedByMailbox === true && options.outOfBand !== true) {
+    if (this.#isOrderedByMailbox && options.outOfBand !== true) {
       return this.#queue === undefined ? task() : this.#queue.then(task, task);
     }
     const run = (this.#queue ?? Promise.resolve()).then(task, task);
@@ -388,15 +524,8 @@ export class AgentSession implements Agent {
   }
 
   #toolApprovals(): ToolApprovals {
-    const { history, events, redactor, parked } = this.#params;
-    this.#approvals ??= new ToolApprovals({
-      history,
-      events,
-      redact: (text) => redactor.redact(text),
-      parked,
-      resume: (pending) => this.#resumeChat(pending),
-      inheritedApprovals: () => [...this.#inherited].sort(),
-    });
+    // The deps object answers for the session (history, events, parked chat, resume, redaction).
+    this.#approvals ??= new ToolApprovals(this.#deps);
     return this.#approvals;
   }
 
@@ -409,8 +538,8 @@ export class AgentSession implements Agent {
     input: Omit<InputFrom<M>, "deps">,
     snapshot?: Record<string, unknown>,
   ): Actor<M> {
-    const { isReportingStates, inspect: inspector, events } = this.#params;
-    const reporter = isReportingStates ? createStateReporter(events) : undefined;
+    const inspector = this.#inspect;
+    const reporter = this.#isReportingStates ? createStateReporter(this.#events) : undefined;
     const inspect =
       reporter && inspector
         ? (inspection: InspectionEvent) => {
@@ -427,7 +556,7 @@ export class AgentSession implements Agent {
 
   /** The tools the model may call, added to `options` (the summary request keeps them defined). */
   #withTools(options: LlmOptions): LlmOptions {
-    const tools = this.#params.toolSets.flatMap((set) => set.tools());
+    const tools = this.#toolSets.flatMap((set) => set.tools());
     return tools.length > 0 ? { ...options, tools } : options;
   }
 
@@ -453,7 +582,7 @@ export class AgentSession implements Agent {
       return output.ok ? { messages: output.messages, tokenUsed: output.tokenUsed } : undefined;
     } catch (error) {
       if (!signal?.aborted) {
-        this.#params.events.emit(0, {
+        this.#events.emit(0, {
           kind: "ContextCompaction",
           phase: "failed",
           error: toErrorInfo(error),
@@ -471,11 +600,13 @@ export class AgentSession implements Agent {
    */
   async #runChat(userText: string, options: ChatOptions, resumed?: ResumedChat): Promise<ChatResult> {
     const { onEvent } = options;
-    const { listeners } = this.#params;
+    const listeners = this.#listeners;
     if (onEvent !== undefined) listeners.push(onEvent);
     try {
       const { signal } = options;
-      const { events, createId, toolSets, journal } = this.#params;
+      const events = this.#events;
+      const toolSets = this.#toolSets;
+      const journal = this.#journal;
       const settings = this.#settings;
       // Stored and replayed on every later request: half an emoji must not poison the session.
       const text = toWellFormed(userText);
@@ -483,7 +614,7 @@ export class AgentSession implements Agent {
         this.reportCancelledChat(text, "the chat was cancelled before it started");
         throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
       }
-      events.chatId = resumed?.chatId ?? createId();
+      events.chatId = resumed?.chatId ?? this.#createId();
       this.#depth = Math.max(options.depth ?? 0, options.lineage?.depth ?? 0);
       this.#lineage = options.lineage;
       this.#deadline = options.deadline ?? options.lineage?.deadline;
@@ -526,7 +657,7 @@ export class AgentSession implements Agent {
         tokenLimit: manager.tokenLimit,
         contextCompactRatio: settings.contextCompactRatio,
         tokenUsed: context.tokenUsed,
-        ...(this.#params.checkBudget === undefined ? {} : { budget: this.#params.checkBudget() }),
+        ...(this.#checkBudget === undefined ? {} : { budget: this.#checkBudget() }),
       });
       const cancel = () => {
         if (actor.getSnapshot().status === "active") actor.send(chatCancelEvent(actor));
@@ -552,7 +683,7 @@ export class AgentSession implements Agent {
         if (!isPassedOnChat) {
           journal?.endChat(
             !isParked && output?.status === "done"
-              ? { result: this.#params.redactor.redact(output.result), usage: output.usage }
+              ? { result: this.#redactor.redact(output.result), usage: output.usage }
               : undefined,
           );
         }
@@ -568,27 +699,27 @@ export class AgentSession implements Agent {
       // The answer leaves the process (a reply, stdout) as the events do: without secrets.
       if (output.status === "done")
         return {
-          result: this.#params.redactor.redact(output.result),
+          result: this.#redactor.redact(output.result),
           usage: output.usage,
           chatId: events.chatId,
         };
       if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
       const error = output.error ?? errorInfo("internal", "the chat failed", { name: "Error" });
       // A provider's error may quote the key it was sent; this message reaches replies and logs.
-      throw new ChatFailedError(this.#params.redactor.redactValue(error), output.usage);
+      throw new ChatFailedError(this.#redactor.redactValue(error), output.usage);
     } finally {
       if (onEvent !== undefined) listeners.splice(listeners.indexOf(onEvent), 1);
-      this.#params.events.lineage = undefined;
+      this.#events.lineage = undefined;
       this.#lineage = undefined;
       this.#deadline = undefined;
-      this.#delegated.clear();
+      this.#delegated = undefined;
     }
   }
 
   /** The context becomes what the chat ended with. */
   async #adopt(output: ChatOutput): Promise<void> {
     const context = this.#manager.context;
-    const { history } = this.#params;
+    const history = this.#history;
     context.messages = output.messages;
     context.tokenUsed = output.tokenUsed;
     if (output.status !== "done" && history) {
@@ -608,7 +739,7 @@ export class AgentSession implements Agent {
         async () => {
           let actor: Actor<typeof boundMachines.chat>;
           try {
-            this.#params.events.chatId = pending.chatId;
+            this.#events.chatId = pending.chatId;
             actor = this.#startActor(
               boundMachines.chat,
               undefined as never,
@@ -618,7 +749,7 @@ export class AgentSession implements Agent {
             actor.start();
           } catch (error) {
             // A snapshot this code cannot restore: the approval is spent.
-            await this.#params.history?.takePendingApproval?.().catch(() => false);
+            await this.#history?.takePendingApproval?.().catch(() => false);
             fail(
               new HistoryError(`the pending approval cannot be restored: ${describeError(error)}`, {
                 cause: error,

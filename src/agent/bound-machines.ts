@@ -32,8 +32,8 @@ export const boundMachines = (() => {
         recordAll(requireDeps(context.deps, "iteration"), messages),
       selectApprovals: assign({
         awaitingApproval: ({ context }) => {
-          const { needsApproval } = requireDeps(context.deps, "iteration");
-          return context.toolCalls.filter((call) => needsApproval(call)).map((call) => call.id);
+          const deps = requireDeps(context.deps, "iteration");
+          return context.toolCalls.filter((call) => deps.needsApproval(call)).map((call) => call.id);
         },
       }),
       announceApprovals: ({ context }, { requests }) =>
@@ -46,8 +46,8 @@ export const boundMachines = (() => {
     },
     guards: {
       needsApproval: ({ context }) => {
-        const { needsApproval } = requireDeps(context.deps, "iteration");
-        return context.toolCalls.some((call) => needsApproval(call));
+        const deps = requireDeps(context.deps, "iteration");
+        return context.toolCalls.some((call) => deps.needsApproval(call));
       },
     },
     actors: { streamModel: modelStreamActor, runToolCall: toolCallActor },

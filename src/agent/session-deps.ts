@@ -13,7 +13,8 @@ export interface ApprovalRequest {
 }
 
 /**
- * What the actors and actions of one agent session need. Built once per session by `createAgent`
+ * What the actors and actions of one agent session need. Its functions are called as methods
+ * (`deps.recordMessage(message)`), never taken off the object: a session's are prototype methods. Built once per session by `createAgent`
  * and handed to the machines explicitly: the chat and compaction machines take it as `input.deps`,
  * keep it in their context, and pass it on in the input of every actor they invoke or spawn. The
  * machines themselves are bound to their actors once per process (`bound-machines.ts`), so an idle
@@ -46,10 +47,16 @@ export interface SessionDeps {
 }
 
 /**
- * The prototype of every deps object: `toJSON` leaves it out of a JSON snapshot (a chat parked
- * awaiting approval is stored as JSON, then handed its session's deps again when restored).
+ * The base of every deps object: `toJSON` leaves it out of a JSON snapshot (a chat parked awaiting
+ * approval is stored as JSON, then handed its session's deps again when restored). A session's
+ * deps are a subclass whose fields are getters on the prototype (see `AgentSession`), so no
+ * closure or field is copied per session; {@link createSessionDeps} makes one from plain fields.
  */
-const DEPS_PROTOTYPE = Object.freeze({ toJSON: () => undefined });
+export class SessionDepsBase {
+  toJSON(): undefined {
+    return undefined;
+  }
+}
 
 /**
  * Wraps a session's dependencies for the machines' context. Its fields are not enumerable: XState
@@ -58,7 +65,7 @@ const DEPS_PROTOTYPE = Object.freeze({ toJSON: () => undefined });
  * else of the session is copied.
  */
 export function createSessionDeps(fields: SessionDeps): SessionDeps {
-  const deps = Object.create(DEPS_PROTOTYPE) as SessionDeps;
+  const deps = Object.create(SessionDepsBase.prototype) as SessionDeps;
   for (const [key, value] of Object.entries(fields)) {
     Object.defineProperty(deps, key, { value, enumerable: false });
   }
@@ -70,12 +77,12 @@ export function createSessionDeps(fields: SessionDeps): SessionDeps {
  * (a machine started outside `createAgent` with no `input.deps`).
  */
 export function requireDeps(deps: SessionDeps | undefined, machine: string): SessionDeps {
-  if (deps === undefined || Object.getPrototypeOf(deps) !== DEPS_PROTOTYPE) {
+  if (!(deps instanceof SessionDepsBase)) {
     throw new TypeError(
       `the ${machine} machine was started without its session's dependencies: pass input.deps (see createAgent)`,
     );
   }
-  return deps;
+  return deps as SessionDeps;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

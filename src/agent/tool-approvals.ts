@@ -56,25 +56,29 @@ export interface ToolApprovalsParams {
  * last held call is decided, or when the chat ends any other way (`stop` cancels it).
  */
 export class ToolApprovals {
-  readonly #history: ContextHistory | undefined;
-  readonly #events: EventEmitter;
-  readonly #resume: (pending: PendingApproval) => Promise<void>;
-  readonly #redact: (text: string) => string;
-  readonly #inheritedApprovals: () => readonly string[];
+  /** Kept whole and called as methods: a session passes one object, not a closure for each. */
+  readonly #params: ToolApprovalsParams;
   #live: LiveChat | undefined;
   #parked: PendingApproval | undefined;
   #resuming: Promise<void> | undefined;
 
   constructor(params: ToolApprovalsParams) {
-    this.#history = params.history;
-    this.#events = params.events;
+    this.#params = params;
     this.#parked = params.parked;
-    this.#resume = params.resume;
-    this.#redact = params.redact ?? ((text) => text);
-    this.#inheritedApprovals = params.inheritedApprovals ?? (() => []);
   }
 
-  /** A chat of the session waits for a decision (running, or parked in the history). */
+  get #history(): ContextHistory | undefined {
+    return this.#params.history;
+  }
+
+  get #events(): EventEmitter {
+    return this.#params.events;
+  }
+
+  #redact(text: string): string {
+    return this.#params.redact === undefined ? text : this.#params.redact(text);
+  }
+
   get isPending(): boolean {
     return this.#parked !== undefined || this.#live?.pending !== undefined;
   }
@@ -127,7 +131,7 @@ export class ToolApprovals {
   announce(iteration: number, requests: readonly ApprovalRequest[]): void {
     const live = this.#live;
     if (live === undefined) return;
-    const inherited = this.#inheritedApprovals();
+    const inherited = this.#params.inheritedApprovals?.() ?? [];
     const pending: PendingApproval = {
       chatId: this.#events.chatId,
       iteration,
@@ -239,7 +243,7 @@ export class ToolApprovals {
     const parked = this.#parked;
     if (parked === undefined || this.#live !== undefined) return this.#resuming ?? Promise.resolve();
     this.#parked = undefined;
-    this.#resuming = this.#resume(parked).then(() => {
+    this.#resuming = this.#params.resume(parked).then(() => {
       // Decisions taken before the restart are replayed into the restored machine.
       const live = this.#live;
       if (live === undefined) return;

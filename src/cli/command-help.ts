@@ -71,6 +71,10 @@ export const FLAG_HELP: Readonly<Record<string, FlagHelp>> = {
   },
   "host-id": { value: "ID", text: "(AGENTLOOP_HOST_ID) this host's id (default <hostname>-<pid>-<random>)" },
   history: { value: "sqlite|nats", text: "(AGENTLOOP_HISTORY) where histories live (default sqlite)" },
+  "quiet-gc": {
+    value: "D|off",
+    text: "(AGENTLOOP_QUIET_GC) quiet this long after a burst, the host gives its memory back (default 10s)",
+  },
   owner: { value: "NAME", text: "(AGENTLOOP_OWNER) the Agent Protocol's owner token (default agentloop)" },
   heartbeat: { value: "D", text: "(AGENTLOOP_HEARTBEAT) Agent Protocol heartbeat interval" },
   "keep-alive": { value: "D", text: "(AGENTLOOP_KEEP_ALIVE) keep-alive interval while a prompt runs" },

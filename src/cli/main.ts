@@ -45,6 +45,7 @@ const SHARED_FLAGS: ReadonlySet<string> = new Set(Object.keys(GLOBAL_FLAGS));
 const HOST_FLAGS: Record<string, FlagKind> = {
   "host-id": "string",
   history: "string",
+  "quiet-gc": "string",
 };
 
 /** The Agent Protocol's flags (serve, up): `--owner`, and its two intervals. */
@@ -99,7 +100,7 @@ const COMMANDS: Record<
       ...CLUSTER_FLAGS,
     },
     usage:
-      "up [--port N] [--host ADDR] [--ui-token T] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-chat-time 10m] [--max-loop-delay 1s] [--max-chats 1000] [--parent-lease 30s] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--lease-skew 500ms] [--shards 1024] [--resume-rate 50] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
+      "up [--port N] [--host ADDR] [--ui-token T] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-chat-time 10m] [--max-loop-delay 1s] [--max-chats 1000] [--parent-lease 30s] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--quiet-gc 10s|off] [--lease-ttl 10s] [--lease-skew 500ms] [--shards 1024] [--resume-rate 50] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
     arguments: false,
   },
   serve: {
@@ -123,7 +124,7 @@ const COMMANDS: Record<
       ...CLUSTER_FLAGS,
     },
     usage:
-      "serve [--http PORT [--host ADDR] [--ui-token T]] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-chat-time 10m] [--max-loop-delay 1s] [--max-chats 1000] [--parent-lease 30s] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--lease-ttl 10s] [--lease-skew 500ms] [--shards 1024] [--resume-rate 50] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
+      "serve [--http PORT [--host ADDR] [--ui-token T]] [--agents FILE | --config FILE] [--idle-timeout 12h] [--max-chat-time 10m] [--max-loop-delay 1s] [--max-chats 1000] [--parent-lease 30s] [--max-sessions N] [--max-memory-bytes 512m] [--max-session-bytes N] [--nats-hold-mb 64] [--host-id ID] [--history sqlite|nats] [--quiet-gc 10s|off] [--lease-ttl 10s] [--lease-skew 500ms] [--shards 1024] [--resume-rate 50] [--dedupe-window 10m] [--js-replicas N] [--owner NAME]",
     arguments: false,
   },
   chat: {

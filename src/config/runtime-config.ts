@@ -307,6 +307,26 @@ export function idleTimeoutFrom(flags: Flags, env: NodeJS.ProcessEnv): number | 
   return parseDuration(pick(flags, "idle-timeout", env, "AGENTLOOP_IDLE_TIMEOUT"), "--idle-timeout");
 }
 
+/** How long a host goes without a request before it gives a burst's memory back (`--quiet-gc`). */
+export const DEFAULT_QUIET_GC_MS = 10_000;
+
+/**
+ * `--quiet-gc D|off` / `AGENTLOOP_QUIET_GC` (default 10s): after this long with no request in
+ * flight, a host that grew its heap during a burst runs full garbage collections, so V8 gives the
+ * burst's pages back to the system. `off`: never (V8 collects by itself, but may keep those pages
+ * for as long as the process stays quiet). Undefined: off.
+ */
+export function quietGcFrom(flags: Flags, env: NodeJS.ProcessEnv): number | undefined {
+  const value = pick(flags, "quiet-gc", env, "AGENTLOOP_QUIET_GC");
+  if (value === undefined) return DEFAULT_QUIET_GC_MS;
+  if (value.toLowerCase() === "off") return undefined;
+  const milliseconds = parseDuration(value, "--quiet-gc");
+  if (milliseconds !== undefined && milliseconds < 1_000) {
+    throw new UsageError(`--quiet-gc must be off or at least 1s, got ${milliseconds} ms`);
+  }
+  return milliseconds;
+}
+
 /**
  * `--max-chat-time` / `AGENTLOOP_MAX_CHAT_TIME` (e.g. `10m`): the longest a chat may run before it is
  * cancelled; the agents it asks get what is left of it. Undefined: no limit.

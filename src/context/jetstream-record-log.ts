@@ -62,6 +62,11 @@ export class JetStreamRecordLog {
     return this.#target.subject;
   }
 
+  /** The log of the subject `<subject>.<token>` in the same stream. */
+  below(token: string): JetStreamRecordLog {
+    return new JetStreamRecordLog({ ...this.#target, subject: `${this.#target.subject}.${token}` });
+  }
+
   /** The subject's last stream sequence, 0 when it holds nothing. */
   async lastSeq(): Promise<number> {
     const last = await this.#last();

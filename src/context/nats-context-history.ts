@@ -48,27 +48,36 @@ export class NatsContextHistory implements ContextHistory {
   readonly agent: string;
   readonly session: string;
   readonly #messages: JetStreamRecordLog;
-  readonly #seqMarks: JetStreamRecordLog;
-  readonly #approvals: JetStreamRecordLog;
   readonly #fence: () => void;
   /** The conversation subject's last sequence as this writer knows it; undefined until read. */
   #lastSeq: number | undefined;
-  #queue: Promise<unknown> = Promise.resolve();
+  /** The last of this instance's operations; undefined once it has settled and none followed. */
+  #queue: Promise<unknown> | undefined;
 
   constructor(params: NatsContextHistoryParams) {
     this.agent = params.agent;
     this.session = params.session;
-    const target = (subject: string) => ({
+    this.#messages = new JetStreamRecordLog({
       js: params.js,
       jsm: params.jsm,
       stream: params.stream,
-      subject,
+      subject: params.subject,
       maxPartBytes: params.maxPartBytes,
     });
-    this.#messages = new JetStreamRecordLog(target(params.subject));
-    this.#seqMarks = new JetStreamRecordLog(target(`${params.subject}.seq`));
-    this.#approvals = new JetStreamRecordLog(target(`${params.subject}.approval`));
     this.#fence = params.fence ?? (() => {});
+  }
+
+  /**
+   * The seq marks and the pending approval, on subjects below the conversation's. Made at each
+   * use (rare: a session's start, a seq reservation, an approval) rather than held by every idle
+   * session with its own target and subject.
+   */
+  get #seqMarks(): JetStreamRecordLog {
+    return this.#messages.below("seq");
+  }
+
+  get #approvals(): JetStreamRecordLog {
+    return this.#messages.below("approval");
   }
 
   /** The messages from the last snapshot on; also what later writes expect to follow. */
@@ -168,8 +177,13 @@ export class NatsContextHistory implements ContextHistory {
 
   /** Runs `operation` after this history's earlier ones, so its own writes never conflict. */
   #serially<T>(operation: () => Promise<T>): Promise<T> {
-    const run = this.#queue.then(operation, operation);
-    this.#queue = run.catch(() => {});
+    const run = (this.#queue ?? Promise.resolve()).then(operation, operation);
+    const tail = run.catch(() => {});
+    this.#queue = tail;
+    // Nothing left to wait for: an idle history holds no settled promise.
+    void tail.then(() => {
+      if (this.#queue === tail) this.#queue = undefined;
+    });
     return run;
   }
 

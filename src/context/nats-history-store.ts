@@ -65,6 +65,8 @@ export class NatsHistoryStore {
   readonly #js: JetStreamClient;
   readonly #jsm: JetStreamManager;
   readonly #maxPartBytes: number | undefined;
+  /** One function for every session's history (a closure each would be held per live session). */
+  readonly #partLimit = (): number => this.maxPartBytes();
 
   private constructor(
     connection: NatsConnection,
@@ -116,7 +118,7 @@ export class NatsHistoryStore {
       subject: historySubject(this.prefix, agent, session),
       agent,
       session,
-      maxPartBytes: () => this.maxPartBytes(),
+      maxPartBytes: this.#partLimit,
       ...(options.fence === undefined ? {} : { fence: options.fence }),
     });
   }

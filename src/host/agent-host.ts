@@ -23,6 +23,7 @@ import { deadlineSignal } from "../timers/deadline-signal.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { LoopPressure } from "./loop-pressure.js";
 import { createRefusalLog, type RefusalLog } from "./refusal-log.js";
+import type { QuietCollector } from "./quiet-collector.js";
 import { readRequestApprovals } from "./request-approvals.js";
 import { readRequestDepth } from "./request-depth.js";
 import type { ChatOutcome, SessionActor } from "./session-actor.js";
@@ -131,6 +132,12 @@ export interface AgentHostOptions {
    * with different agents may share a prefix). Without it such a request gets `unknown_agent`.
    */
   routing?: AgentRouting;
+  /**
+   * Told when each request starts and ends, to give a burst's memory back once the process has been
+   * quiet for a while. One per process, shared by its hosts (tenants' too): a host is quiet only
+   * when all are. Its owner closes it. Default: none.
+   */
+  quietCollector?: QuietCollector;
 }
 
 /** What a host answers on `<prefix>.hosts.<host>.sessions`: its live sessions and their shards' leases. */
@@ -229,6 +236,7 @@ export class AgentHost {
   /** Sessions stopped by lost shards this turn, by reason, to be logged together (see #noteStopped). */
   readonly #stoppedNotes = new Map<string, [string, string][]>();
   readonly #stoppedCounts = new Map<string, number>();
+  readonly #quiet: QuietCollector | undefined;
   #subscriptions: Subscription[] = [];
   #closing: Promise<void> | undefined;
 
@@ -264,6 +272,7 @@ export class AgentHost {
     this.#refused = createRefusalLog(this.#log, { now: this.#now });
     this.#maxChats =
       options.maxChats !== undefined && options.maxChats > 0 ? Math.floor(options.maxChats) : undefined;
+    this.#quiet = options.quietCollector;
     this.sessions = new SessionManager({
       createSession: createSessionFactory({
         createAgent: options.createAgent,
@@ -654,8 +663,10 @@ export class AgentHost {
       end = resolve;
     });
     this.#inFlight.add(work);
+    this.#quiet?.begin();
     return () => {
-      this.#inFlight.delete(work);
+      if (!this.#inFlight.delete(work)) return;
+      this.#quiet?.end();
       end();
     };
   }

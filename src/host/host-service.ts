@@ -29,6 +29,7 @@ import { ContractService } from "./contract-service.js";
 import { createSessionAgentFactory } from "./create-session-agent.js";
 import { definitionSecrets } from "./definition-secrets.js";
 import { checkHostPermissions, type StartPermissionWatch } from "./permission-check.js";
+import { QuietCollector } from "./quiet-collector.js";
 import { createRefusalLog } from "./refusal-log.js";
 import { TenantHosts } from "./tenant-hosts.js";
 import { TokenBudget } from "./token-budget.js";
@@ -55,6 +56,11 @@ export interface HostServiceOptions {
   onEvent?: (event: AgentEvent) => void;
   /** Passed to the host (tests shorten them). */
   idleTimeoutMs?: number;
+  /**
+   * After this long with no request in flight on any of the process's hosts, a burst's memory is
+   * given back with full garbage collections (`--quiet-gc`; see QuietCollector). Default: off.
+   */
+  quietCollectionMs?: number;
   /** The longest a chat may run (`--max-chat-time`); its asked agents get what is left. Default: no limit. */
   maxChatTimeMs?: number;
   /** Refuse new chats `overloaded` while the event loop runs this far behind (`--max-loop-delay`). Default: off. */
@@ -172,6 +178,18 @@ async function startOnBus(
   const mcpServers = new McpServerPool(options.definitions, { env, log });
   const agentNames = options.definitions.map((definition) => definition.name);
   const tenantLimits = options.tenants ?? {};
+  // The hosts started here (the main one and each tenant's), for the quiet collector.
+  const liveHosts = new Set<AgentHost>();
+  // One for the whole process: it is quiet only when none of its hosts has a request in flight or
+  // a session at work.
+  const quietCollector =
+    options.quietCollectionMs === undefined
+      ? undefined
+      : new QuietCollector({
+          quietMs: options.quietCollectionMs,
+          isBusy: () => [...liveHosts].some((live) => live.sessions.hasBusySession),
+          log,
+        });
 
   /**
    * Everything that serves one prefix: the untenanted `<prefix>` or a tenant's
@@ -273,6 +291,7 @@ async function startOnBus(
         ...(cluster === undefined ? {} : { cluster }),
         ...(bus instanceof NatsBus ? { routing: new AgentRouting(bus.connection, prefix) } : {}),
         ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
+        ...(quietCollector === undefined ? {} : { quietCollector }),
         ...(options.maxChatTimeMs === undefined ? {} : { maxChatTimeMs: options.maxChatTimeMs }),
         ...(options.maxLoopDelayMs === undefined ? {} : { maxLoopDelayMs: options.maxLoopDelayMs }),
         ...(options.maxChats === undefined ? {} : { maxChats: options.maxChats }),
@@ -288,6 +307,7 @@ async function startOnBus(
       throw error;
     }
     const startedHost = host;
+    liveHosts.add(startedHost);
     // Resume after a crash: what this host's last life (or, with leases, a dead host) left unfinished goes on now,
     // without a new message: sessions with a journal entry and no live owner are activated here.
     const journal: ChatJournal | undefined = factory.journal;
@@ -314,6 +334,7 @@ async function startOnBus(
       close: async (closeOptions: { hurry?: AbortSignal } = {}) => {
         sweeper?.close();
         await startedHost.close(closeOptions);
+        liveHosts.delete(startedHost);
         factory.close();
       },
     };
@@ -415,6 +436,7 @@ async function startOnBus(
     await protocol?.drained();
     await contract?.stop();
     await mcpServers.close();
+    quietCollector?.close();
   };
   // Everything is subscribed: a subscription the server refused is named now (a needed one fails
   // the start; the `$SRV` and Agent Protocol extras are logged and the host serves without them).

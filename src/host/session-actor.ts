@@ -143,7 +143,7 @@ export const MAILBOX_LINGER_MS = 1_000;
 export class SessionActor {
   readonly agent: Agent;
   /** What the mailbox runs its messages on (see {@link MailboxDeps}). */
-  readonly #deps: MailboxDeps & { options: Map<string, MessageOptions> };
+  readonly #deps: MailboxDeps & { options: Map<string, MessageOptions> | undefined };
   /** The mailbox while it has work (and once stopped); undefined while the session is idle. */
   #actor: Actor<typeof sessionMachine> | undefined;
   readonly #maxQueue: number | undefined;
@@ -165,7 +165,7 @@ export class SessionActor {
   #cancelCode: "cancelled" | "unavailable" = "cancelled";
   #idleWaiters: (() => void)[] | undefined;
   /** Told the session's memory estimate each time it changed (see {@link onMemoryChanged}). */
-  #memoryListener: ((bytes: number) => void) | undefined;
+  #memoryListener: ((bytes: number, actor: SessionActor) => void) | undefined;
   #reportedBytes = 0;
 
   constructor(options: SessionActorOptions) {
@@ -173,10 +173,10 @@ export class SessionActor {
     this.agent = agent;
     this.#deps = createMailboxDeps({
       agent,
-      options: new Map(),
-      started: new Set(),
+      options: undefined,
+      started: undefined,
       ...(options.maxSessionBytes === undefined ? {} : { maxSessionBytes: options.maxSessionBytes }),
-    }) as MailboxDeps & { options: Map<string, MessageOptions> };
+    }) as MailboxDeps & { options: Map<string, MessageOptions> | undefined };
     this.#now = options.now ?? Date.now;
     this.#idPrefix = `m${nextActorNumber++}-`;
     this.#createId = options.createId;
@@ -253,7 +253,8 @@ export class SessionActor {
       for (const id of event.ids) {
         // A queued chat that will never run still shows as a chat in the events.
         const text = this.#waiters?.get(id)?.chatText;
-        if (text !== undefined && !this.#deps.started.has(id)) this.#reportCancelledChat(text, error.message);
+        if (text !== undefined && this.#deps.started?.has(id) !== true)
+          this.#reportCancelledChat(text, error.message);
         this.#settle(id, { ok: false, error });
       }
     }
@@ -274,9 +275,10 @@ export class SessionActor {
 
   /**
    * Calls `listener` with {@link memoryBytes} whenever it changed, checked at each step of the
-   * mailbox (one listener: the host's accounting).
+   * mailbox (one listener: the host's accounting), and this session, so one listener can serve
+   * every session.
    */
-  onMemoryChanged(listener: (bytes: number) => void): void {
+  onMemoryChanged(listener: (bytes: number, actor: SessionActor) => void): void {
     this.#memoryListener = listener;
     this.#reportedBytes = this.memoryBytes;
   }
@@ -286,7 +288,7 @@ export class SessionActor {
     const bytes = this.memoryBytes;
     if (bytes === this.#reportedBytes) return;
     this.#reportedBytes = bytes;
-    this.#memoryListener(bytes);
+    this.#memoryListener(bytes, this);
   }
 
   /** The mailbox state: idle, processing, compacting, resetting or stopped. */
@@ -571,7 +573,10 @@ export class SessionActor {
         touches,
         chatText,
       });
-      if (options !== undefined) this.#deps.options.set(message.id, options);
+      if (options !== undefined) {
+        this.#deps.options ??= new Map();
+        this.#deps.options.set(message.id, options);
+      }
       this.#startMailbox().send({ type: "enqueue", message });
     });
   }
@@ -580,7 +585,10 @@ export class SessionActor {
     const waiter = this.#waiters?.get(id);
     if (waiter === undefined) return;
     this.#waiters?.delete(id);
-    this.#deps.options.delete(id);
+    // An idle session holds no empty map.
+    if (this.#waiters?.size === 0) this.#waiters = undefined;
+    this.#deps.options?.delete(id);
+    if (this.#deps.options?.size === 0) this.#deps.options = undefined;
     if (waiter.touches) this.#lastActivityAt = this.#now();
     waiter.settle(waiter.answer(settlement));
   }

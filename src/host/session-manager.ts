@@ -202,6 +202,13 @@ export class SessionManager {
   }
 
   /** The live sessions, as `[agent, session]` pairs. */
+  /** Whether a session is being started here, or a live one has work running or queued. */
+  get hasBusySession(): boolean {
+    if (this.#creating.size > 0) return true;
+    for (const actor of this.#live.values()) if (!actor.isIdle) return true;
+    return false;
+  }
+
   *liveSessions(): Generator<[string, string]> {
     for (const key of this.#live.keys()) yield splitKey(key);
   }
@@ -401,15 +408,18 @@ export class SessionManager {
   #account(actor: SessionActor): void {
     this.#bytes.set(actor, actor.memoryBytes);
     this.#totalBytes += actor.memoryBytes;
-    actor.onMemoryChanged((bytes) => {
-      const previous = this.#bytes.get(actor);
-      if (previous === undefined) return;
-      this.#bytes.set(actor, bytes);
-      this.#totalBytes += bytes - previous;
-      if (this.#totalBytes > this.#maxMemoryBytes) void this.#relieveMemory();
-    });
+    actor.onMemoryChanged(this.#memoryChanged);
     if (this.#totalBytes > this.#maxMemoryBytes) void this.#relieveMemory();
   }
+
+  /** Every session's memory listener: one function, not a closure per live session. */
+  readonly #memoryChanged = (bytes: number, actor: SessionActor): void => {
+    const previous = this.#bytes.get(actor);
+    if (previous === undefined) return;
+    this.#bytes.set(actor, bytes);
+    this.#totalBytes += bytes - previous;
+    if (this.#totalBytes > this.#maxMemoryBytes) void this.#relieveMemory();
+  };
 
   /** A session stopping gives its memory back. */
   #forget(actor: SessionActor): void {

@@ -85,6 +85,13 @@ describe("flags are checked before connecting", () => {
     );
   });
 
+  it.each(["serve", "up"])("%s --quiet-gc with a bad value is a usage error", async (command) => {
+    expectUsageError(
+      await runCli([command, "--nats", UNREACHABLE_NATS, "--quiet-gc", "sometimes"]),
+      /--quiet-gc must be a duration/,
+    );
+  });
+
   it.each(["serve", "up"])("%s --nats-hold-mb with a bad value is a usage error", async (command) => {
     expectUsageError(
       await runCli([command, "--nats", UNREACHABLE_NATS, "--nats-hold-mb", "lots"]),

@@ -17,6 +17,7 @@ import {
   natsHoldBytesFrom,
   parentLeaseFrom,
   protocolSettingsFrom,
+  quietGcFrom,
 } from "../../config/runtime-config.js";
 import { readTenantLimits } from "../../config/tenant-limits.js";
 import { profilesFromDefinitions } from "../../doors/a2a/a2a-agents.js";
@@ -64,6 +65,7 @@ export const serveCommand: Command = async (context) => {
     typeof context.flags.agents === "string" ? await readTenantLimits(context.flags.agents) : {};
   // Every flag is checked before connecting: a typo is a usage error, not a NATS problem.
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
+  const quietCollectionMs = quietGcFrom(context.flags, context.env);
   const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
   const maxLoopDelayMs = maxLoopDelayFrom(context.flags, context.env);
   const maxChats = maxChatsFrom(context.flags, context.env);
@@ -135,6 +137,7 @@ export const serveCommand: Command = async (context) => {
       env: context.env,
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+      ...(quietCollectionMs === undefined ? {} : { quietCollectionMs }),
       ...(maxChatTimeMs === undefined ? {} : { maxChatTimeMs }),
       ...(maxLoopDelayMs === undefined ? {} : { maxLoopDelayMs }),
       ...(maxChats === undefined ? {} : { maxChats }),

@@ -15,6 +15,7 @@ import {
   natsHoldBytesFrom,
   parentLeaseFrom,
   protocolSettingsFrom,
+  quietGcFrom,
 } from "../../config/runtime-config.js";
 import { profilesFromDefinitions } from "../../doors/a2a/a2a-agents.js";
 import { createHttpDoors } from "../../doors/http-doors.js";
@@ -52,6 +53,7 @@ export const upCommand: Command = async (context) => {
   const isDefaultPort = context.flags.port === undefined;
   const definitions = await loadAgentsFromFlags(context);
   const idleTimeoutMs = idleTimeoutFrom(context.flags, context.env);
+  const quietCollectionMs = quietGcFrom(context.flags, context.env);
   const maxChatTimeMs = maxChatTimeFrom(context.flags, context.env);
   const maxLoopDelayMs = maxLoopDelayFrom(context.flags, context.env);
   const maxChats = maxChatsFrom(context.flags, context.env);
@@ -97,6 +99,7 @@ export const upCommand: Command = async (context) => {
       env: context.env,
       log,
       ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+      ...(quietCollectionMs === undefined ? {} : { quietCollectionMs }),
       ...(maxChatTimeMs === undefined ? {} : { maxChatTimeMs }),
       ...(maxLoopDelayMs === undefined ? {} : { maxLoopDelayMs }),
       ...(maxChats === undefined ? {} : { maxChats }),

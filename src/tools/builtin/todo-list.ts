@@ -1,6 +1,9 @@
 import { z } from "zod";
-import { createToolSet, type StatefulToolSet } from "../create-tool-set.js";
+import type { ToolCall, ToolDefinition } from "../../llm/types.js";
+import type { StatefulToolSet } from "../create-tool-set.js";
 import { defineTool } from "../define-tool.js";
+import { ToolNotFoundError } from "../tool-errors.js";
+import type { ToolContext } from "../tool-set.js";
 
 export const TodoStatus = z.enum(["pending", "in_progress", "completed"]);
 export type TodoStatus = z.infer<typeof TodoStatus>;
@@ -33,36 +36,90 @@ export const TODO_LIST_PROMPT = [
   "changes. Every call replaces the whole plan. Skip it for simple questions answered in one step.",
 ].join("\n");
 
-/** One string for every session's copy (a concatenation in place would be rebuilt and held per session). */
 const TODO_LIST_DESCRIPTION =
   "Records your plan for a multi-step task and the status of each step. Send the whole plan " +
   "every time: it replaces the previous one. Send an empty plan to clear it.";
+
+/** The plan each running call writes to: its session's state, by the call's own context object. */
+const PLAN_OF_CALL = new WeakMap<ToolContext, TodoListState>();
+
+/**
+ * The one `todo_list` tool of every session: its definition, schema and runner are the same for
+ * all, so they are built once; a call finds its session's plan through its context (a new object
+ * per call). Defined per session, each idle session held its own tool, definition and closures.
+ */
+const TODO_LIST_TOOL = defineTool({
+  name: "todo_list",
+  // Sends the whole plan each time: setting it twice is setting it once.
+  idempotent: true,
+  description: TODO_LIST_DESCRIPTION,
+  parameters: TodoListArguments,
+  execute: (args, context) => {
+    const state = PLAN_OF_CALL.get(context);
+    if (state === undefined) throw new Error("todo_list was called outside its tool set");
+    state.plan = args.plan.map((item) => ({ step: item.step, status: item.status }));
+    if (state.plan.length === 0) return "Plan cleared.";
+    return `Plan updated (${summarise(state.plan)}).\n${renderPlan(state.plan)}`;
+  },
+});
+
+/** One session's `todo_list` set: its plan is all it holds; the tool is shared. */
+class TodoListSet implements TodoListToolSet {
+  #state: TodoListState = { plan: [] };
+
+  get name(): string {
+    return "todo_list";
+  }
+
+  get state(): TodoListState {
+    return this.#state;
+  }
+
+  tools(): ToolDefinition[] {
+    return [TODO_LIST_TOOL.definition];
+  }
+
+  async invoke(call: ToolCall, context: ToolContext): Promise<string> {
+    if (call.name !== TODO_LIST_TOOL.definition.name) throw new ToolNotFoundError(call.name);
+    PLAN_OF_CALL.set(context, this.#state);
+    return TODO_LIST_TOOL.invoke(call.arguments, context);
+  }
+
+  needsApproval(): boolean {
+    return false;
+  }
+
+  isIdempotent(call: ToolCall): boolean {
+    return call.name === TODO_LIST_TOOL.definition.name;
+  }
+
+  approvalTools(): string[] {
+    return [];
+  }
+
+  prompt(): string {
+    return TODO_LIST_PROMPT;
+  }
+
+  iterationPromptInjection(): string {
+    return renderTodoListReminder(this.#state.plan);
+  }
+
+  copy(): TodoListToolSet {
+    return new TodoListSet();
+  }
+
+  reset(): void {
+    this.#state = { plan: [] };
+  }
+}
 
 /**
  * The built-in `todo_list` ToolSet. Each `copy()` is an independent session plan;
  * `reset()` clears it. Its iteration injection reminds the model of the current plan.
  */
 export function createTodoListToolSet(): TodoListToolSet {
-  return createToolSet<TodoListState>({
-    name: "todo_list",
-    prompt: TODO_LIST_PROMPT,
-    initialState: () => ({ plan: [] }),
-    iterationPromptInjection: (state) => renderTodoListReminder(state.plan),
-    tools: (state) => [
-      defineTool({
-        name: "todo_list",
-        // Sends the whole plan each time: setting it twice is setting it once.
-        idempotent: true,
-        description: TODO_LIST_DESCRIPTION,
-        parameters: TodoListArguments,
-        execute: (args) => {
-          state.plan = args.plan.map((item) => ({ step: item.step, status: item.status }));
-          if (state.plan.length === 0) return "Plan cleared.";
-          return `Plan updated (${summarise(state.plan)}).\n${renderPlan(state.plan)}`;
-        },
-      }),
-    ],
-  });
+  return new TodoListSet();
 }
 
 /**
