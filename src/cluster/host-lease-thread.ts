@@ -31,7 +31,7 @@ export function hostLeaseWorkerExists(url: URL = HOST_LEASE_WORKER_URL): boolean
  * How long a lease past its deadline waits for the thread's own notice of the loss (which says how
  * its renewals went) before it is given up with a plain one.
  */
-const THREAD_WORD_WAIT_MS = 250;
+const THREAD_WORD_WAIT_MS = 1_000;
 
 /** How long a shutdown waits for the thread to release a lease, or to close its connection. */
 const CLOSE_WAIT_MS = 2 * SHUTDOWN_WAIT_MS;
@@ -369,7 +369,9 @@ export class HostLeaseThread {
       return;
     }
     const stopped = held.thread.stoppedBecause;
-    if (why === "expired" && stopped === undefined && !held.isAwaitingThread) {
+    // Marked lost in the shared state, its message with the reason may not have been read yet.
+    const isUntold = why === "expired" || (why === "lost" && this.#lastLost?.epoch !== held.epoch);
+    if (isUntold && stopped === undefined && !held.isAwaitingThread) {
       // The thread times the same deadline and tells the loss with its account of the renewals: its
       // word is awaited a moment (the fence refuses meanwhile already).
       held.isAwaitingThread = true;

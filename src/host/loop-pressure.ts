@@ -32,8 +32,9 @@ export interface LoopPressureOptions {
 
 /**
  * How far behind the host's event loop runs: a timer due every `sampleMs` measures how late it
- * fires, smoothed over the last few samples. A host offered more work than it can do falls behind
- * (each turn of its loop has more callbacks to run than the last); a lateness above `maxDelayMs`
+ * fires (smoothed for the figure it reports; two late samples in a row to count). A host offered
+ * more work than it can do falls behind (each turn of its loop has more callbacks to run than the
+ * last); a lateness above `maxDelayMs`
  * means every request it takes now waits that long before anything of it runs, and so do its
  * lease renewals. While so, the host refuses new chats at once (a retryable `overloaded`), so
  * the work it already took can finish, instead of stalling for seconds on all of it.
@@ -49,6 +50,9 @@ export class LoopPressure {
   readonly #now: () => number;
   readonly #timers: PressureTimers;
   #smoothedMs = 0;
+  /** The last two samples: only lateness in both counts as being behind now. */
+  #previousMs = 0;
+  #latestMs = 0;
   #handle: unknown;
   #isRunning = false;
 
@@ -66,9 +70,14 @@ export class LoopPressure {
     return Math.round(this.#smoothedMs);
   }
 
-  /** The loop runs further behind than `maxDelayMs`: new work should be refused for now. */
+  /**
+   * The loop runs further behind than `maxDelayMs`: new work should be refused for now. It takes
+   * two samples in a row over the limit: one late sample only says the loop paused once (a long
+   * tool call on the main thread, a full collection), and by the time a request is read after it
+   * the loop has caught up.
+   */
   get isOverloaded(): boolean {
-    return this.#smoothedMs > this.maxDelayMs;
+    return Math.min(this.#previousMs, this.#latestMs) > this.maxDelayMs;
   }
 
   /** Starts sampling (idempotent). */
@@ -87,7 +96,10 @@ export class LoopPressure {
 
   /** Takes one measured lateness (ms) into the smoothed figure. */
   record(lateMs: number): void {
-    this.#smoothedMs += SMOOTHING * (Math.max(0, lateMs) - this.#smoothedMs);
+    const late = Math.max(0, lateMs);
+    this.#smoothedMs += SMOOTHING * (late - this.#smoothedMs);
+    this.#previousMs = this.#latestMs;
+    this.#latestMs = late;
   }
 
   #schedule(): void {

@@ -5,7 +5,7 @@ import { createHostId, isValidHostId } from "../../src/config/host-id.js";
 import type { AgentEvent } from "../../src/events/types.js";
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
 import { startServe, waitUntilServing } from "../host/running-serve.js";
-import { linesOf, runCli } from "../support/cli.js";
+import { linesOf, runCli, withoutLoadNotices } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 /** Every host has an id (`--host-id`), logged at start, carried by every event as `host`. */
@@ -85,7 +85,7 @@ describe("host identity", () => {
   it("up --history nats without a NATS server says so in one line and exits 1", async () => {
     const run = await runCli(["up", "--history", "nats", "--nats", "nats://127.0.0.1:1", "--port", "0"]);
     expect(run.code).toBe(1);
-    expect(run.stderr).toBe(
+    expect(withoutLoadNotices(run.stderr)).toBe(
       "agentloop up: --history nats needs a NATS server with JetStream, and none answers at nats://127.0.0.1:1\n",
     );
   });

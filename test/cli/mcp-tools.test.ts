@@ -20,6 +20,7 @@ import {
   textTurn,
   toolResults,
   waitFor,
+  withoutLoadNotices,
 } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
@@ -125,7 +126,7 @@ describe("MCP tools through agentloop serve", () => {
     } finally {
       const run = await serve.stop();
       expect(run.code).toBe(0);
-      expect(run.stderr).toBe(
+      expect(withoutLoadNotices(run.stderr)).toBe(
         "agentloop serve: stopping: finishing running chats (signal again to cancel them)\n",
       );
     }

@@ -7,7 +7,7 @@ import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject } from "../../src/bus/subjects.js";
 import { record, uniqueRoot } from "../bus/bus-helpers.js";
 import { startServe, waitUntilServing } from "../host/running-serve.js";
-import { linesOf, runCli, stackLines } from "../support/cli.js";
+import { linesOf, runCli, stackLines, withoutLoadNotices } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 
 let server: NatsServer;
@@ -46,7 +46,7 @@ describe("agentloop serve", () => {
         `^agentloop serve: bus nats://127\\.0\\.0\\.1:\\d+ \\(nats, prefix ${prefix}, host [A-Za-z0-9_-]+\\); agents: assistant \\(demo model\\) — the demo model is offline`,
       ),
     );
-    expect(run.stderr).toBe(
+    expect(withoutLoadNotices(run.stderr)).toBe(
       "agentloop serve: stopping: finishing running chats (signal again to cancel them)\n",
     );
   });

@@ -209,7 +209,7 @@ export default defineConfig({
           timeoutMs: 30_000,
         },
       );
-      expect(JSON.parse(next.data)).toMatchObject({ ok: true, result: "still here" });
+      expect(JSON.parse(next.data), next.data).toMatchObject({ ok: true, result: "still here" });
 
       const run = await serve.stop();
       expect(run.code).toBe(0);
@@ -296,9 +296,10 @@ describe("a host whose lease thread's connection stalls", () => {
       relay.stall();
       await waitFor(() => lost.length === SHARDS, 20_000);
       relay.resume();
-      // Told by the thread, which timed the renewals and watched its own event loop.
+      // Told by the thread, which timed the renewals and watched its own event loop (on a machine
+      // so loaded that its word came after the main thread's wait, without that account).
       expect(lost[0]).toMatch(
-        /this host's lease was lost: its lease was not renewed in time \(last renewed \d+\.\d s ago; since then \d+ renewals? failed, the slowest answer \d+ ms; lease thread event loop delay max \d+ ms, p99 \d+ ms; CPU used \d+ ms\)/,
+        /this host's lease was lost: its lease was not renewed in time( \(last renewed \d+\.\d s ago; since then \d+ renewals? failed, the slowest answer \d+ ms; lease thread event loop delay max \d+ ms, p99 \d+ ms; CPU used \d+ ms\))?$/,
       );
       expect(() => fence!.assertHeld()).toThrow(/no longer owns shard 0/);
 

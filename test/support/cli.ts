@@ -144,7 +144,21 @@ export async function waitFor(condition: () => boolean, timeoutMs = 60_000): Pro
 
 /** The non-empty lines of a text. */
 export function linesOf(text: string): string[] {
-  return text.split("\n").filter((line) => line !== "");
+  return text.split("\n").filter((line) => line !== "" && !LOAD_NOTICE.test(line));
+}
+
+/**
+ * A host's notice that a renewal of its own lease took longer than its interval: it says how busy
+ * the machine was, not what the command did, and a test on a loaded machine may see it anywhere.
+ */
+const LOAD_NOTICE = /: this host's lease renewal (took|failed after) \d+ ms \(/;
+
+/** `text` without the host's notices of slow lease renewals (see {@link linesOf}). */
+export function withoutLoadNotices(text: string): string {
+  return text
+    .split("\n")
+    .filter((line) => !LOAD_NOTICE.test(line))
+    .join("\n");
 }
 
 /** The lines of a stack trace, if any leaked into `text`. */

@@ -11,7 +11,7 @@ import {
   startFakeOpenAI,
 } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
-import { conversationText } from "../support/cli.js";
+import { conversationText, withoutLoadNotices } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { launchChromium } from "./support/launch-chromium.js";
 import { recordPage } from "./support/page-recorder.js";
@@ -223,7 +223,7 @@ describe("agentloop up: the demo model on the in-process bus", () => {
     const run = await up!.stop();
     expect(run.code).toBe(0);
     // Nothing on stderr but the fallback notice and what it does on the signal: no warnings, no stack traces.
-    expect(run.stderr).toBe(
+    expect(withoutLoadNotices(run.stderr)).toBe(
       "agentloop up: no NATS server at nats://127.0.0.1:1; using the in-process bus (same subjects, this process only; no $SRV services, so no Agent Protocol)\n" +
         "agentloop up: stopping: closing the UI, finishing running chats (signal again to cancel them)\n",
     );
@@ -404,7 +404,7 @@ describe("agentloop up: NATS and a provider stream that is cut, then one that is
     const run = await up!.stop();
     expect(run.code).toBe(0);
     // The cut stream was retried and the stop answered without a warning or a stack trace.
-    expect(run.stderr).toBe(
+    expect(withoutLoadNotices(run.stderr)).toBe(
       "agentloop up: stopping: closing the UI, finishing running chats (signal again to cancel them)\n",
     );
     expect(run.stdout).toMatch(/assistant\/retry-1 #\d+ ChatCompleted/);
