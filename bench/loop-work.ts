@@ -7,7 +7,7 @@
  * What is printed here repeats to about 0.1 %:
  *
  * - bytes allocated per iteration (V8's sampling heap profiler with the objects the garbage
- *   collector already took counted too), for agentloop, the spec's shape on bare XState and the
+ *   collector already took counted too), for agentloop, agentloop's chart shape on bare XState and the
  *   minimal XState loop, on the loop-overhead workload (10 tool steps, then text; 20 deltas per
  *   response; sessions of 3 chats). Garbage collection is 15–20 % of the loop's CPU profile and
  *   scales with it;
@@ -160,7 +160,7 @@ const results = {
 console.log(`Allocated per iteration, events ${withEvents ? "on" : "off"}:`);
 console.log(`  agentloop                       ${kb(results.agentloop.bytes)}`);
 console.log(
-  `  the spec's shape on bare XState ${kb(results.shaped.bytes)}  (agentloop ${(results.agentloop.bytes / results.shaped.bytes).toFixed(2)}×)`,
+  `  agentloop's chart shape on bare XState ${kb(results.shaped.bytes)}  (agentloop ${(results.agentloop.bytes / results.shaped.bytes).toFixed(2)}×)`,
 );
 console.log(
   `  minimal XState loop             ${kb(results.minimal.bytes)}  (agentloop ${(results.agentloop.bytes / results.minimal.bytes).toFixed(2)}×)`,

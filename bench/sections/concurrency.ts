@@ -55,14 +55,14 @@ export async function benchConcurrency(settings: BenchSettings): Promise<Section
       digits: 0,
     },
     {
-      metric: `${label}: chats/s vs the spec's shape on bare XState (chat machine, an iteration machine per iteration, stream and tool actors)`,
+      metric: `${label}: chats/s vs agentloop's chart shape on bare XState (chat machine, an iteration machine per iteration, stream and tool actors)`,
       agentloop: chatsPerSecond.agentloop,
       baseline: chatsPerSecond.shaped,
       unit: "chats/s",
       digits: 0,
     },
     {
-      metric: `${label}: the spec's shape on bare XState (agentloop column) vs minimal XState loop, chats/s`,
+      metric: `${label}: agentloop's chart shape on bare XState (agentloop column) vs minimal XState loop, chats/s`,
       agentloop: chatsPerSecond.shaped,
       baseline: chatsPerSecond.xstate,
       unit: "chats/s",
@@ -105,7 +105,7 @@ export async function benchConcurrency(settings: BenchSettings): Promise<Section
     targets: [
       {
         target: "1,000 concurrent chats at ≥ 60 % of the minimal XState loop's throughput",
-        stands: `${(ratio * 100).toFixed(0)} % (${Math.round(chatsPerSecond.agentloop.median)} vs ${Math.round(chatsPerSecond.xstate.median)} chats/s); the spec's shape alone on bare XState reaches ${(shapeRatio * 100).toFixed(0)} %, agentloop is at ${((ratio / shapeRatio) * 100).toFixed(0)} % of that shape`,
+        stands: `${(ratio * 100).toFixed(0)} % (${Math.round(chatsPerSecond.agentloop.median)} vs ${Math.round(chatsPerSecond.xstate.median)} chats/s); agentloop's chart shape alone on bare XState reaches ${(shapeRatio * 100).toFixed(0)} %, agentloop is at ${((ratio / shapeRatio) * 100).toFixed(0)} % of that shape`,
         met: ratio >= 0.6,
       },
     ],

@@ -203,12 +203,12 @@ export async function benchLoopOverhead(settings: BenchSettings): Promise<Sectio
     row("Loop overhead per iteration, events off — vs plain async loop", "agentloopOff", "plainOff"),
     row("Loop overhead per iteration, events off — vs minimal XState loop", "agentloopOff", "xstateOff"),
     row(
-      "Loop overhead per iteration, events off — vs the spec's shape on bare XState (chat machine, an iteration machine per iteration, stream and tool actors)",
+      "Loop overhead per iteration, events off — vs agentloop's chart shape on bare XState (chat machine, an iteration machine per iteration, stream and tool actors)",
       "agentloopOff",
       "shapedOff",
     ),
     row(
-      "The spec's shape on bare XState (agentloop column) vs minimal XState loop, µs per iteration, events off",
+      "Agentloop's chart shape on bare XState (agentloop column) vs minimal XState loop, µs per iteration, events off",
       "shapedOff",
       "xstateOff",
     ),
@@ -219,12 +219,12 @@ export async function benchLoopOverhead(settings: BenchSettings): Promise<Sectio
       "xstateOn",
     ),
     row(
-      "Loop overhead per iteration, events on (NatsBus) — vs the spec's shape on bare XState publishing the minimal loop's events",
+      "Loop overhead per iteration, events on (NatsBus) — vs agentloop's chart shape on bare XState publishing the minimal loop's events",
       "agentloopOn",
       "shapedOn",
     ),
     row(
-      "The spec's shape on bare XState (agentloop column) vs minimal XState loop, µs per iteration, events on (NatsBus)",
+      "Agentloop's chart shape on bare XState (agentloop column) vs minimal XState loop, µs per iteration, events on (NatsBus)",
       "shapedOn",
       "xstateOn",
     ),
@@ -246,19 +246,19 @@ export async function benchLoopOverhead(settings: BenchSettings): Promise<Sectio
     targets: [
       {
         target: "loop overhead ≤ 2× the minimal XState loop with events off",
-        stands: `${offRatio.toFixed(2)}× (${results.agentloopOff.median.toFixed(0)} µs vs ${results.xstateOff.median.toFixed(0)} µs per iteration); the spec's shape alone on bare XState costs ${shapeRatio.toFixed(2)}×, agentloop ${overShape.toFixed(2)}× that shape`,
+        stands: `${offRatio.toFixed(2)}× (${results.agentloopOff.median.toFixed(0)} µs vs ${results.xstateOff.median.toFixed(0)} µs per iteration); agentloop's chart shape alone on bare XState costs ${shapeRatio.toFixed(2)}×, agentloop ${overShape.toFixed(2)}× that shape`,
         met: offRatio <= 2,
       },
       {
         target: "loop overhead ≤ 2× the minimal XState loop with events on",
-        stands: `${onRatio.toFixed(2)}× (${results.agentloopOn.median.toFixed(0)} µs vs ${results.xstateOn.median.toFixed(0)} µs per iteration); the spec's shape alone on bare XState costs ${onShapeRatio.toFixed(2)}×, agentloop ${onOverShape.toFixed(2)}× that shape`,
+        stands: `${onRatio.toFixed(2)}× (${results.agentloopOn.median.toFixed(0)} µs vs ${results.xstateOn.median.toFixed(0)} µs per iteration); agentloop's chart shape alone on bare XState costs ${onShapeRatio.toFixed(2)}×, agentloop ${onOverShape.toFixed(2)}× that shape`,
         met: onRatio <= 2,
       },
     ],
     notes: [
       `Loop overhead: a zero-latency backend (bench/workload/zero-latency-backend.ts) streams 20 text deltas and one tool call per step for ${TOOL_STEPS} steps, then text: ${ITERATIONS_PER_CHAT} iterations per chat, µs = chat time ÷ ${ITERATIONS_PER_CHAT}. agentloop runs createAgent + RetryingLlmClient (no history). Sessions are created untimed and serve ${CHATS_PER_SESSION} chats each (reset() between, untimed); each chat's time includes one event-loop turn after it, so deferred bus work is counted.`,
       `Fresh session per conversation: each timed conversation creates its session (createAgent, no history), runs one chat and drops the session, as framework comparisons usually run; the minimal XState loop's session is a name, so its fresh conversation is the same chat.`,
-      `The spec's shape on bare XState (bench/workload/shaped-xstate-loop.ts): a chat machine invoking one iteration machine per iteration, which streams in a callback actor and runs each tool call as a promise actor; no events, history, in-flight tracking, approvals or journal. What it costs above the minimal loop is the price of the shape the design asks for; what agentloop costs above it is agentloop's own.`,
+      `Agentloop's chart shape on bare XState (bench/workload/shaped-xstate-loop.ts): a chat machine invoking one iteration machine per iteration, which streams in a callback actor and runs each tool call as a promise actor; no events, history, in-flight tracking, approvals or journal. What it costs above the minimal loop is the price of the shape the design asks for; what agentloop costs above it is agentloop's own.`,
       `Events on: agentloop publishes ${agentloopEvents} events per chat (onLog = createBusEventPublisher(NatsBus)); the baselines publish the ${baselineEvents} events a UI needs (ChatStarted, ModelRequest, ModelTextDelta, ToolCallStarted/Completed, ChatCompleted) through the same NatsBus. No subscriber.`,
       `The agentloop check chat answered ${JSON.stringify(check.agentloop.slice(0, 24))}…; the minimal XState loop kept ${check.xstate} messages.`,
     ],
