@@ -14,7 +14,7 @@ import {
   type ToLeaseThread,
 } from "./host-lease-state.js";
 import { type LeaseFence, LeaseLostError } from "./lease-fence.js";
-import { type LeaseTiming, SessionOwnedElsewhereError } from "./session-lease.js";
+import { SessionOwnedElsewhereError } from "./session-lease.js";
 
 /** The lease thread's code, next to this module (in `dist/`, or in an installed package). */
 export const HOST_LEASE_WORKER_URL = new URL("./host-lease-worker.js", import.meta.url);
@@ -36,19 +36,10 @@ const THREAD_WORD_WAIT_MS = 1_000;
 /** How long a shutdown waits for the thread to release a lease, or to close its connection. */
 const CLOSE_WAIT_MS = 2 * SHUTDOWN_WAIT_MS;
 
-export interface HostLeaseThreadOptions {
+/** The lease as the thread is told of it ({@link LeaseThreadLease}), but its key and shared state. */
+export interface HostLeaseThreadOptions extends Omit<LeaseThreadLease, "key" | "state"> {
   /** How the thread connects: the host's own NATS settings. */
   connect: LeaseThreadConnect;
-  /** The bucket of the host leases (it must exist). */
-  bucket: string;
-  /** The bucket's replicas, as it was created. */
-  replicas?: number;
-  timing: LeaseTiming;
-  hostId: string;
-  subject: string;
-  /** The agent part of the lease key. */
-  agent: string;
-  renewEveryMs: number;
   /** The lease is gone (taken over, or not renewed before its local deadline): called once per lease. */
   onLost: (reason: string) => void;
   /** One-line notices: slow and failed renewals (measured in the thread), the thread stopping. */
