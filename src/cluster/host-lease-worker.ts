@@ -9,6 +9,7 @@ import { type MessagePort, parentPort, workerData } from "node:worker_threads";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { toConnectionOptions } from "../bus/nats-bus.js";
 import { describeError } from "../errors/describe-error.js";
+import { InternalError } from "../errors/internal-error.js";
 import { SHUTDOWN_WAIT_MS, settlesWithin } from "./bounded-wait.js";
 import {
   type FromLeaseThread,
@@ -24,7 +25,7 @@ import { SessionLeaseStore, SessionOwnedElsewhereError } from "./session-lease.j
 
 function parentPortOf(): MessagePort {
   if (parentPort === null) {
-    throw new Error(
+    throw new InternalError(
       "host-lease-worker.js runs as a worker thread of a host (HostLeaseThread), not on its own",
     );
   }

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { InternalError } from "../../errors/internal-error.js";
 import type { ToolCall, ToolDefinition } from "../../llm/types.js";
 import type { StatefulToolSet } from "../create-tool-set.js";
 import { defineTool } from "../define-tool.js";
@@ -56,7 +57,7 @@ const TODO_LIST_TOOL = defineTool({
   parameters: TodoListArguments,
   execute: (args, context) => {
     const state = PLAN_OF_CALL.get(context);
-    if (state === undefined) throw new Error("todo_list was called outside its tool set");
+    if (state === undefined) throw new InternalError("todo_list was called outside its tool set");
     state.plan = args.plan.map((item) => ({ step: item.step, status: item.status }));
     if (state.plan.length === 0) return "Plan cleared.";
     return `Plan updated (${summarise(state.plan)}).\n${renderPlan(state.plan)}`;
