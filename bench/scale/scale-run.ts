@@ -74,6 +74,19 @@ export interface LevelFigures {
   chat: ChatFigures | undefined;
   /** When the target rate was not reached: the same at 70 % of the rate reached, a load it sustains. */
   sustainedChat: ChatFigures | undefined;
+  /** The three hosts at the rate one host sustained (see {@link ScaleReport.oneHost}), when neither phase above ran at it. */
+  comparedChat: ChatFigures | undefined;
+}
+
+/** The same chats on one host alone, before the other two start: what the three hosts' latency is compared with. */
+export interface OneHostFigures {
+  chat: ChatFigures;
+  sustainedChat: ChatFigures | undefined;
+}
+
+/** The rate the one-host figures hold at: the target when one host reached it, else the sustained phase's. */
+export function oneHostRate(oneHost: OneHostFigures): ChatFigures {
+  return oneHost.sustainedChat ?? oneHost.chat;
 }
 
 export interface ScaleReport {
@@ -81,6 +94,8 @@ export interface ScaleReport {
   leaseTtlMs: number;
   baseline: LevelFigures;
   levels: LevelFigures[];
+  /** Undefined with `isFailoverOnly`. */
+  oneHost: OneHostFigures | undefined;
   handoff: { joinReadyMs: number; joinBalancedMs: number; movedToNew: number; leaveMs: number } | undefined;
   failover:
     | {
@@ -157,13 +172,17 @@ export async function runScale(options: ScaleOptions): Promise<ScaleReport> {
       extraArgs: ["--max-sessions", maxSessions, "--lease-ttl", `${leaseTtlMs}ms`],
     });
     bus = await NatsBus.connect({ url: nats.url, name: "agentloop scale" });
-    const first = [hosts.start("h1"), hosts.start("h2"), hosts.start("h3")];
     const readyBus = bus;
-    await Promise.all(first.map((host) => waitForHost(readyBus, PREFIX, AGENT, host)));
+    const startHosts = async (ids: readonly string[]) => {
+      const started = ids.map((id) => hosts!.start(id));
+      await Promise.all(started.map((host) => waitForHost(readyBus, PREFIX, AGENT, host)));
+      return started;
+    };
+    const isComparing = options.isFailoverOnly !== true;
+    const first = await startHosts(isComparing ? ["h1"] : ["h1", "h2", "h3"]);
     shards = await ShardWatch.open(bus.connection, PREFIX);
     const context: Context = { bus, hosts, shards, nats, options, openFailures: {}, check };
     await waitUntilBalanced(context, first, 120_000);
-    options.log(`3 hosts up, shards balanced: ${describeCounts(shards.counts(DEFAULT_SHARD_COUNT))}`);
 
     let opened = 0;
     const openTo = async (target: number) => {
@@ -175,6 +194,25 @@ export async function runScale(options: ScaleOptions): Promise<ScaleReport> {
     };
 
     const baselineOpen = await openTo(BASELINE_SESSIONS);
+    let oneHost: OneHostFigures | undefined;
+    if (isComparing) {
+      // The comparison the three hosts' latency is held to: the same chats on one host alone.
+      const chat = await measureChats(context, opened, options.chatRate);
+      const sustainedChat =
+        chat.reachedRate < 0.95 * options.chatRate
+          ? await measureChats(context, opened, Math.max(1, Math.round(chat.reachedRate * 0.7)))
+          : undefined;
+      oneHost = { chat, sustainedChat };
+      options.log(
+        `one host, ${opened} sessions: chats ${[chat, sustainedChat]
+          .filter((figures) => figures !== undefined)
+          .map(describeChats)
+          .join("; ")}`,
+      );
+      first.push(...(await startHosts(["h2", "h3"])));
+      await waitUntilBalanced(context, first, 120_000);
+    }
+    options.log(`3 hosts up, shards balanced: ${describeCounts(shards.counts(DEFAULT_SHARD_COUNT))}`);
     const baseline = await measureIdle(context, BASELINE_SESSIONS, baselineOpen.failures, undefined);
     options.log(describeLevel(baseline));
     const levels: LevelFigures[] = [];
@@ -191,6 +229,10 @@ export async function runScale(options: ScaleOptions): Promise<ScaleReport> {
         const sustained = Math.max(1, Math.round(figures.chat.reachedRate * 0.7));
         figures.sustainedChat = await measureChats(context, opened, sustained);
       }
+      const compared = oneHost === undefined ? undefined : oneHostRate(oneHost).targetRate;
+      const isMeasured = [figures.chat, figures.sustainedChat].some((chat) => chat?.targetRate === compared);
+      if (compared !== undefined && !isMeasured)
+        figures.comparedChat = await measureChats(context, opened, compared);
       options.log(describeLevel(figures));
       levels.push(figures);
     }
@@ -202,6 +244,7 @@ export async function runScale(options: ScaleOptions): Promise<ScaleReport> {
       leaseTtlMs,
       baseline,
       levels,
+      oneHost,
       handoff,
       failover,
       openFailures: context.openFailures,
@@ -329,6 +372,7 @@ async function measureIdle(
     },
     chat: undefined,
     sustainedChat: undefined,
+    comparedChat: undefined,
   };
 }
 
@@ -565,7 +609,7 @@ export function describeChats(chat: ChatFigures): string {
 }
 
 function describeLevel(level: LevelFigures): string {
-  const chat = [level.chat, level.sustainedChat]
+  const chat = [level.chat, level.sustainedChat, level.comparedChat]
     .filter((figures) => figures !== undefined)
     .map((figures) => `; chats ${describeChats(figures)}`)
     .join("");

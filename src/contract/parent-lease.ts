@@ -39,7 +39,7 @@ export const ParentLease = z.object({
 export type ParentLease = z.infer<typeof ParentLease>;
 
 /** A renewal: the waiting call it is for (a session may wait on several children at once). */
-const Renewal = z.object({ chatId: z.string(), toolCallId: z.string() });
+export const ParentLeaseRenewal = z.object({ chatId: z.string(), toolCallId: z.string() });
 
 /** `<prefix>.sessions.<agent>.<session>.waiting`: where a session waiting on asked chats renews its leases. */
 export function parentWaitingSubject(prefix: string, agent: string, session: string): string {
@@ -96,54 +96,4 @@ export function renewParentLease(
   const timer = setInterval(renew, Math.max(1, Math.floor(lease.ttlMs / RENEWALS_PER_TTL)));
   timer.unref?.();
   return () => clearInterval(timer);
-}
-
-/**
- * The child's side: listens for the renewals of the parent call `parent` on `lease.subject`;
- * `signal` aborts once `lease.ttlMs` passed without one, its reason naming the parent. The lease
- * starts with the first renewal heard: a host whose NATS user may not subscribe there (a
- * permissions file from before leases) hears none, and its asked chats run as they did before
- * instead of all being cancelled after one TTL. `close()` when the chat is over.
- */
-export function watchParentLease(
-  bus: LeaseBus,
-  lease: ParentLease,
-  parent: { agent: string; session: string; chatId: string; toolCallId: string },
-): { signal: AbortSignal; close(): void } {
-  const controller = new AbortController();
-  const expire = (): void => {
-    subscription.unsubscribe();
-    const seconds = Math.round(lease.ttlMs / 100) / 10;
-    controller.abort(
-      new ParentLeaseLapsedError(
-        `its asker ${parent.agent}/${parent.session} stopped renewing its lease (nothing for ${seconds} s): nobody waits for this answer any more`,
-      ),
-    );
-  };
-  let timer: NodeJS.Timeout | undefined;
-  const subscription = bus.subscribe(lease.subject, (message) => {
-    let renewal: unknown;
-    try {
-      renewal = JSON.parse(message.data);
-    } catch {
-      return;
-    }
-    const parsed = Renewal.safeParse(renewal);
-    if (!parsed.success || controller.signal.aborted) return;
-    if (parsed.data.chatId !== parent.chatId || parsed.data.toolCallId !== parent.toolCallId) return;
-    clearTimeout(timer);
-    timer = setTimeout(expire, lease.ttlMs);
-  });
-  return {
-    signal: controller.signal,
-    close() {
-      clearTimeout(timer);
-      subscription.unsubscribe();
-    },
-  };
-}
-
-/** Why a chat was cancelled when its parent's lease ran out. */
-export class ParentLeaseLapsedError extends Error {
-  override readonly name = "ParentLeaseLapsedError";
 }

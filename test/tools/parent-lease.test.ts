@@ -6,13 +6,9 @@ import { LocalBus } from "../../src/bus/local-bus.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { chatSubject, sessionEventsPattern } from "../../src/bus/subjects.js";
 import { parentLeaseFrom } from "../../src/config/runtime-config.js";
-import {
-  PARENT_LEASE_HEADER,
-  readParentLease,
-  renewParentLease,
-  watchParentLease,
-} from "../../src/contract/parent-lease.js";
+import { PARENT_LEASE_HEADER, readParentLease, renewParentLease } from "../../src/contract/parent-lease.js";
 import type { AgentEvent } from "../../src/events/types.js";
+import { ParentLeaseLapsedError, watchParentLease } from "../../src/host/parent-lease-watch.js";
 import { type RunningHost, startHost } from "../../src/host/start-host.js";
 import type { GenerateRequest, GenerateResponse } from "../../src/llm/types.js";
 import { ScriptedBackend, turn } from "../../src/testing/index.js";
@@ -184,6 +180,8 @@ describe("the parent lease header and its renewals", () => {
     renewing();
     await waitFor(() => watch.signal.aborted, 60_000);
     expect(String(watch.signal.reason)).toContain("its asker boss/s1 stopped renewing its lease");
+    expect(watch.signal.reason).toBeInstanceOf(ParentLeaseLapsedError);
+    expect(watch.signal.reason).toMatchObject({ code: "cancelled", retryable: false });
     other();
     watch.close();
     await bus.close();
