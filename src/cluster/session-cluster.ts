@@ -10,7 +10,7 @@ import { describeError } from "../errors/describe-error.js";
 import { sleep } from "../timers/sleep.js";
 import type { LeaseFence } from "./lease-fence.js";
 import { AgentSetOverlapError, Membership, ShardCountMismatchError } from "./membership.js";
-import { answersProbe, passOnRequest } from "./pass-on.js";
+import { answersProbe, passOnRequest, SharedProbes } from "./pass-on.js";
 import { RequestDedupe } from "./request-dedupe.js";
 import { type LeaseRecord, type LeaseTiming, SessionOwnedElsewhereError } from "./session-lease.js";
 import { ShardKeeper, type ShardKeeperOptions } from "./shard-keeper.js";
@@ -21,6 +21,8 @@ export const MAX_FORWARD_HOPS = 3;
 
 /** How long a probe of the owner may take before it counts as alive (slow, not gone). */
 const PROBE_TIMEOUT_MS = 2_000;
+/** How long an owner that answered a probe counts as reachable for the requests forwarded to it (see {@link SharedProbes}). */
+const PROBE_FRESH_MS = 250;
 
 /** A forwarded request that finds the map naming another owner waits this long for news first. */
 const MAP_LAG_MS = 250;
@@ -97,6 +99,7 @@ export class SessionCluster {
   readonly dedupe: RequestDedupe;
   readonly timing: LeaseTiming;
   readonly #connection: NatsConnection;
+  readonly #probes: SharedProbes;
   readonly #prefix: string;
   #onShardLost: (shard: number, reason: string) => void = () => {};
   #drain: (shard: number) => Promise<void> = async () => {};
@@ -110,6 +113,10 @@ export class SessionCluster {
     this.hostId = options.hostId;
     this.timing = options.timing;
     this.#connection = options.connection;
+    this.#probes = new SharedProbes(
+      (subject) => answersProbe(this.#connection, subject, PROBE_TIMEOUT_MS),
+      PROBE_FRESH_MS,
+    );
     this.#prefix = options.prefix;
     this.membership = membership;
     this.shards = shards;
@@ -391,7 +398,7 @@ export class SessionCluster {
    * forwarding to it would lose the request.
    */
   #isReachable(probe: string): Promise<boolean> {
-    return answersProbe(this.#connection, probe, PROBE_TIMEOUT_MS);
+    return this.#probes.isReachable(probe);
   }
 
   #recordOf(place: { shard: number; host: string; subject: string }): LeaseRecord {
