@@ -24,6 +24,8 @@ const AGENT = "assistant";
 const PREFIX = "scale";
 /** Sessions of the baseline the idle figures are compared with. */
 export const BASELINE_SESSIONS = 100;
+/** From the last chat of a level to its idle window: past the hosts' quiet collection (see measureIdle). */
+export const IDLE_SETTLE_MS = 25_000;
 
 export interface ScaleOptions {
   /** Live sessions at each level, ascending (sessions are added, never closed, between levels). */
@@ -345,7 +347,10 @@ async function measureIdle(
   openRate: number | undefined,
 ): Promise<LevelFigures> {
   // Chats answered may still have writes behind them (journal compaction, history): let them land.
-  await sleep(5_000);
+  // And a host that went quiet gives the burst's memory back with a few full collections, 10 s after
+  // its last request, up to 8 a second apart (`--quiet-gc`): once, seconds of CPU on a large heap.
+  // Idle figures are what a host holding its sessions costs from then on, so they start after it.
+  await sleep(IDLE_SETTLE_MS);
   context.check();
   const pids = context.hosts.running().map((host) => host.child.pid);
   const natsPid = context.nats.pid;
