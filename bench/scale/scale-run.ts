@@ -62,6 +62,9 @@ export interface ChatFigures {
   failures: FailureCounts;
   p50Ms: number;
   p99Ms: number;
+  /** CPU of every host together, then of nats-server, per answered chat (ms): what the load costs, whatever the machine's load. */
+  hostCpuMsPerChat: number;
+  natsCpuMsPerChat: number;
 }
 
 export interface LevelFigures {
@@ -391,6 +394,10 @@ async function measureChats(context: Context, sessions: number, chatRate: number
   let failed = 0;
   const failures: FailureCounts = {};
   let inFlight = 0;
+  const pids = context.hosts.running().map((host) => host.child.pid);
+  const hostCpu = () => pids.reduce<number>((sum, pid) => sum + cpuSeconds(pid), 0);
+  const hostCpuBefore = hostCpu();
+  const natsCpuBefore = cpuSeconds(context.nats.pid);
   const start = performance.now();
   const pending: Promise<void>[] = [];
   // The phase lasts `chatSeconds` whatever the rate reached: chats held back by the cap are not sent.
@@ -428,6 +435,8 @@ async function measureChats(context: Context, sessions: number, chatRate: number
     failures,
     p50Ms: percentile(latencies, 50),
     p99Ms: percentile(latencies, 99),
+    hostCpuMsPerChat: ((hostCpu() - hostCpuBefore) * 1000) / Math.max(1, latencies.length),
+    natsCpuMsPerChat: ((cpuSeconds(context.nats.pid) - natsCpuBefore) * 1000) / Math.max(1, latencies.length),
   };
 }
 
@@ -610,7 +619,7 @@ function describeCounts(counts: Map<string, number>): string {
 /** `172/s of 500/s: p50 … ms, p99 … ms (0 failed)`. */
 export function describeChats(chat: ChatFigures): string {
   const failed = chat.failed === 0 ? "0 failed" : `${chat.failed} failed: ${describeFailures(chat.failures)}`;
-  return `${chat.reachedRate.toFixed(0)}/s of ${chat.targetRate}/s: p50 ${chat.p50Ms.toFixed(1)} ms, p99 ${chat.p99Ms.toFixed(1)} ms (${failed})`;
+  return `${chat.reachedRate.toFixed(0)}/s of ${chat.targetRate}/s: p50 ${chat.p50Ms.toFixed(1)} ms, p99 ${chat.p99Ms.toFixed(1)} ms (${failed}); CPU per chat: hosts ${chat.hostCpuMsPerChat.toFixed(2)} ms, nats-server ${chat.natsCpuMsPerChat.toFixed(2)} ms`;
 }
 
 function describeLevel(level: LevelFigures): string {
