@@ -90,17 +90,29 @@ class ServeProbe {
   }
 }
 
-/** Sends one short chat to each of `sessions` new sessions, `IN_FLIGHT` at a time; throws on a failed reply. */
+/** How often one session's opening chat is sent again after a retryable refusal (`overloaded`) before the bench gives up. */
+const MAX_RETRIES = 50;
+
+/**
+ * Sends one short chat to each of `sessions` new sessions, `IN_FLIGHT` at a time; a retryable
+ * refusal (a host shedding load on a busy machine answers `overloaded`) is sent again a moment
+ * later, as a client should; throws on any other failed reply.
+ */
 async function openSessions(client: NatsBus, subject: string, names: readonly string[]): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < names.length) {
       const session = names[next++]!;
-      const reply = await client.request(subject, JSON.stringify({ session, text: "hi" }), {
-        timeoutMs: 120_000,
-      });
-      const parsed = JSON.parse(reply.data) as { ok?: boolean };
-      if (parsed.ok !== true) throw new Error(`serve RSS bench: a chat failed: ${reply.data}`);
+      for (let attempt = 0; ; attempt++) {
+        const reply = await client.request(subject, JSON.stringify({ session, text: "hi" }), {
+          timeoutMs: 120_000,
+        });
+        const parsed = JSON.parse(reply.data) as { ok?: boolean; error?: { code?: string } };
+        if (parsed.ok === true) break;
+        if (parsed.error?.code !== "overloaded" || attempt >= MAX_RETRIES)
+          throw new Error(`serve RSS bench: a chat failed: ${reply.data}`);
+        await sleep(100 + Math.random() * 200);
+      }
     }
   };
   await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
