@@ -10,6 +10,7 @@ import type {
   LlmBackend,
   LlmOptions,
   StreamSink,
+  ToolDefinition,
 } from "./types.js";
 import { canCallTools } from "./types.js";
 
@@ -206,32 +207,54 @@ class AttemptSink implements BackendSink {
 
   constructor(readonly target: StreamSink) {}
 
+  // Each delta is forwarded in place, with no closure per delta (a response streams dozens).
   onTextDelta(text: string): void {
-    if (this.#open) this.#forward(() => this.target.onTextDelta(text));
+    if (!this.#open) return;
+    try {
+      this.target.onTextDelta(text);
+    } catch (error) {
+      this.#fail(error);
+    }
   }
 
   onReasoningDelta(text: string): void {
-    if (this.#open) this.#forward(() => this.target.onReasoningDelta(text));
+    if (!this.#open) return;
+    try {
+      this.target.onReasoningDelta(text);
+    } catch (error) {
+      this.#fail(error);
+    }
   }
 
   close(): void {
     this.#open = false;
   }
 
-  #forward(call: () => void): void {
-    try {
-      call();
-    } catch (error) {
-      this.failure ??= { error };
-      throw error;
-    }
+  #fail(error: unknown): never {
+    this.failure ??= { error };
+    throw error;
   }
+}
+
+/**
+ * The names of the offered tools, by the tools array: a chat offers the same array on every
+ * request, so its names are listed once, not once per response.
+ */
+const TOOL_NAMES = new WeakMap<readonly ToolDefinition[], string[]>();
+
+function toolNamesOf(tools: readonly ToolDefinition[]): string[] {
+  let names = TOOL_NAMES.get(tools);
+  // An array grown or cut since (a caller's own, changed in place) is listed again.
+  if (names === undefined || names.length !== tools.length) {
+    names = tools.map((tool) => tool.name);
+    TOOL_NAMES.set(tools, names);
+  }
+  return names;
 }
 
 function strayMarkupIn(response: GenerateResponse, options: LlmOptions): string | undefined {
   if (!canCallTools(options)) return undefined;
-  const toolNames = (options.tools ?? []).map((tool) => tool.name);
-  return findStrayToolMarkup(response.content, toolNames);
+  return findStrayToolMarkup(response.content, toolNamesOf(options.tools ?? []));
 }
 
 function strayMarkupError(markup: string): StrayToolMarkupError {
