@@ -1,4 +1,3 @@
-import pLimit, { type LimitFunction } from "p-limit";
 import {
   type Actor,
   type ActorOptions,
@@ -40,6 +39,7 @@ import {
   ToolApprovals,
   type ToolApprovalsParams,
 } from "./tool-approvals.js";
+import { ToolCallLimit } from "./tool-call-limit.js";
 
 /** What one chat is built from, resolved once from the agent's options (see createAgent). */
 export interface ChatSettings {
@@ -138,8 +138,8 @@ export class AgentSession implements Agent {
 
     limitToolCall<T>(task: () => Promise<T>): Promise<T> {
       const agent = this.#agent;
-      agent.#toolCallLimit ??= pLimit(agent.#settings.maxConcurrentToolCalls);
-      return agent.#toolCallLimit(task);
+      agent.#toolCallLimit ??= new ToolCallLimit(agent.#settings.maxConcurrentToolCalls);
+      return agent.#toolCallLimit.run(task);
     }
 
     toolContext(): Omit<ToolContext, "signal" | "appendMessage"> {
@@ -237,7 +237,7 @@ export class AgentSession implements Agent {
   #delegated: Map<string, { agent: string; session: string }> | undefined;
   #queue: Promise<unknown> | undefined;
   /** Built at the session's first tool call (an idle session pays nothing for it). */
-  #toolCallLimit: LimitFunction | undefined;
+  #toolCallLimit: ToolCallLimit | undefined;
   /** The running chat's {@link #approvalChain}, listed at its first tool call (not at every call). */
   #chatApprovalChain: readonly string[] | undefined;
   /** Made at the session's first tool call at the root of a tree (see {@link #delegateApproval}). */
