@@ -2,7 +2,7 @@ import { describeError } from "../errors/describe-error.js";
 import { abortableSleep, cancelledBy, throwIfAborted } from "./abortable-sleep.js";
 import { CancelledError, isLlmError, type LlmError, NetworkError, StrayToolMarkupError } from "./errors.js";
 import type { LlmClient } from "./llm-client.js";
-import { findStrayToolMarkup } from "./stray-tool-markup.js";
+import { findStrayToolMarkup, mayHoldToolMarkup } from "./stray-tool-markup.js";
 import type {
   BackendSink,
   GenerateRequest,
@@ -10,7 +10,6 @@ import type {
   LlmBackend,
   LlmOptions,
   StreamSink,
-  ToolDefinition,
 } from "./types.js";
 import { canCallTools } from "./types.js";
 
@@ -236,25 +235,11 @@ class AttemptSink implements BackendSink {
   }
 }
 
-/**
- * The names of the offered tools, by the tools array: a chat offers the same array on every
- * request, so its names are listed once, not once per response.
- */
-const TOOL_NAMES = new WeakMap<readonly ToolDefinition[], string[]>();
-
-function toolNamesOf(tools: readonly ToolDefinition[]): string[] {
-  let names = TOOL_NAMES.get(tools);
-  // An array grown or cut since (a caller's own, changed in place) is listed again.
-  if (names === undefined || names.length !== tools.length) {
-    names = tools.map((tool) => tool.name);
-    TOOL_NAMES.set(tools, names);
-  }
-  return names;
-}
-
 function strayMarkupIn(response: GenerateResponse, options: LlmOptions): string | undefined {
-  if (!canCallTools(options)) return undefined;
-  return findStrayToolMarkup(response.content, toolNamesOf(options.tools ?? []));
+  // Most answers hold nothing that looks like markup: no tool names to list for them.
+  if (!canCallTools(options) || !mayHoldToolMarkup(response.content)) return undefined;
+  const toolNames = (options.tools ?? []).map((tool) => tool.name);
+  return findStrayToolMarkup(response.content, toolNames);
 }
 
 function strayMarkupError(markup: string): StrayToolMarkupError {

@@ -145,7 +145,7 @@ function patternsFor(toolNames: readonly string[]): CompiledPatterns {
  * @returns the markup found (an excerpt), or `undefined` when the text is clean.
  */
 export function findStrayToolMarkup(text: string, toolNames: readonly string[]): string | undefined {
-  if (!MARKUP_HINT.test(text)) return undefined;
+  if (!mayHoldToolMarkup(text)) return undefined;
   const windows =
     text.length <= 2 * STRAY_MARKUP_WINDOW
       ? [text]
@@ -160,6 +160,14 @@ export function findStrayToolMarkup(text: string, toolNames: readonly string[]):
     }
   }
   return undefined;
+}
+
+/**
+ * False when `text` holds none of what every markup pattern needs ({@link MARKUP_HINT}), so
+ * {@link findStrayToolMarkup} would find nothing: one scan, without the offered tools' names.
+ */
+export function mayHoldToolMarkup(text: string): boolean {
+  return MARKUP_HINT.test(text);
 }
 
 function excerpt(found: string): string {
