@@ -177,7 +177,10 @@ export function buildUserMessage(userText: string, injections: string[]): Messag
 }
 
 /** What a chat has in flight between iterations: nothing (one shared value, never changed). */
-const NOTHING_IN_FLIGHT: ChatContext["inFlight"] = Object.freeze({ assistant: null, settled: Object.freeze({}) });
+const NOTHING_IN_FLIGHT: ChatContext["inFlight"] = Object.freeze({
+  assistant: null,
+  settled: Object.freeze({}),
+});
 
 /** The messages an iteration produced, an empty assistant turn left out (a copy only when there is one). */
 function turnOf(output: Extract<IterationOutput, { messages: Message[] }>): Message[] {

@@ -297,7 +297,9 @@ export class AgentSession implements Agent {
     context.approvalRequired = this.#chatApprovalChain ??= this.#approvalChain();
     if (this.#post) context.post = this.#post;
     const journal = this.#journal;
-    if (journal) context.noteAskedChat = (callId: string, chat: AskedChatRef) => journal.chatAsked(callId, chat);
+    if (journal) {
+      context.noteAskedChat = (callId: string, chat: AskedChatRef) => journal.chatAsked(callId, chat);
+    }
     return context;
   }
 

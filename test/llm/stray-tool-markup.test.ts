@@ -1,5 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { findStrayToolMarkup, mayHoldToolMarkup, STRAY_MARKUP_WINDOW } from "../../src/llm/stray-tool-markup.js";
+import {
+  findStrayToolMarkup,
+  mayHoldToolMarkup,
+  STRAY_MARKUP_WINDOW,
+} from "../../src/llm/stray-tool-markup.js";
 
 const tools = ["current_time", "todo_list"];
 

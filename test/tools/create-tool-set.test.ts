@@ -78,7 +78,12 @@ describe("createToolSet", () => {
       name: "versioned",
       initialState: () => ({ build: ++builds }),
       tools: (state) => [
-        defineTool({ name: `tool_${state.build}`, description: "", parameters: z.object({}), execute: () => "" }),
+        defineTool({
+          name: `tool_${state.build}`,
+          description: "",
+          parameters: z.object({}),
+          execute: () => "",
+        }),
       ],
     });
     expect(versioned.tools().map((tool) => tool.name)).toEqual(["tool_1"]);
