@@ -4,7 +4,7 @@ import { requireDeps, type SessionDeps } from "../src/agent/session-deps.js";
 import { toErrorInfo } from "../src/events/types.js";
 import type { LlmOptions, Message, StreamSink } from "../src/llm/types.js";
 import { wellFormedResponse } from "../src/llm/well-formed-message.js";
-import { createStreamRedactor } from "../src/text/secret-redactor.js";
+import { createStreamRedactor, type StreamRedactor } from "../src/text/secret-redactor.js";
 
 export interface ModelStreamInput {
   messages: Message[];
@@ -14,6 +14,9 @@ export interface ModelStreamInput {
   /** The session's model client and event emitter (passed down from the chat machine's context). */
   deps?: SessionDeps;
 }
+
+/** Without secrets to hide, every piece goes out as it came: one shared redactor, none per stream. */
+const PASS_THROUGH: StreamRedactor = { push: (piece) => piece, flush: () => "" };
 
 /**
  * The model-stream actor with the segment collector. Deltas go straight to the event
@@ -39,8 +42,8 @@ export const modelStreamActor = fromCallback<StreamEvent, ModelStreamInput>(({ i
   };
   // Each delta is redacted on its own by the emitter; a secret split between two deltas is caught
   // here, where the end of one that could begin a secret waits for the next.
-  const text = createStreamRedactor(redactor);
-  const reasoning = createStreamRedactor(redactor);
+  const text = redactor.isActive ? createStreamRedactor(redactor) : PASS_THROUGH;
+  const reasoning = redactor.isActive ? createStreamRedactor(redactor) : PASS_THROUGH;
   // A piece held back whole sends nothing now (without secrets every delta goes out as it came).
   const isSent = (delta: string) => delta !== "" || !redactor.isActive;
   const emitText = (delta: string) => {

@@ -176,6 +176,19 @@ export function buildUserMessage(userText: string, injections: string[]): Messag
   return { role: "user", content: parts.length === 0 ? userText : `${parts.join("\n\n")}\n\n${userText}` };
 }
 
+/** What a chat has in flight between iterations: nothing (one shared value, never changed). */
+const NOTHING_IN_FLIGHT: ChatContext["inFlight"] = Object.freeze({
+  assistant: null,
+  settled: Object.freeze({}),
+});
+
+/** The messages an iteration produced, an empty assistant turn left out (a copy only when there is one). */
+function turnOf(output: Extract<IterationOutput, { messages: Message[] }>): Message[] {
+  return output.messages.some(isEmptyAssistant)
+    ? output.messages.filter((message) => !isEmptyAssistant(message))
+    : output.messages;
+}
+
 /** An assistant message with nothing in it is left out (providers reject empty turns). */
 function isEmptyAssistant(message: Message): boolean {
   return (
@@ -241,13 +254,12 @@ export const chatMachine = setup({
     recordMessages: (_, _params: { messages: Message[] }) => {},
     /** Adds the iteration's messages (an empty assistant turn left out) and usage; keeps the answer. */
     recordIteration: assign(({ context }, { output }: { output: IterationOutput }) => {
-      const produced = output.status === "failed" ? [] : output.messages.filter((m) => !isEmptyAssistant(m));
       const content = output.status === "failed" ? null : output.content;
       return {
-        messages: [...context.messages, ...produced],
+        messages: output.status === "failed" ? context.messages : [...context.messages, ...turnOf(output)],
         usage: addUsage(context.usage, output.usage),
         lastUsage: output.usage,
-        inFlight: { assistant: null, settled: {} },
+        inFlight: NOTHING_IN_FLIGHT,
         result: content === null ? context.result : content.trim() === "" ? EMPTY_REPLY_PLACEHOLDER : content,
       };
     }),
@@ -323,7 +335,7 @@ export const chatMachine = setup({
     lastUsage: null,
     tokenUsed: input.tokenUsed,
     result: null,
-    inFlight: { assistant: null, settled: {} },
+    inFlight: NOTHING_IN_FLIGHT,
     compacted: false,
     error: null,
     status: null,

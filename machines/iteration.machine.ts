@@ -146,10 +146,16 @@ export function iterationInFlight(context: IterationContext): IterationInFlight 
   return { assistant: context.assistant, settled: context.outcomes };
 }
 
-/** The tool messages in the order the model made the calls, then the messages the tools appended. */
-export function backfilledResults(context: IterationContext): Message[] {
-  const ordered = context.toolCalls.map((call) => context.outcomes[call.id]!);
-  return [...ordered.map((outcome) => outcome.message), ...ordered.flatMap((outcome) => outcome.appended)];
+/**
+ * The turn's messages: the assistant message, the tool messages in the order the model made the
+ * calls, then the messages the tools appended. Built in one array (the turn's output, every turn).
+ */
+export function turnMessages(context: IterationContext): Message[] {
+  const { toolCalls, outcomes } = context;
+  const messages: Message[] = [context.assistant!];
+  for (const call of toolCalls) messages.push(outcomes[call.id]!.message);
+  for (const call of toolCalls) for (const message of outcomes[call.id]!.appended) messages.push(message);
+  return messages;
 }
 
 /**
@@ -382,7 +388,7 @@ export const iterationMachine = setup({
       always: { guard: "allToolCallsSettled", target: "backfilling" },
     },
     backfilling: {
-      // The results go back in the order the model made the calls (see `backfilledResults`).
+      // The results go back in the order the model made the calls (see `turnMessages`).
       entry: [
         {
           type: "recordMessages",
@@ -411,11 +417,6 @@ export const iterationMachine = setup({
         messages: [context.assistant!],
       };
     }
-    return {
-      status: "toolsDone",
-      usage,
-      content: null,
-      messages: [context.assistant!, ...backfilledResults(context)],
-    };
+    return { status: "toolsDone", usage, content: null, messages: turnMessages(context) };
   },
 });

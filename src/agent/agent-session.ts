@@ -1,4 +1,3 @@
-import pLimit, { type LimitFunction } from "p-limit";
 import {
   type Actor,
   type ActorOptions,
@@ -40,6 +39,7 @@ import {
   ToolApprovals,
   type ToolApprovalsParams,
 } from "./tool-approvals.js";
+import { ToolCallLimit } from "./tool-call-limit.js";
 
 /** What one chat is built from, resolved once from the agent's options (see createAgent). */
 export interface ChatSettings {
@@ -138,8 +138,8 @@ export class AgentSession implements Agent {
 
     limitToolCall<T>(task: () => Promise<T>): Promise<T> {
       const agent = this.#agent;
-      agent.#toolCallLimit ??= pLimit(agent.#settings.maxConcurrentToolCalls);
-      return agent.#toolCallLimit(task);
+      agent.#toolCallLimit ??= new ToolCallLimit(agent.#settings.maxConcurrentToolCalls);
+      return agent.#toolCallLimit.run(task);
     }
 
     toolContext(): Omit<ToolContext, "signal" | "appendMessage"> {
@@ -237,7 +237,11 @@ export class AgentSession implements Agent {
   #delegated: Map<string, { agent: string; session: string }> | undefined;
   #queue: Promise<unknown> | undefined;
   /** Built at the session's first tool call (an idle session pays nothing for it). */
-  #toolCallLimit: LimitFunction | undefined;
+  #toolCallLimit: ToolCallLimit | undefined;
+  /** The running chat's {@link #approvalChain}, listed at its first tool call (not at every call). */
+  #chatApprovalChain: readonly string[] | undefined;
+  /** Made at the session's first tool call at the root of a tree (see {@link #delegateApproval}). */
+  #delegateApprovalFn: ToolContext["delegateApproval"];
   /** Built at the session's first chat or decision (at once when a parked approval waits). */
   #approvals: ToolApprovals | undefined;
   /**
@@ -279,33 +283,38 @@ export class AgentSession implements Agent {
    * a new object at each call.
    */
   #toolContext(): Omit<ToolContext, "signal" | "appendMessage"> {
-    const journal = this.#journal;
-    return {
+    // Filled in field by field: spreads of conditional parts would build a temporary for each.
+    const context: Omit<ToolContext, "signal" | "appendMessage"> = {
       agent: this.name,
       session: this.session,
       depth: this.#depth,
       chatId: this.#events.chatId,
-      ...(this.#deadline === undefined ? {} : { deadline: this.#deadline }),
-      // Only the root of a tree takes its approvals: the chats in between pass them up.
-      ...(this.#lineage === undefined
-        ? {
-            delegateApproval: (held: HeldApproval, pending: boolean) => {
-              if (pending) {
-                this.#delegated ??= new Map();
-                this.#delegated.set(held.toolCallId, held.holder);
-              } else {
-                this.#delegated?.delete(held.toolCallId);
-                if (this.#delegated?.size === 0) this.#delegated = undefined;
-              }
-            },
-          }
-        : { lineage: this.#lineage }),
-      approvalRequired: this.#approvalChain(),
-      ...(this.#post ? { post: this.#post } : {}),
-      ...(journal
-        ? { noteAskedChat: (callId: string, chat: AskedChatRef) => journal.chatAsked(callId, chat) }
-        : {}),
     };
+    if (this.#deadline !== undefined) context.deadline = this.#deadline;
+    // Only the root of a tree takes its approvals: the chats in between pass them up.
+    if (this.#lineage === undefined) context.delegateApproval = this.#delegateApproval();
+    else context.lineage = this.#lineage;
+    context.approvalRequired = this.#chatApprovalChain ??= this.#approvalChain();
+    if (this.#post) context.post = this.#post;
+    const journal = this.#journal;
+    if (journal) {
+      context.noteAskedChat = (callId: string, chat: AskedChatRef) => journal.chatAsked(callId, chat);
+    }
+    return context;
+  }
+
+  /** Notes a call held further down this root chat's tree (see `#delegated`); one function per session. */
+  #delegateApproval(): NonNullable<ToolContext["delegateApproval"]> {
+    this.#delegateApprovalFn ??= (held: HeldApproval, pending: boolean) => {
+      if (pending) {
+        this.#delegated ??= new Map();
+        this.#delegated.set(held.toolCallId, held.holder);
+      } else {
+        this.#delegated?.delete(held.toolCallId);
+        if (this.#delegated?.size === 0) this.#delegated = undefined;
+      }
+    };
+    return this.#delegateApprovalFn;
   }
 
   /** Builds the session and restores its context from the history. */
@@ -334,6 +343,7 @@ export class AgentSession implements Agent {
 
   #inherit(toolNames: readonly string[]): void {
     if (toolNames.length === 0) return;
+    this.#chatApprovalChain = undefined;
     this.#inherited ??= new Set();
     for (const name of toolNames) this.#inherited.add(name);
   }
@@ -615,6 +625,8 @@ export class AgentSession implements Agent {
         throw new ChatCancelledError({ prompt: 0, completion: 0, total: 0, cached: 0 });
       }
       events.chatId = resumed?.chatId ?? this.#createId();
+      // Listed again for this chat: its tool sets or inherited approvals may have changed since.
+      this.#chatApprovalChain = undefined;
       this.#depth = Math.max(options.depth ?? 0, options.lineage?.depth ?? 0);
       this.#lineage = options.lineage;
       this.#deadline = options.deadline ?? options.lineage?.deadline;
@@ -713,6 +725,7 @@ export class AgentSession implements Agent {
       this.#lineage = undefined;
       this.#deadline = undefined;
       this.#delegated = undefined;
+      this.#chatApprovalChain = undefined;
     }
   }
 

@@ -2,7 +2,7 @@ import { describeError } from "../errors/describe-error.js";
 import { abortableSleep, cancelledBy, throwIfAborted } from "./abortable-sleep.js";
 import { CancelledError, isLlmError, type LlmError, NetworkError, StrayToolMarkupError } from "./errors.js";
 import type { LlmClient } from "./llm-client.js";
-import { findStrayToolMarkup } from "./stray-tool-markup.js";
+import { findStrayToolMarkup, mayHoldToolMarkup } from "./stray-tool-markup.js";
 import type {
   BackendSink,
   GenerateRequest,
@@ -206,30 +206,38 @@ class AttemptSink implements BackendSink {
 
   constructor(readonly target: StreamSink) {}
 
+  // Each delta is forwarded in place, with no closure per delta (a response streams dozens).
   onTextDelta(text: string): void {
-    if (this.#open) this.#forward(() => this.target.onTextDelta(text));
+    if (!this.#open) return;
+    try {
+      this.target.onTextDelta(text);
+    } catch (error) {
+      this.#fail(error);
+    }
   }
 
   onReasoningDelta(text: string): void {
-    if (this.#open) this.#forward(() => this.target.onReasoningDelta(text));
+    if (!this.#open) return;
+    try {
+      this.target.onReasoningDelta(text);
+    } catch (error) {
+      this.#fail(error);
+    }
   }
 
   close(): void {
     this.#open = false;
   }
 
-  #forward(call: () => void): void {
-    try {
-      call();
-    } catch (error) {
-      this.failure ??= { error };
-      throw error;
-    }
+  #fail(error: unknown): never {
+    this.failure ??= { error };
+    throw error;
   }
 }
 
 function strayMarkupIn(response: GenerateResponse, options: LlmOptions): string | undefined {
-  if (!canCallTools(options)) return undefined;
+  // Most answers hold nothing that looks like markup: no tool names to list for them.
+  if (!canCallTools(options) || !mayHoldToolMarkup(response.content)) return undefined;
   const toolNames = (options.tools ?? []).map((tool) => tool.name);
   return findStrayToolMarkup(response.content, toolNames);
 }

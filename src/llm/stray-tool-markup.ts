@@ -51,6 +51,13 @@ const SPECIAL_TOKEN = new RegExp(
   "i",
 );
 
+/**
+ * What every pattern here needs somewhere in the text (a `<`, `[`, `{`, `✿` or backtick, or a
+ * `to=functions.` / `multi_tool_use.` address): a text with none of them, which most answers are,
+ * is clean without running the patterns one by one. Keep it in step with the patterns.
+ */
+const MARKUP_HINT = /[<[{✿`]|to=functions\.|multi_tool_use\./;
+
 /** Markup that needs no knowledge of the offered tools. */
 const GENERIC_PATTERNS: RegExp[] = [
   SPECIAL_TOKEN,
@@ -138,6 +145,7 @@ function patternsFor(toolNames: readonly string[]): CompiledPatterns {
  * @returns the markup found (an excerpt), or `undefined` when the text is clean.
  */
 export function findStrayToolMarkup(text: string, toolNames: readonly string[]): string | undefined {
+  if (!mayHoldToolMarkup(text)) return undefined;
   const windows =
     text.length <= 2 * STRAY_MARKUP_WINDOW
       ? [text]
@@ -152,6 +160,14 @@ export function findStrayToolMarkup(text: string, toolNames: readonly string[]):
     }
   }
   return undefined;
+}
+
+/**
+ * False when `text` holds none of what every markup pattern needs ({@link MARKUP_HINT}), so
+ * {@link findStrayToolMarkup} would find nothing: one scan, without the offered tools' names.
+ */
+export function mayHoldToolMarkup(text: string): boolean {
+  return MARKUP_HINT.test(text);
 }
 
 function excerpt(found: string): string {

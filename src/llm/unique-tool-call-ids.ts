@@ -10,6 +10,8 @@ import type { ToolCall } from "./types.js";
  * the events and the approvals use from then on. Returns `calls` itself when no id repeats.
  */
 export function uniqueToolCallIds(calls: readonly ToolCall[]): ToolCall[] {
+  // One call (most turns that call tools) cannot repeat an id: no set to build.
+  if (calls.length < 2) return calls as ToolCall[];
   const taken = new Set(calls.map((call) => call.id));
   if (taken.size === calls.length) return calls as ToolCall[];
   const seen = new Set<string>();

@@ -70,6 +70,8 @@ class ComposedToolSet<State> implements StatefulToolSet<State> {
   readonly name: string;
   #state!: State;
   #tools = new Map<string, Tool>();
+  /** The definitions of `#tools`, listed at the first ask after they were built (every call reads them). */
+  #definitions: readonly ToolDefinition[] | undefined;
 
   constructor(private readonly params: CreateToolSetParams<State>) {
     this.name = params.name;
@@ -80,8 +82,10 @@ class ComposedToolSet<State> implements StatefulToolSet<State> {
     return this.#state;
   }
 
+  /** The same frozen list until the tools are built again (`reset`): read, never changed, by its callers. */
   tools(): ToolDefinition[] {
-    return [...this.#tools.values()].map((tool) => tool.definition);
+    this.#definitions ??= Object.freeze([...this.#tools.values()].map((tool) => tool.definition));
+    return this.#definitions as ToolDefinition[];
   }
 
   invoke(call: ToolCall, context: ToolContext): Promise<string> {
@@ -135,5 +139,6 @@ class ComposedToolSet<State> implements StatefulToolSet<State> {
     }
     this.#state = state;
     this.#tools = byName;
+    this.#definitions = undefined;
   }
 }

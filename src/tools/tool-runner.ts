@@ -167,18 +167,21 @@ function failedOutcome(call: ToolCall, error: unknown, redactor: SecretRedactor)
 
 type Settled = { ok: true; value: string } | { ok: false; error: unknown };
 
+/** The invocation's outcome, or "aborted" the moment `signal` aborts; one promise, no chain. */
 function untilAborted(invocation: Promise<string>, signal: AbortSignal): Promise<Settled | "aborted"> {
-  const settled = invocation.then(
-    (value): Settled => ({ ok: true, value: typeof value === "string" ? value : String(value) }),
-    (error: unknown): Settled => ({ ok: false, error }),
-  );
   return new Promise((resolve) => {
     const onAbort = () => resolve("aborted");
     signal.addEventListener("abort", onAbort, { once: true });
-    void settled.then((outcome) => {
-      signal.removeEventListener("abort", onAbort);
-      resolve(outcome);
-    });
+    invocation.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve({ ok: true, value: typeof value === "string" ? value : String(value) });
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve({ ok: false, error });
+      },
+    );
   });
 }
 

@@ -96,4 +96,27 @@ describe("inherited approvals", () => {
     await agent.chat("probe");
     expect(seen).toEqual([["deploy", "guarded", "shell"]]);
   });
+
+  it("pass on what the session inherited since its last chat", async () => {
+    const seen: (readonly string[] | undefined)[] = [];
+    const probe = defineTool({
+      name: "probe",
+      description: "Reports the chain's approvals.",
+      parameters: z.object({}),
+      execute: (_args, context) => {
+        seen.push(context.approvalRequired);
+        return "ok";
+      },
+    });
+    const probeCall = (id: string) => ({ toolCalls: [{ id, name: "probe", arguments: {} }] });
+    const { agent } = await createTestAgent({
+      script: [probeCall("p1"), probeCall("p2"), { text: "first" }, probeCall("p3"), { text: "second" }],
+      tools: [probe],
+      options: { needsApproval: ["deploy"] },
+    });
+    await agent.chat("probe twice");
+    agent.inheritApprovals!(["shell"]);
+    await agent.chat("probe again");
+    expect(seen).toEqual([["deploy"], ["deploy"], ["deploy", "shell"]]);
+  });
 });

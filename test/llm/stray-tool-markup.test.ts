@@ -1,5 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { findStrayToolMarkup, STRAY_MARKUP_WINDOW } from "../../src/llm/stray-tool-markup.js";
+import {
+  findStrayToolMarkup,
+  mayHoldToolMarkup,
+  STRAY_MARKUP_WINDOW,
+} from "../../src/llm/stray-tool-markup.js";
 
 const tools = ["current_time", "todo_list"];
 
@@ -76,6 +80,9 @@ describe("findStrayToolMarkup finds tool calls written as text", () => {
 
   it.each(cases)("%s", (_label, text, found) => {
     expect(findStrayToolMarkup(text, tools)).toBe(found);
+    // The quick check that lets clean answers skip the patterns never skips markup.
+    expect(mayHoldToolMarkup(text)).toBe(true);
+    expect(mayHoldToolMarkup(found)).toBe(true);
   });
 
   it("finds a closing tag left in the last window of a long call", () => {

@@ -72,6 +72,28 @@ describe("createToolSet", () => {
     expect(second.state.count).toBe(1);
   });
 
+  it("offers the tools of its latest build: a reset that builds other tools offers those", () => {
+    let builds = 0;
+    const versioned = createToolSet({
+      name: "versioned",
+      initialState: () => ({ build: ++builds }),
+      tools: (state) => [
+        defineTool({
+          name: `tool_${state.build}`,
+          description: "",
+          parameters: z.object({}),
+          execute: () => "",
+        }),
+      ],
+    });
+    expect(versioned.tools().map((tool) => tool.name)).toEqual(["tool_1"]);
+    expect(versioned.tools()).toBe(versioned.tools());
+    versioned.reset();
+    expect(versioned.tools().map((tool) => tool.name)).toEqual(["tool_2"]);
+    // The list is shared between callers: changing it in place fails instead of changing the set.
+    expect(() => (versioned.tools() as unknown[]).push(echo.definition)).toThrow(TypeError);
+  });
+
   it("refuses two tools with the same name", () => {
     expect(() => createToolSet({ name: "twice", tools: [echo, echo] })).toThrow(/defines tool "echo" twice/);
   });
