@@ -78,6 +78,22 @@ export class JetStreamRecordLog {
     return retryTransient("read", () => this.#readAll());
   }
 
+  /**
+   * The subject's last complete record (undefined when it holds none). A mark's subject holds one
+   * small record, so this is one message get; a last message that is one part of several falls
+   * back to reading the whole subject.
+   */
+  lastRecord(): Promise<HistoryRecord | undefined> {
+    return retryTransient("read", async () => {
+      const last = await this.#lastMessage();
+      if (last === null) return undefined;
+      if (parsePartHeader(last.header.get(PART_HEADER))?.parts !== 1)
+        return (await this.#readAll()).records.at(-1);
+      const part = partOf(last.seq, last.header, last.data);
+      return { kind: part.kind, body: part.body, firstSeq: part.seq, lastSeq: part.seq };
+    });
+  }
+
   async #readAll(): Promise<RecordLogContents> {
     const { js, jsm, stream, subject } = this.#target;
     const source = { js, jsm, stream, filter: subject };
@@ -145,9 +161,11 @@ export class JetStreamRecordLog {
   }
 
   #last(): Promise<StoredMsg | null> {
-    return retryTransient("read", () =>
-      this.#target.jsm.streams.getMessage(this.#target.stream, { last_by_subj: this.#target.subject }),
-    );
+    return retryTransient("read", () => this.#lastMessage());
+  }
+
+  #lastMessage(): Promise<StoredMsg | null> {
+    return this.#target.jsm.streams.getMessage(this.#target.stream, { last_by_subj: this.#target.subject });
   }
 }
 
