@@ -15,7 +15,7 @@ import {
   type RecordPart,
   splitBody,
 } from "./history-records.js";
-import { firstAndLast, fromStored, readFrom } from "./subject-reader.js";
+import { firstAndLast, fromStored, readBetween } from "./subject-reader.js";
 
 /** What a {@link JetStreamRecordLog} needs from its store. */
 export interface RecordLogTarget {
@@ -47,8 +47,8 @@ export class NotARecordError extends AgentloopError {
 }
 
 /**
- * The records of one subject of the history stream: reads them all (message gets by subject, a
- * consumer only for a long subject: see {@link readFrom}), writes one record as one or more parts, each
+ * The records of one subject of the history stream: reads them all (message gets, a consumer only
+ * for a long subject: see {@link readBetween}), writes one record as one or more parts, each
  * published with the expected last subject sequence, and purges what a newer record supersedes.
  */
 export class JetStreamRecordLog {
@@ -100,7 +100,7 @@ export class JetStreamRecordLog {
     const bounds = await firstAndLast(source);
     if (bounds === null) return { records: [], lastSeq: 0 };
     const { first, last } = bounds;
-    const messages = first.seq >= last.seq ? [fromStored(last)] : await readFrom(source, first, last.seq);
+    const messages = first.seq >= last.seq ? [fromStored(last)] : await readBetween(source, first, last);
     const parts = messages.map((message) => partOf(message.seq, message.headers, message.data));
     const lastSeq = parts.reduce((highest, part) => Math.max(highest, part.seq), last.seq);
     return { records: assembleRecords(parts), lastSeq };

@@ -304,11 +304,40 @@ describe("a session's opening reads on JetStream", () => {
       expect(await opened.loadSeq()).toBe(40);
       expect(await opened.loadPendingApproval()).toBeUndefined();
       expect(await opened.restore()).toEqual(conversation);
-      // The messages' first and last and the one between, the seq mark's last, the approval's last.
-      expect(requests() - before).toBe(5);
+      // The messages' first and last (the last names the first as the one before it), the seq
+      // mark's last, the approval's last.
+      expect(requests() - before).toBe(4);
       // Each part answers one read: the next goes to the server.
       expect(await opened.loadSeq()).toBe(40);
+      expect(requests() - before).toBe(5);
+    } finally {
+      await close();
+    }
+  });
+
+  it("finds the records between the first and the last walking back from the last, one get each", async () => {
+    const { store, requests, close } = await countingStore();
+    try {
+      const writer = store.history("bot", "s1");
+      for (const message of conversation.slice(0, 4)) await writer.append([message]);
+      await store.history("bot", "s2").append(conversation.slice(0, 1));
+      const before = requests();
+      expect(await store.history("bot", "s1").restore()).toEqual(conversation.slice(0, 4));
+      // Four opening requests (first, last, seq mark, approval), then the two records between.
       expect(requests() - before).toBe(6);
+    } finally {
+      await close();
+    }
+  });
+
+  it("reads forward a subject whose records were written without an expected last sequence", async () => {
+    const { store, close } = await countingStore();
+    try {
+      const raw = await rawLog(store, "bot", "s1");
+      for (const message of conversation) {
+        await raw.write("append", new TextEncoder().encode(JSON.stringify([message])), undefined);
+      }
+      expect(await store.history("bot", "s1").restore()).toEqual(conversation);
     } finally {
       await close();
     }
