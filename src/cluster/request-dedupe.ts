@@ -156,8 +156,18 @@ export class RequestDedupe {
         settle = resolve;
       }),
     );
+    // Most ids are new: marked running in one write that expects no record; else the record is read.
+    let mark: StoredReply | undefined;
+    if (options.claimLater !== true) {
+      mark = this.#runningMark();
+      const created = await this.#create(key, mark);
+      if (typeof created === "number") return { run: { key, revision: created, isClaimed: true, settle } };
+      if (created === "taken") mark = undefined;
+    }
     const stored = await this.#read(key);
-    if (stored !== undefined && this.#now() - stored.storedAt <= this.windowMs) {
+    // A mark found equal to the one just tried is that write, stored though it failed (its ack lost).
+    const isOwnMark = mark !== undefined && stored?.host === mark.host && stored.storedAt === mark.storedAt;
+    if (stored !== undefined && !isOwnMark && this.#now() - stored.storedAt <= this.windowMs) {
       const reply =
         stored.state === "done" && stored.reply !== undefined
           ? stored.reply
@@ -183,11 +193,7 @@ export class RequestDedupe {
   async claim(run: DedupeRun): Promise<void> {
     if (run.isClaimed) return;
     run.isClaimed = true;
-    run.revision = await this.#write(run.key, {
-      state: "running",
-      host: this.#hostId,
-      storedAt: this.#now(),
-    });
+    run.revision = await this.#write(run.key, this.#runningMark());
   }
 
   /**
@@ -248,11 +254,7 @@ export class RequestDedupe {
     const run = (async () => {
       const stored = await this.#read(key);
       if (stored?.state === "done" && stored.reply !== undefined) return stored.reply;
-      const revision = await this.#write(key, {
-        state: "running",
-        host: this.#hostId,
-        storedAt: this.#now(),
-      });
+      const revision = await this.#write(key, this.#runningMark());
       const answer = await reply;
       if (answer !== undefined && isCutOff(answer)) return answer;
       if (answer !== undefined) await this.#store(key, answer, revision);
@@ -356,6 +358,23 @@ export class RequestDedupe {
     } catch {
       // Written by another host since: its record stands.
     }
+  }
+
+  /**
+   * Writes `mark` only where the id has no record (or a removed one): its revision; "taken" when a
+   * record is there; "unknown" when the write failed otherwise (it may still have been stored).
+   */
+  async #create(key: string, mark: StoredReply): Promise<number | "taken" | "unknown"> {
+    try {
+      return await this.#kv.create(key, JSON.stringify(mark));
+    } catch (error) {
+      return isConflict(error) ? "taken" : "unknown";
+    }
+  }
+
+  /** The record of a chat running on this host. */
+  #runningMark(): StoredReply {
+    return { state: "running", host: this.#hostId, storedAt: this.#now() };
   }
 
   /** Best-effort: a dedupe record that cannot be written does not stop the chat or its reply. */

@@ -15,7 +15,7 @@ import {
   type RecordPart,
   splitBody,
 } from "./history-records.js";
-import { firstAndLast, fromStored, readFrom } from "./subject-reader.js";
+import { firstAndLast, fromStored, readBetween } from "./subject-reader.js";
 
 /** What a {@link JetStreamRecordLog} needs from its store. */
 export interface RecordLogTarget {
@@ -47,8 +47,8 @@ export class NotARecordError extends AgentloopError {
 }
 
 /**
- * The records of one subject of the history stream: reads them all (message gets by subject, a
- * consumer only for a long subject: see {@link readFrom}), writes one record as one or more parts, each
+ * The records of one subject of the history stream: reads them all (message gets, a consumer only
+ * for a long subject: see {@link readBetween}), writes one record as one or more parts, each
  * published with the expected last subject sequence, and purges what a newer record supersedes.
  */
 export class JetStreamRecordLog {
@@ -78,13 +78,29 @@ export class JetStreamRecordLog {
     return retryTransient("read", () => this.#readAll());
   }
 
+  /**
+   * The subject's last complete record (undefined when it holds none). A mark's subject holds one
+   * small record, so this is one message get; a last message that is one part of several falls
+   * back to reading the whole subject.
+   */
+  lastRecord(): Promise<HistoryRecord | undefined> {
+    return retryTransient("read", async () => {
+      const last = await this.#lastMessage();
+      if (last === null) return undefined;
+      if (parsePartHeader(last.header.get(PART_HEADER))?.parts !== 1)
+        return (await this.#readAll()).records.at(-1);
+      const part = partOf(last.seq, last.header, last.data);
+      return { kind: part.kind, body: part.body, firstSeq: part.seq, lastSeq: part.seq };
+    });
+  }
+
   async #readAll(): Promise<RecordLogContents> {
     const { js, jsm, stream, subject } = this.#target;
     const source = { js, jsm, stream, filter: subject };
     const bounds = await firstAndLast(source);
     if (bounds === null) return { records: [], lastSeq: 0 };
     const { first, last } = bounds;
-    const messages = first.seq >= last.seq ? [fromStored(last)] : await readFrom(source, first, last.seq);
+    const messages = first.seq >= last.seq ? [fromStored(last)] : await readBetween(source, first, last);
     const parts = messages.map((message) => partOf(message.seq, message.headers, message.data));
     const lastSeq = parts.reduce((highest, part) => Math.max(highest, part.seq), last.seq);
     return { records: assembleRecords(parts), lastSeq };
@@ -145,9 +161,11 @@ export class JetStreamRecordLog {
   }
 
   #last(): Promise<StoredMsg | null> {
-    return retryTransient("read", () =>
-      this.#target.jsm.streams.getMessage(this.#target.stream, { last_by_subj: this.#target.subject }),
-    );
+    return retryTransient("read", () => this.#lastMessage());
+  }
+
+  #lastMessage(): Promise<StoredMsg | null> {
+    return this.#target.jsm.streams.getMessage(this.#target.stream, { last_by_subj: this.#target.subject });
   }
 }
 

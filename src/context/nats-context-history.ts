@@ -9,7 +9,7 @@ import type { Message } from "../llm/types.js";
 import type { ContextHistory } from "./context-history.js";
 import { CorruptHistoryError, HistoryConflictError } from "./history-errors.js";
 import { fromLastSnapshot, type HistoryRecord } from "./history-records.js";
-import { JetStreamRecordLog, NotARecordError } from "./jetstream-record-log.js";
+import { JetStreamRecordLog, NotARecordError, type RecordLogContents } from "./jetstream-record-log.js";
 import { PendingApproval } from "./pending-approval.js";
 import { parseStoredMessage, storableMessages } from "./stored-message.js";
 
@@ -29,6 +29,21 @@ export interface NatsContextHistoryParams {
 const StoredSeq = z.number().int().nonnegative();
 /** How often a seq mark is retried against concurrent markers before giving up. */
 const SEQ_MARK_ATTEMPTS = 5;
+
+/**
+ * How long what the opening read fetched may answer the other reads of a session's opening (they
+ * follow it within a few round trips; later reads, and reads after a write, go to the server).
+ */
+const OPENING_READ_FRESH_MS = 5_000;
+
+/** What the opening read fetched of the session's three subjects; each part answers one read. */
+interface OpeningRead {
+  messages: Promise<RecordLogContents> | undefined;
+  seqMark: Promise<HistoryRecord | undefined> | undefined;
+  approval: Promise<HistoryRecord | undefined> | undefined;
+  /** `performance.now()` when it was sent. */
+  sentAt: number;
+}
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: true });
@@ -53,6 +68,16 @@ export class NatsContextHistory implements ContextHistory {
   #lastSeq: number | undefined;
   /** The last of this instance's operations; undefined once it has settled and none followed. */
   #queue: Promise<unknown> | undefined;
+  /** The opening read's parts not taken yet (see {@link #fromOpening}); undefined when none is left. */
+  #opening: OpeningRead | undefined;
+  /** Read or written already: the opening read is only ever the first operation. */
+  #hasOpened = false;
+  /**
+   * The seq mark as this history last read or wrote it, with its subject's last sequence: the next
+   * mark is written over it without reading it first (a mark moved since fails that write, which
+   * then reads). Undefined until read.
+   */
+  #seqMark: { seq: number; subjectSeq: number } | undefined;
 
   constructor(params: NatsContextHistoryParams) {
     this.agent = params.agent;
@@ -82,8 +107,9 @@ export class NatsContextHistory implements ContextHistory {
 
   /** The messages from the last snapshot on; also what later writes expect to follow. */
   restore(): Promise<Message[]> {
+    const opened = this.#fromOpening("messages");
     return this.#serially(async () => {
-      const { records, lastSeq } = await this.#read(this.#messages);
+      const { records, lastSeq } = await (opened ?? this.#read(this.#messages));
       this.#lastSeq = lastSeq;
       return fromLastSnapshot(records).flatMap((record) => this.#messagesOf(record));
     });
@@ -92,10 +118,12 @@ export class NatsContextHistory implements ContextHistory {
   append(messages: readonly Message[]): Promise<void> {
     const stored = storableMessages(messages);
     if (stored.length === 0) return Promise.resolve();
+    this.#dropOpening();
     return this.#serially(() => this.#writeMessages("append", stored).then(() => {}));
   }
 
   replace(messages: readonly Message[]): Promise<void> {
+    this.#dropOpening();
     return this.#serially(async () => {
       const { firstSeq } = await this.#writeMessages("snapshot", storableMessages(messages));
       await this.#messages.purgeBefore(firstSeq);
@@ -104,6 +132,7 @@ export class NatsContextHistory implements ContextHistory {
 
   /** An empty snapshot (so later writes still have a sequence to expect) and no pending approval; the seq mark stays. */
   clear(): Promise<void> {
+    this.#dropOpening();
     return this.#serially(async () => {
       const { firstSeq } = await this.#writeMessages("snapshot", []);
       await this.#messages.purgeBefore(firstSeq);
@@ -112,32 +141,47 @@ export class NatsContextHistory implements ContextHistory {
   }
 
   async loadSeq(): Promise<number> {
-    const { records } = await this.#read(this.#seqMarks);
-    const last = records.at(-1);
-    return last === undefined ? 0 : this.#seqOf(last);
+    const last = await (this.#fromOpening("seqMark") ?? this.#guard(this.#seqMarks.lastRecord()));
+    const seq = last === undefined ? 0 : this.#seqOf(last);
+    this.#seqMark = { seq, subjectSeq: last?.lastSeq ?? 0 };
+    return seq;
   }
 
-  /** Never lowers the mark: written only over the mark it read, retried when another writer moved it. */
+  /**
+   * Never lowers the mark: written only over the mark it last read or wrote (see `#seqMark`),
+   * read again and retried when another writer moved it.
+   */
   async saveSeq(seq: number): Promise<void> {
+    this.#dropOpening();
+    let known = this.#seqMark;
+    const attempts = SEQ_MARK_ATTEMPTS + (known === undefined ? 0 : 1);
     for (let attempt = 1; ; attempt++) {
-      const { records, lastSeq } = await this.#read(this.#seqMarks);
-      const last = records.at(-1);
-      if (last !== undefined && this.#seqOf(last) >= seq) return;
+      const { seq: mark, subjectSeq } = known ?? (await this.#readSeqMark());
+      known = undefined;
+      if (mark >= seq) return;
       this.#fence();
       try {
-        const written = await this.#seqMarks.write("seq", encoder.encode(JSON.stringify(seq)), lastSeq);
+        const written = await this.#seqMarks.write("seq", encoder.encode(JSON.stringify(seq)), subjectSeq);
+        this.#seqMark = { seq, subjectSeq: written.lastSeq };
         await this.#seqMarks.purgeBefore(written.firstSeq);
         return;
       } catch (error) {
-        if (!isWrongLastSequence(error) || attempt >= SEQ_MARK_ATTEMPTS)
-          throw this.#conflictOr(error, lastSeq);
+        if (!isWrongLastSequence(error) || attempt >= attempts) throw this.#conflictOr(error, subjectSeq);
       }
     }
   }
 
-  async loadPendingApproval(): Promise<PendingApproval | undefined> {
-    const { records } = await this.#read(this.#approvals);
+  /** The seq mark and its subject's last sequence, read from the server. */
+  async #readSeqMark(): Promise<{ seq: number; subjectSeq: number }> {
+    const { records, lastSeq } = await this.#read(this.#seqMarks);
     const last = records.at(-1);
+    const mark = { seq: last === undefined ? 0 : this.#seqOf(last), subjectSeq: lastSeq };
+    this.#seqMark = mark;
+    return mark;
+  }
+
+  async loadPendingApproval(): Promise<PendingApproval | undefined> {
+    const last = await (this.#fromOpening("approval") ?? this.#guard(this.#approvals.lastRecord()));
     if (last === undefined || last.kind !== "approval") return undefined;
     const pending = PendingApproval.safeParse(this.#json(last, "the pending approval"));
     if (!pending.success) {
@@ -151,6 +195,7 @@ export class NatsContextHistory implements ContextHistory {
   }
 
   async savePendingApproval(pending: PendingApproval): Promise<void> {
+    this.#dropOpening();
     this.#fence();
     const written = await this.#approvals.write(
       "approval",
@@ -162,6 +207,7 @@ export class NatsContextHistory implements ContextHistory {
 
   /** A `none` record over the approval this read: of two takers only one can write it. */
   async takePendingApproval(): Promise<boolean> {
+    this.#dropOpening();
     const { records, lastSeq } = await this.#read(this.#approvals);
     if (records.at(-1)?.kind !== "approval") return false;
     this.#fence();
@@ -173,6 +219,37 @@ export class NatsContextHistory implements ContextHistory {
       if (isWrongLastSequence(error)) return false;
       throw error;
     }
+  }
+
+  /**
+   * A session is opened with three reads in a row (the event seq mark, the pending approval, the
+   * messages: see createAgent), one round trip or more each. The first read of this history, of
+   * whichever of them, sends all three at once; each of the other two then takes its part, once,
+   * while it is fresh. A read that finds no part left (or a stale one) goes to the server.
+   */
+  #fromOpening<Part extends "messages" | "seqMark" | "approval">(part: Part): OpeningRead[Part] | undefined {
+    if (!this.#hasOpened) {
+      this.#hasOpened = true;
+      this.#opening = {
+        messages: handled(this.#read(this.#messages)),
+        seqMark: handled(this.#guard(this.#seqMarks.lastRecord())),
+        approval: handled(this.#guard(this.#approvals.lastRecord())),
+        sentAt: performance.now(),
+      };
+    }
+    const opening = this.#opening;
+    if (opening === undefined) return undefined;
+    const taken = opening[part];
+    opening[part] = undefined;
+    if (opening.messages === undefined && opening.seqMark === undefined && opening.approval === undefined)
+      this.#opening = undefined;
+    return performance.now() - opening.sentAt <= OPENING_READ_FRESH_MS ? taken : undefined;
+  }
+
+  /** A write is coming: what the opening read fetched may no longer be what is stored. */
+  #dropOpening(): void {
+    this.#hasOpened = true;
+    this.#opening = undefined;
   }
 
   /** Runs `operation` after this history's earlier ones, so its own writes never conflict. */
@@ -199,9 +276,14 @@ export class NatsContextHistory implements ContextHistory {
     }
   }
 
-  async #read(log: JetStreamRecordLog) {
+  #read(log: JetStreamRecordLog): Promise<RecordLogContents> {
+    return this.#guard(log.read());
+  }
+
+  /** The read, its stray messages reported as a corrupt history. */
+  async #guard<T>(reading: Promise<T>): Promise<T> {
     try {
-      return await log.read();
+      return await reading;
     } catch (error) {
       if (error instanceof NotARecordError)
         throw new CorruptHistoryError(this.#where(error.seq), error.message);
@@ -252,6 +334,12 @@ export class NatsContextHistory implements ContextHistory {
   #where(position: number) {
     return { agent: this.agent, session: this.session, position };
   }
+}
+
+/** The same promise, its rejection marked handled: a part nobody takes must not fail the process. */
+function handled<T>(promise: Promise<T>): Promise<T> {
+  promise.catch(() => {});
+  return promise;
 }
 
 function isWrongLastSequence(error: unknown): boolean {

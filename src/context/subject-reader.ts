@@ -70,6 +70,50 @@ export async function readFrom(
   return messages;
 }
 
+/**
+ * The header JetStream keeps with a message written with an expected last subject sequence: the
+ * sequence of the message that was the subject's last when this one was stored, so nothing on the
+ * subject lies between the two.
+ */
+const PREVIOUS_SEQ_HEADER = "Nats-Expected-Last-Subject-Sequence";
+
+/**
+ * Every message of a literal subject from `first` to `last`, oldest first. Each message a history
+ * writes expects the subject's last sequence (see {@link PREVIOUS_SEQ_HEADER}), so the messages
+ * between are found walking back from `last`, one get by sequence each, none for a subject of two
+ * messages, and the walk ends where it reaches `first`. A message without that header, or a
+ * link to a sequence that holds another subject's message (a purge raced the read), ends the
+ * walk, and the subject is read forward instead ({@link readFrom}); so does a subject longer than
+ * a handful of gets, through a consumer.
+ */
+export async function readBetween(
+  source: SubjectSource,
+  first: StoredMsg,
+  last: StoredMsg,
+): Promise<SubjectMessage[]> {
+  const between: StoredMsg[] = [];
+  let current = last;
+  for (let gets = 0; gets < GETS_BEFORE_CONSUMER; gets++) {
+    const previous = previousSeq(current);
+    if (previous === first.seq)
+      return [first, ...between.reverse(), last].map((message) => fromStored(message));
+    if (previous === undefined || previous < first.seq) return readFrom(source, first, last.seq);
+    const message = await getMessage(source, { seq: previous });
+    if (message === null || message.subject !== source.filter) return readFrom(source, first, last.seq);
+    between.push(message);
+    current = message;
+  }
+  return [fromStored(first), ...(await consume(source, first.seq + 1, last.seq))];
+}
+
+/** The sequence {@link PREVIOUS_SEQ_HEADER} names, when the message carries a valid one. */
+function previousSeq(message: StoredMsg): number | undefined {
+  const value = message.header.get(PREVIOUS_SEQ_HEADER);
+  if (value === "") return undefined;
+  const seq = Number(value);
+  return Number.isSafeInteger(seq) && seq >= 0 ? seq : undefined;
+}
+
 /** The messages under the filter from stream sequence `fromSeq` to `lastSeq`, through one ordered consumer. */
 async function consume(source: SubjectSource, fromSeq: number, lastSeq: number): Promise<SubjectMessage[]> {
   const consumer = await source.js.consumers.get(source.stream, {
@@ -113,7 +157,7 @@ async function consume(source: SubjectSource, fromSeq: number, lastSeq: number):
  */
 function getMessage(
   source: SubjectSource,
-  query: { last_by_subj: string } | { seq: number; next_by_subj: string },
+  query: { last_by_subj: string } | { seq: number; next_by_subj?: string },
 ): Promise<StoredMsg | null> {
   return source.jsm.streams.getMessage(source.stream, query as MsgRequest);
 }

@@ -15,6 +15,7 @@ import { describeError } from "../errors/describe-error.js";
 import { UnknownAgentError } from "../errors/unknown-agent-error.js";
 import type { AgentEvent } from "../events/types.js";
 import type { ChatJournal } from "../journal/chat-journal.js";
+import { RecordsReadAhead } from "../journal/records-read-ahead.js";
 import { SqliteChatJournal } from "../journal/sqlite-chat-journal.js";
 import { createBackend, type ProviderEnvironment } from "../llm/create-backend.js";
 import type { LlmClient } from "../llm/llm-client.js";
@@ -205,6 +206,7 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
     const entry = agents.get(agent);
     if (entry === undefined) throw new UnknownAgentError(agent, [...agents.keys()]);
     const { definition, llm, toolSets } = entry;
+    const sessionJournals = journalOf();
     return createAgent({
       name: agent,
       session,
@@ -214,7 +216,10 @@ export function createSessionAgentFactory(options: SessionAgentFactoryOptions): 
       model: definition.model,
       toolSets,
       history: fenceHistory(historyOf(agent, session), hooks.fence),
-      ...(journalOf() === undefined ? {} : { journal: journalOf() }),
+      // The session's journal is read while its history is: an open waits for the longer read only.
+      ...(sessionJournals === undefined
+        ? {}
+        : { journal: new RecordsReadAhead(sessionJournals, agent, session) }),
       post: hooks.post,
       ...(options.checkBudget === undefined ? {} : { checkBudget: options.checkBudget }),
       // The session's mailbox is its one queue.

@@ -2,6 +2,7 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Kvm } from "@nats-io/kv";
+import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChatReply } from "../../src/bus/contract.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
@@ -183,6 +184,34 @@ describe("request dedupe across hosts", () => {
 });
 
 describe("RequestDedupe's steps: begin, then finish", () => {
+  it("marks a new id running with one write, and still reads the record of an id it has seen", async () => {
+    const connection = await connect({ servers: server.url, name: "request-dedupe-count-test" });
+    try {
+      let requests = 0;
+      const request = connection.request.bind(connection);
+      connection.request = (...args: Parameters<typeof connection.request>) => {
+        requests++;
+        return request(...args);
+      };
+      const prefix = uniqueRoot();
+      const a = await RequestDedupe.open(connection, { prefix, hostId: "a" });
+      const before = requests;
+      const step = await a.begin("assistant", "s1", "r1");
+      expect(requests - before).toBe(1);
+      if (!("run" in step)) throw new Error("a new id must be run");
+      expect(step.run.revision).toBeGreaterThan(0);
+      // Host b finds a's mark where it would write its own, and refuses the id as a reply.
+      const b = await RequestDedupe.open(connection, { prefix, hostId: "b" });
+      const refused = await b.begin("assistant", "s1", "r1");
+      expect("reply" in refused && !refused.reply.ok && refused.reply.error.code).toBe("cancelled");
+      // a's reply is stored over its own mark: b's next retry gets it.
+      await a.finish(step.run, answer("first"));
+      expect(await b.begin("assistant", "s1", "r1")).toEqual({ reply: answer("first") });
+    } finally {
+      await connection.close();
+    }
+  });
+
   it("hands out one run per id: a second begin waits for the first run's finish and gets its reply", async () => {
     const { a, b } = await hosts();
     const first = await a.begin("assistant", "s1", "r1");

@@ -1,5 +1,5 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { headers } from "@nats-io/transport-node";
+import { connect, headers } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { CorruptHistoryError, HistoryConflictError } from "../../src/context/history-errors.js";
@@ -264,6 +264,140 @@ describe("NatsContextHistory on JetStream", () => {
       );
     } finally {
       await remove();
+    }
+  });
+});
+
+describe("a session's opening reads on JetStream", () => {
+  /** A connection of its own, counting the requests sent on it (message gets and publishes). */
+  async function countingStore() {
+    const connection = await connect({ servers: server.url, name: "nats-history-opening-test" });
+    let requests = 0;
+    const request = connection.request.bind(connection);
+    connection.request = (...args: Parameters<typeof connection.request>) => {
+      requests++;
+      return request(...args);
+    };
+    const prefix = uniqueRoot();
+    const store = await NatsHistoryStore.open(connection, { prefix });
+    return {
+      store,
+      requests: () => requests,
+      close: async () => {
+        const manager = await jetstreamManager(connection);
+        await manager.streams.delete(store.stream);
+        await connection.close();
+      },
+    };
+  }
+
+  it("fetches the seq mark, the pending approval and the messages at the first read; the other two send nothing", async () => {
+    const { store, requests, close } = await countingStore();
+    try {
+      const writer = store.history("bot", "s1");
+      await writer.append(conversation.slice(0, 2));
+      await writer.append(conversation.slice(2));
+      await writer.saveSeq(40);
+
+      const opened = store.history("bot", "s1");
+      const before = requests();
+      expect(await opened.loadSeq()).toBe(40);
+      expect(await opened.loadPendingApproval()).toBeUndefined();
+      expect(await opened.restore()).toEqual(conversation);
+      // The messages' first and last (the last names the first as the one before it), the seq
+      // mark's last, the approval's last.
+      expect(requests() - before).toBe(4);
+      // Each part answers one read: the next goes to the server.
+      expect(await opened.loadSeq()).toBe(40);
+      expect(requests() - before).toBe(5);
+    } finally {
+      await close();
+    }
+  });
+
+  it("finds the records between the first and the last walking back from the last, one get each", async () => {
+    const { store, requests, close } = await countingStore();
+    try {
+      const writer = store.history("bot", "s1");
+      for (const message of conversation.slice(0, 4)) await writer.append([message]);
+      await store.history("bot", "s2").append(conversation.slice(0, 1));
+      const before = requests();
+      expect(await store.history("bot", "s1").restore()).toEqual(conversation.slice(0, 4));
+      // Four opening requests (first, last, seq mark, approval), then the two records between.
+      expect(requests() - before).toBe(6);
+    } finally {
+      await close();
+    }
+  });
+
+  it("reads forward a subject whose records were written without an expected last sequence", async () => {
+    const { store, close } = await countingStore();
+    try {
+      const raw = await rawLog(store, "bot", "s1");
+      for (const message of conversation) {
+        await raw.write("append", new TextEncoder().encode(JSON.stringify([message])), undefined);
+      }
+      expect(await store.history("bot", "s1").restore()).toEqual(conversation);
+    } finally {
+      await close();
+    }
+  });
+
+  it("writes the next seq mark over the one it read, without reading it again", async () => {
+    const { store, requests, close } = await countingStore();
+    try {
+      const history = store.history("bot", "s1");
+      // Not the stream's first message: the server reads a purge before sequence 1 as no bound, so none is sent.
+      await history.append(conversation.slice(0, 1));
+      expect(await history.loadSeq()).toBe(0);
+      const before = requests();
+      await history.saveSeq(1_000);
+      await history.saveSeq(2_000);
+      // Each mark: its publish and the purge of the one before it.
+      expect(requests() - before).toBe(4);
+      expect(await store.history("bot", "s1").loadSeq()).toBe(2_000);
+    } finally {
+      await close();
+    }
+  });
+
+  it("never lowers a seq mark another writer moved since it was read", async () => {
+    const { store, close } = await countingStore();
+    try {
+      const stale = store.history("bot", "s1");
+      expect(await stale.loadSeq()).toBe(0);
+      await store.history("bot", "s1").saveSeq(5_000);
+      await stale.saveSeq(3_000);
+      expect(await store.history("bot", "s1").loadSeq()).toBe(5_000);
+      await stale.saveSeq(6_000);
+      expect(await store.history("bot", "s1").loadSeq()).toBe(6_000);
+    } finally {
+      await close();
+    }
+  });
+
+  it("answers a read after a write from the server, not from what the opening fetched", async () => {
+    const { store, close } = await countingStore();
+    try {
+      await store.history("bot", "s1").append(conversation.slice(0, 2));
+      const opened = store.history("bot", "s1");
+      expect(await opened.loadSeq()).toBe(0);
+      await opened.append(conversation.slice(2));
+      expect(await opened.restore()).toEqual(conversation);
+    } finally {
+      await close();
+    }
+  });
+
+  it("keeps a later read's view of another writer's records: a part is taken once", async () => {
+    const { store, close } = await countingStore();
+    try {
+      const opened = store.history("bot", "s1");
+      expect(await opened.restore()).toEqual([]);
+      await store.history("bot", "s1").append(conversation.slice(0, 2));
+      expect(await opened.restore()).toEqual(conversation.slice(0, 2));
+    } finally {
+      await close();
     }
   });
 });
