@@ -36,8 +36,9 @@ const MAX_DIGITS_WRITTEN = 2 ** 31 - 1;
  * event: each field name is encoded once; short plain strings (the stamp's names, ids and
  * timestamp, a text delta) are copied into the buffer without `JSON.stringify`; and each event's
  * bytes are a view into one buffer that the events share (never written again once handed out, so
- * a client may hold a view until it sends it). An event this writer cannot vouch for (fields out of the emitter's order or with odd types, a
- * `toJSON`, a class instance) is written from `JSON.stringify` as it is.
+ * a client may hold a view until it sends it). An event this writer cannot vouch for (fields out of
+ * the emitter's order or with odd types, a `toJSON`, a class instance) is written from
+ * `JSON.stringify` as it is.
  */
 export interface EventBytesWriter {
   /** The bytes of `JSON.stringify({...stamp, ...body})`, the event an emitter would have built. */
