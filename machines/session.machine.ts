@@ -137,6 +137,11 @@ function isStackableChat(message: MailboxMessage | undefined): message is ChatMe
   return message?.kind === "chat" && message.stackable;
 }
 
+/** A message the mailbox runs as a chat (a resumed chat is one). */
+function isChatKind(message: MailboxMessage | undefined): boolean {
+  return message?.kind === "chat" || message?.kind === "resume";
+}
+
 function idsOf(messages: readonly (MailboxMessage | null)[]): string[] {
   return messages.flatMap((message) => (message === null ? [] : [message.id]));
 }
@@ -169,7 +174,11 @@ export const sessionMachine = setup({
     isClosing: ({ context }) => context.isClosing,
     /** The running message was already answered (`stop`): its outcome goes to nobody. */
     isAnswered: ({ context }) => context.current === null,
-    isNextChat: ({ context }) => context.queue[0]?.kind === "chat" || context.queue[0]?.kind === "resume",
+    isQueueEmpty: ({ context }) => context.queue.length === 0,
+    isChatEnqueued: ({ event }) => isChatKind(enqueued(event)),
+    isCompactEnqueued: ({ event }) => enqueued(event).kind === "compact",
+    isNewEnqueued: ({ event }) => enqueued(event).kind === "new",
+    isNextChat: ({ context }) => isChatKind(context.queue[0]),
     isNextCompact: ({ context }) => context.queue[0]?.kind === "compact",
     isNextNew: ({ context }) => context.queue[0]?.kind === "new",
   },
@@ -210,6 +219,8 @@ export const sessionMachine = setup({
     dropOldestAndAppend: assign({
       queue: ({ context, event }) => [...context.queue.slice(1), enqueued(event)],
     }),
+    /** An idle mailbox runs the message at once: it never joins the queue. */
+    takeEnqueued: assign({ current: ({ event }) => enqueued(event) }),
     takeNext: assign({
       current: ({ context }) => context.queue[0] ?? null,
       queue: ({ context }) => context.queue.slice(1),
@@ -263,7 +274,12 @@ export const sessionMachine = setup({
   states: {
     idle: {
       on: {
-        enqueue: { target: "dispatching", actions: "append" },
+        // Straight to its state: an idle mailbox has nothing queued ahead of it.
+        enqueue: [
+          { guard: "isChatEnqueued", target: "processing", actions: "takeEnqueued" },
+          { guard: "isCompactEnqueued", target: "compacting", actions: "takeEnqueued" },
+          { guard: "isNewEnqueued", target: "resetting", actions: "takeEnqueued" },
+        ],
         shutdown: { target: "stopped", actions: ["emitAllCancelled", "clearAll"] },
       },
     },
@@ -285,11 +301,13 @@ export const sessionMachine = setup({
         "operation.done": [
           { guard: "isClosing", target: "stopped" },
           { guard: "isAnswered", target: "dispatching" },
+          { guard: "isQueueEmpty", target: "idle", actions: ["emitCompleted", "clearCurrent"] },
           { target: "dispatching", actions: ["emitCompleted", "clearCurrent"] },
         ],
         "operation.failed": [
           { guard: "isClosing", target: "stopped" },
           { guard: "isAnswered", target: "dispatching" },
+          { guard: "isQueueEmpty", target: "idle", actions: ["emitFailed", "clearCurrent"] },
           { target: "dispatching", actions: ["emitFailed", "clearCurrent"] },
         ],
         // Answered at once; the chat winds down (writes its back-fill) before the next message runs.
@@ -307,11 +325,13 @@ export const sessionMachine = setup({
         "operation.done": [
           { guard: "isClosing", target: "stopped" },
           { guard: "isAnswered", target: "dispatching" },
+          { guard: "isQueueEmpty", target: "idle", actions: ["emitCompleted", "clearCurrent"] },
           { target: "dispatching", actions: ["emitCompleted", "clearCurrent"] },
         ],
         "operation.failed": [
           { guard: "isClosing", target: "stopped" },
           { guard: "isAnswered", target: "dispatching" },
+          { guard: "isQueueEmpty", target: "idle", actions: ["emitFailed", "clearCurrent"] },
           { target: "dispatching", actions: ["emitFailed", "clearCurrent"] },
         ],
         // Compaction works on a fork: cancelling it leaves the context as it was.
@@ -328,10 +348,12 @@ export const sessionMachine = setup({
       on: {
         "operation.done": [
           { guard: "isClosing", target: "stopped" },
+          { guard: "isQueueEmpty", target: "idle", actions: ["emitCompleted", "clearCurrent"] },
           { target: "dispatching", actions: ["emitCompleted", "clearCurrent"] },
         ],
         "operation.failed": [
           { guard: "isClosing", target: "stopped" },
+          { guard: "isQueueEmpty", target: "idle", actions: ["emitFailed", "clearCurrent"] },
           { target: "dispatching", actions: ["emitFailed", "clearCurrent"] },
         ],
         // A half-done reset would leave history and context disagreeing: let it finish, drop the rest.

@@ -28,9 +28,9 @@ export interface BusEventPublisher {
 /**
  * Publishes each event as JSON on `<prefix>.events.<agent>.<session>.<Kind>`.
  * On the hot path (one call per text delta), so it does nothing but build the subject and the
- * JSON (with the chat's stamp encoded once): UTF-8 bytes written straight from the emitter's stamp
- * and the body (see {@link createEventBytesWriter}), handed as they are to a bus that takes bytes
- * (NATS) and decoded for the others; no validation, no copies. Best-effort: a failing bus
+ * JSON: UTF-8 bytes written straight from the emitter's stamp and the body (see
+ * {@link createEventBytesWriter}), handed as they are to a bus that takes bytes (NATS) and decoded
+ * for the others; no validation, no copies. Best-effort: a failing bus
  * or an unserialisable event is counted and swallowed, never thrown into the chat.
  *
  * An event over the bus's max payload (a long result or tool output) is not lost: its long strings

@@ -4,6 +4,16 @@ import type { AgentEvent, EventBody } from "./types.js";
 /** The fields a session's event emitter stamps on every event, in the order it writes them. */
 const STAMP_KEYS = ["agent", "session", "host", "chatId", "seq", "ts", "iteration"] as const;
 const STAMP_KEY_SET: ReadonlySet<string> = new Set(STAMP_KEYS);
+/** What opens each stamp field: `{"agent":`, then `,"session":` and so on. */
+const STAMP_BYTES = {
+  agent: Buffer.from('{"agent":', "utf8"),
+  session: Buffer.from(',"session":', "utf8"),
+  host: Buffer.from(',"host":', "utf8"),
+  chatId: Buffer.from(',"chatId":', "utf8"),
+  seq: Buffer.from(',"seq":', "utf8"),
+  ts: Buffer.from(',"ts":', "utf8"),
+  iteration: Buffer.from(',"iteration":', "utf8"),
+} as const;
 /** Field names whose `,"name":` bytes are kept: the event kinds' fields are a few dozen. */
 const QUOTED_KEYS_KEPT = 128;
 /** The buffer events are written into, one after the other; a new one when it is full. */
@@ -22,13 +32,13 @@ const MAX_DIGITS_WRITTEN = 2 ** 31 - 1;
 
 /**
  * Writes events as the UTF-8 bytes of exactly `JSON.stringify(event)`, for a bus that takes bytes
- * ({@link Bus.publishBytes}). On the hot path (one call per text delta), so nothing is written
- * twice: the stamp that opens every event of a chat (agent, session, host, chat id) is encoded once
- * per chat, the timestamp once per millisecond, each field name once; short plain strings are
- * copied without `JSON.stringify`; and each event's bytes are a view into one buffer that the
- * events share (never written again once handed out, so a client may hold a view until it sends it).
- * An event this writer cannot vouch for (fields out of the emitter's order or with odd types, a
- * `toJSON`, a class instance) is written from `JSON.stringify` as it is.
+ * ({@link Bus.publishBytes}). On the hot path (one call per text delta), so nothing is built per
+ * event: each field name is encoded once; short plain strings (the stamp's names, ids and
+ * timestamp, a text delta) are copied into the buffer without `JSON.stringify`; and each event's
+ * bytes are a view into one buffer that the events share (never written again once handed out, so
+ * a client may hold a view until it sends it). An event this writer cannot vouch for (fields out of
+ * the emitter's order or with odd types, a `toJSON`, a class instance) is written from
+ * `JSON.stringify` as it is.
  */
 export interface EventBytesWriter {
   /** The bytes of `JSON.stringify({...stamp, ...body})`, the event an emitter would have built. */
@@ -46,16 +56,6 @@ export function createEventBytesWriter(): EventBytesWriter {
   let start = 0;
   /** Where the next byte goes. */
   let pos = 0;
-
-  let agent: string | undefined;
-  let session: string | undefined;
-  let host: string | undefined;
-  let chatId: string | undefined;
-  /** `{"agent":…,"session":…,"chatId":…,"seq":` for the last identity seen. */
-  let head: Uint8Array = new Uint8Array(0);
-  let ts: string | undefined;
-  /** `,"ts":"…","iteration":` for the last timestamp seen (it changes once a millisecond). */
-  let middle: Uint8Array = new Uint8Array(0);
   /** `,"name":` per field name seen; names that need the whole event stringified never enter. */
   const quotedKeys = new Map<string, Uint8Array>();
 
@@ -175,43 +175,41 @@ export function createEventBytesWriter(): EventBytesWriter {
         return false;
     }
   };
-  /** Writes `{"agent":…,"iteration":N`; false when the stamp's types need JSON.stringify. */
+  /**
+   * Writes `{"agent":…,"iteration":N`; false when the stamp's types need JSON.stringify. Field by
+   * field into the buffer, nothing built: a host's chats interleave their events, so an encoding
+   * of the stamp kept for the next event would be another chat's for most events.
+   */
   const writeStamp = (stamp: Readonly<EventStamp>): boolean => {
+    const { agent, session, host, chatId, seq, ts, iteration } = stamp;
     if (
-      stamp.agent !== agent ||
-      stamp.session !== session ||
-      stamp.host !== host ||
-      stamp.chatId !== chatId
+      typeof agent !== "string" ||
+      typeof session !== "string" ||
+      (host !== undefined && typeof host !== "string") ||
+      typeof chatId !== "string" ||
+      typeof ts !== "string" ||
+      !Number.isFinite(seq) ||
+      !Number.isFinite(iteration)
     ) {
-      if (
-        typeof stamp.agent !== "string" ||
-        typeof stamp.session !== "string" ||
-        (stamp.host !== undefined && typeof stamp.host !== "string") ||
-        typeof stamp.chatId !== "string"
-      ) {
-        return false;
-      }
-      agent = stamp.agent;
-      session = stamp.session;
-      host = stamp.host;
-      chatId = stamp.chatId;
-      // An undefined host has no JSON form: left out, as JSON.stringify does.
-      const hostField = host === undefined ? "" : `"host":${JSON.stringify(host)},`;
-      head = Buffer.from(
-        `{"agent":${JSON.stringify(agent)},"session":${JSON.stringify(session)},${hostField}"chatId":${JSON.stringify(chatId)},"seq":`,
-        "utf8",
-      );
+      return false;
     }
-    if (stamp.ts !== ts) {
-      if (typeof stamp.ts !== "string") return false;
-      ts = stamp.ts;
-      middle = Buffer.from(`,"ts":${JSON.stringify(ts)},"iteration":`, "utf8");
+    copy(STAMP_BYTES.agent);
+    writeString(agent);
+    copy(STAMP_BYTES.session);
+    writeString(session);
+    // An undefined host has no JSON form: left out, as JSON.stringify does.
+    if (host !== undefined) {
+      copy(STAMP_BYTES.host);
+      writeString(host);
     }
-    if (!Number.isFinite(stamp.seq) || !Number.isFinite(stamp.iteration)) return false;
-    copy(head);
-    writeNumber(stamp.seq);
-    copy(middle);
-    writeNumber(stamp.iteration);
+    copy(STAMP_BYTES.chatId);
+    writeString(chatId);
+    copy(STAMP_BYTES.seq);
+    writeNumber(seq);
+    copy(STAMP_BYTES.ts);
+    writeString(ts);
+    copy(STAMP_BYTES.iteration);
+    writeNumber(iteration);
     return true;
   };
   /** The event written so far, as its own view; the next event starts after it. */

@@ -187,7 +187,7 @@ describe("createEventBytesWriter", () => {
     }
   });
 
-  it("re-encodes the stamp when the identity or the timestamp changes", () => {
+  it("writes each event's own stamp as the identity and the timestamp change", () => {
     const write = createEventBytesWriter();
     const first = stamped({ kind: "ModelTextDelta", delta: "x" });
     const others = [
@@ -195,6 +195,7 @@ describe("createEventBytesWriter", () => {
       { ...first, session: "s2" },
       { ...first, host: "h1" },
       { ...first, chatId: "" },
+      { ...first, agent: "é", session: 'quote"d', host: "back\\slash", chatId: "tab\there" },
       { ...first, ts: "2025-01-01T00:00:00.001Z", seq: 2, iteration: 3 },
       { ...first, seq: 2 ** 40, iteration: 10 },
       { ...first, seq: 1.5, iteration: -1 },
