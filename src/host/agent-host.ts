@@ -19,7 +19,7 @@ import { SessionOwnedElsewhereError } from "../cluster/session-lease.js";
 import { type ChatLineage, describeChain, isOnChain, readLineageHeaders } from "../contract/chat-lineage.js";
 import { type ParentLease, readParentLease } from "../contract/parent-lease.js";
 import type { ResumeCounts } from "../journal/resume-counts.js";
-import { deadlineSignal } from "../timers/deadline-signal.js";
+import { type DeadlineTimer, deadlineTimer } from "../timers/deadline-signal.js";
 import { describeFailure, type SessionError } from "./describe-failure.js";
 import { LoopPressure } from "./loop-pressure.js";
 import { watchParentLease } from "./parent-lease-watch.js";
@@ -559,6 +559,7 @@ export class AgentHost {
       let releaseShard = () => {};
       let cancelling: string | undefined;
       let leased: { signal: AbortSignal; close(): void } | undefined;
+      let timeout: DeadlineTimer | undefined;
       try {
         const placed = await this.#place(message, request);
         if (placed.where === "sent") return placed.reply;
@@ -593,7 +594,7 @@ export class AgentHost {
               // The asking agent's approvals hold here too, before this chat is even queued.
               if (request.approvals.length > 0) actor.agent.inheritApprovals?.(request.approvals);
               const deadline = this.#deadlineOf(request.lineage);
-              const timeout = deadline === undefined ? undefined : deadlineSignal(deadline, this.#now);
+              timeout = deadline === undefined ? undefined : deadlineTimer(deadline, this.#now);
               // A request with an id can be cancelled alone (`cancel`): out of the queue, or stopped.
               const cancelKey = chat.id === undefined ? undefined : cancelKeyOf(agent, session, chat.id);
               const cancel = cancelKey === undefined ? undefined : new AbortController();
@@ -604,7 +605,9 @@ export class AgentHost {
               }
               // Asked by a chat that renews a lease on this one: cancelled once the renewals stop.
               leased = this.watchLease(agent, session, request.lineage, request.lease);
-              const stops = [timeout, cancel?.signal, leased?.signal].filter((stop) => stop !== undefined);
+              const stops = [timeout?.signal, cancel?.signal, leased?.signal].filter(
+                (stop) => stop !== undefined,
+              );
               const signal = stops.length <= 1 ? stops[0] : AbortSignal.any(stops);
               const running = actor.chat({
                 ...(deadline === undefined ? {} : { deadline }),
@@ -644,6 +647,8 @@ export class AgentHost {
         return this.#reply(message, reply, outcome?.ok === true ? outcome.chatId : undefined);
       } finally {
         leased?.close();
+        // The chat is over: its deadline's timer would otherwise live on until the deadline.
+        timeout?.clear();
         if (cancelling !== undefined) this.#cancellable.delete(cancelling);
         releaseShard();
         release();

@@ -15,15 +15,42 @@
  * ```
  */
 export function deadlineSignal(deadline: number, now: () => number = Date.now): AbortSignal {
+  return deadlineTimer(deadline, now).signal;
+}
+
+/** A {@link deadlineSignal} that can be called off: `clear()` drops its timer (the work ended first). */
+export interface DeadlineTimer {
+  readonly signal: AbortSignal;
+  clear(): void;
+}
+
+/**
+ * {@link deadlineSignal} for work that usually ends well before its deadline: a chat given
+ * `--max-chat-time 10m` that answers in a second would otherwise leave its timer and signal alive
+ * for the other nine minutes and more — at hundreds of chats a second, hundreds of thousands of
+ * them. `clear()` once the work is over; the signal then never aborts.
+ */
+export function deadlineTimer(deadline: number, now: () => number = Date.now): DeadlineTimer {
   const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  let isCleared = false;
   const check = (): void => {
+    timer = undefined;
+    if (isCleared) return;
     const left = deadline - now();
     if (left <= 0) {
       controller.abort(new DOMException("The chat's deadline passed.", "TimeoutError"));
       return;
     }
-    setTimeout(check, left).unref();
+    timer = setTimeout(check, left).unref();
   };
   check();
-  return controller.signal;
+  return {
+    signal: controller.signal,
+    clear() {
+      isCleared = true;
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
+    },
+  };
 }

@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest";
-import { deadlineSignal } from "../../src/timers/deadline-signal.js";
+import { describe, expect, it, vi } from "vitest";
+import { deadlineSignal, deadlineTimer } from "../../src/timers/deadline-signal.js";
 import { sleep } from "../../src/timers/sleep.js";
 
 /**
@@ -27,5 +27,24 @@ describe("deadlineSignal", () => {
     const signal = deadlineSignal(Date.now() - 1);
     expect(signal.aborted).toBe(true);
     expect((signal.reason as DOMException).name).toBe("TimeoutError");
+  });
+
+  it("called off, holds no timer and never aborts, even once the deadline has passed", async () => {
+    let clock = 1_000;
+    const timer = deadlineTimer(1_020, () => clock);
+    timer.clear();
+    clock = 2_000;
+    await sleep(60);
+    expect(timer.signal.aborted).toBe(false);
+    // Nothing of it is left for the event loop.
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const other = deadlineTimer(Date.now() + 60_000);
+      expect(vi.getTimerCount()).toBe(1);
+      other.clear();
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
