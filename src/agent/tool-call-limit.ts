@@ -15,7 +15,9 @@ export class ToolCallLimit {
   constructor(cap: number) {
     // Infinity: no cap at all, every call of a turn runs at once.
     if (!(Number.isInteger(cap) || cap === Number.POSITIVE_INFINITY) || cap < 1) {
-      throw new ConfigurationError(`maxConcurrentToolCalls must be a positive integer or Infinity, got ${cap}`);
+      throw new ConfigurationError(
+        `maxConcurrentToolCalls must be a positive integer or Infinity, got ${cap}`,
+      );
     }
     this.#cap = cap;
   }
