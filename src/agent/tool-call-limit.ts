@@ -13,8 +13,11 @@ export class ToolCallLimit {
   readonly #waiting: Array<() => void> = [];
 
   constructor(cap: number) {
-    if (!Number.isInteger(cap) || cap < 1) {
-      throw new ConfigurationError(`maxConcurrentToolCalls must be a positive integer, got ${cap}`);
+    // Infinity: no cap at all, every call of a turn runs at once.
+    if (!(Number.isInteger(cap) || cap === Number.POSITIVE_INFINITY) || cap < 1) {
+      throw new ConfigurationError(
+        `maxConcurrentToolCalls must be a positive integer or Infinity, got ${cap}`,
+      );
     }
     this.#cap = cap;
   }

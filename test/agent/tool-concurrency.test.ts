@@ -43,4 +43,18 @@ describe("tool-call concurrency", () => {
     const slow = await runSixCalls(2);
     expect(slow.maxRunning).toBe(2);
   });
+
+  it("maxConcurrentToolCalls = Infinity runs every call of a turn at once", async () => {
+    const slow = createControlledTool("slow", z.object({ key: z.string() }));
+    const { agent } = await createTestAgent({
+      script: [{ toolCalls: sixCalls }, { text: "done" }],
+      tools: [slow.tool],
+      options: { maxConcurrentToolCalls: Number.POSITIVE_INFINITY },
+    });
+    const chat = agent.chat("do six things");
+    await waitUntil(() => slow.calls.length === 6);
+    for (const [index, call] of slow.calls.entries()) call.resolve(`done ${index + 1}`);
+    expect((await chat).result).toBe("done");
+    expect(slow.maxRunning).toBe(6);
+  });
 });
