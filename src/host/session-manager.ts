@@ -1,5 +1,6 @@
 import { getHeapStatistics } from "node:v8";
 import pLimit from "p-limit";
+import { settlesWithin } from "../cluster/bounded-wait.js";
 import { AgentloopError } from "../errors/agentloop-error.js";
 import { createRefusalLog, type RefusalLog } from "./refusal-log.js";
 import type { SessionActor } from "./session-actor.js";
@@ -24,6 +25,8 @@ export const DEFAULT_MAX_MEMORY_BYTES = Math.min(
 
 /** The longest pause between two idleness checks. */
 const MAX_SWEEP_INTERVAL_MS = 60_000;
+/** How long a stopping session waits for its journal's last writes (see `#stop`). */
+const JOURNAL_FLUSH_WAIT_MS = 10_000;
 
 /** How many sessions are compacted at once when many go idle together. */
 const PASSIVATION_CONCURRENCY = 4;
@@ -399,6 +402,13 @@ export class SessionManager {
     this.#forget(actor);
     try {
       await actor.shutdown(reason, code);
+      // The end of the session's last chat may still be on its way to the journal (its removal
+      // goes out after the chat's last appends): a session built again here at once would read the
+      // journal without it and resume a chat that had ended, its model and tools run again. The
+      // next build of this session waits for this stop, so the stop lasts until the journal has
+      // stored what it was given; bounded, since with NATS away that waits for a reconnect.
+      const journal = actor.agent.journal;
+      if (journal !== undefined) await settlesWithin(journal.flush(), JOURNAL_FLUSH_WAIT_MS);
     } finally {
       this.#onSessionStopped(actor.name, actor.session);
     }

@@ -51,6 +51,31 @@ function setup(
 }
 
 describe("SessionManager", () => {
+  it("builds a stopped session again only once its journal has stored what it was given (or the wait ran out)", async () => {
+    const { manager, agents, createSession } = setup();
+    await manager.get("bot", "s1");
+    let stored = () => {};
+    const flushed = new Promise<void>((resolve) => {
+      stored = resolve;
+    });
+    // The session's journal still writes the end of its last chat.
+    Object.defineProperty(agents[0]!, "journal", { value: { flush: () => flushed, take: () => {} } });
+    const dropping = manager.drop("bot", "s1", "a test drops it");
+    let isRebuilt = false;
+    const again = manager.get("bot", "s1").then((actor) => {
+      isRebuilt = true;
+      return actor;
+    });
+    for (let turn = 0; turn < 5; turn++) await tick();
+    expect(isRebuilt).toBe(false);
+    expect(createSession).toHaveBeenCalledTimes(1);
+    stored();
+    await dropping;
+    await again;
+    expect(isRebuilt).toBe(true);
+    expect(createSession).toHaveBeenCalledTimes(2);
+  });
+
   it("creates a session on first use and shares one creation between concurrent first uses", async () => {
     const { manager, createSession } = setup();
     const [first, second] = await Promise.all([manager.get("bot", "s1"), manager.get("bot", "s1")]);
