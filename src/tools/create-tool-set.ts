@@ -83,9 +83,9 @@ class ComposedToolSet<State> implements StatefulToolSet<State> {
   }
 
   /** The same frozen list until the tools are built again (`reset`): read, never changed, by its callers. */
-  tools(): ToolDefinition[] {
+  tools(): readonly ToolDefinition[] {
     this.#definitions ??= Object.freeze([...this.#tools.values()].map((tool) => tool.definition));
-    return this.#definitions as ToolDefinition[];
+    return this.#definitions;
   }
 
   invoke(call: ToolCall, context: ToolContext): Promise<string> {

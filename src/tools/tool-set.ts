@@ -82,7 +82,7 @@ export interface ToolContext {
  */
 export interface ToolSet {
   readonly name: string;
-  tools(): ToolDefinition[];
+  tools(): readonly ToolDefinition[];
   /** Runs one call; resolves with the result text. Throws for a tool error (the model sees it). */
   invoke(call: ToolCall, context: ToolContext): Promise<string>;
   /** Whether this call must be approved before it runs. Optional: without it no call needs approval. */
