@@ -5,10 +5,10 @@
  * retries every unanswered id until answered. Two kill points fall in a shard hand-off: a fourth
  * host joins while the session's chats run on a shard that moves to it, and either the old owner is
  * killed while it drains the shard (the joiner then takes the shard over) or the joiner is killed
- * right after it took the shard, with requests for the session waiting or queued. Checked per run: each id is answered, every reply of
- * an id is the same successful result, each user message is in the session's history once, no tool
- * call dangles in the history, the non-idempotent tool ran at most once per call id, and the next
- * owner served the session within lease TTL + 2 s of the kill.
+ * right after it took the shard, with requests for the session waiting or queued. Checked per run:
+ * each id is answered, every reply of an id is the same successful result, each user message is in
+ * the session's history once, no tool call dangles in the history, the non-idempotent tool ran at
+ * most once per call id, and the next owner served the session within lease TTL + 2 s of the kill.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -342,7 +342,7 @@ export async function runFailoverSoak(options: SoakOptions): Promise<SoakReport>
     }
   };
 
-  /** Stops a host the soak started beyond its size (a joiner whose kill point was missed): its shards are handed back. */
+  /** Stops a joiner whose kill point was missed (one host beyond the size): it hands its shards back. */
   const retire = async (host: Host): Promise<void> => {
     if (host.child.exitCode !== null) return;
     const exited = new Promise<void>((resolve) => host.child.once("exit", () => resolve()));
