@@ -156,6 +156,11 @@ async function untilSettled(condition: () => Promise<boolean>, timeoutMs: number
   return true;
 }
 
+/** The reason of the first condition not met, or "" when all are. */
+function firstUnmet(conditions: readonly (readonly [boolean, string])[]): string {
+  return conditions.find(([isMet]) => !isMet)?.[1] ?? "";
+}
+
 function perPoint<T>(make: () => T): Record<KillPoint, T> {
   return Object.fromEntries(KILL_POINTS.map((point) => [point, make()])) as Record<KillPoint, T>;
 }
@@ -495,15 +500,12 @@ export async function runFailoverSoak(options: SoakOptions): Promise<SoakReport>
           if (joined) await sleep(random() * 800);
           const lease = await shardLease(shard);
           const isDraining = lease !== undefined && lease.host === owner && !lease.released;
-          missed = !reached
-            ? "no chat started"
-            : !joined
-              ? "the joiner did not join"
-              : !isDraining
-                ? `the shard was not being drained (its lease: ${JSON.stringify(lease)})`
-                : requests.every(answered)
-                  ? "every request was answered first"
-                  : "";
+          missed = firstUnmet([
+            [reached, "no chat started"],
+            [joined, "the joiner did not join"],
+            [isDraining, `the shard was not being drained (its lease: ${JSON.stringify(lease)})`],
+            [!requests.every(answered), "every request was answered first"],
+          ]);
           victim = owner === undefined ? undefined : hosts.get(owner);
         } else {
           // Sent during the drain: the old owner serves them before it lets go, or they wait for the joiner.
@@ -518,15 +520,15 @@ export async function runFailoverSoak(options: SoakOptions): Promise<SoakReport>
             send(`r${run}m${requests.length + 1} sent to the new owner`);
             await sleep(random() * 150);
           }
-          missed = !reached
-            ? "no chat started"
-            : !joined
-              ? "the joiner did not join"
-              : !taken
-                ? `the joiner did not take the shard (its lease: ${JSON.stringify(await shardLease(shard))})`
-                : requests.every(answered)
-                  ? "every request was answered first"
-                  : "";
+          missed = firstUnmet([
+            [reached, "no chat started"],
+            [joined, "the joiner did not join"],
+            [
+              taken,
+              `the joiner did not take the shard (its lease: ${JSON.stringify(await shardLease(shard))})`,
+            ],
+            [!requests.every(answered), "every request was answered first"],
+          ]);
           victim = joiner;
         }
       }
