@@ -1,13 +1,14 @@
 /**
  * `npm run soak`: the failover soak (see failover-soak.ts) with its own nats-server and three
  * `serve` processes. Flags: `--runs N` (default 50), `--seed S` (default: from the clock; printed,
- * so a run can be replayed), `--hosts N` (default 3), `--write` (puts a "Failover soak" section
- * into BENCHMARKS.md, leaving the rest of the file alone). Exits 1 on any violation.
+ * so a run can be replayed), `--hosts N` (default 3), `--points a,b` (the kill points taken in turn;
+ * default all), `--write` (puts a "Failover soak" section into BENCHMARKS.md, leaving the rest of
+ * the file alone). Exits 1 on any violation.
  */
 import { cpus } from "node:os";
 import { writeBenchmarksFile } from "../support/benchmarks-file.js";
 import { percentile } from "../support/stats.js";
-import { runFailoverSoak, type SoakReport, summarise } from "./failover-soak.js";
+import { KILL_POINTS, type KillPoint, runFailoverSoak, type SoakReport, summarise } from "./failover-soak.js";
 
 const BEGIN = "<!-- soak:begin (written by npm run soak -- --write; edit outside the markers) -->";
 const END = "<!-- soak:end -->";
@@ -18,12 +19,22 @@ interface Cli {
   hosts: number;
   isWriting: boolean;
   retryTimeoutMs: number | undefined;
+  points: readonly KillPoint[];
 }
 
 function positive(flag: string, value: string | undefined): number {
   const number = Number(value);
   if (!Number.isInteger(number) || number < 1) throw new Error(`${flag} takes a positive whole number`);
   return number;
+}
+
+function killPoints(value: string | undefined): KillPoint[] {
+  const names = (value ?? "").split(",").filter((name) => name !== "");
+  const unknown = names.filter((name) => !(KILL_POINTS as readonly string[]).includes(name));
+  if (names.length === 0 || unknown.length > 0) {
+    throw new Error(`--points takes kill points separated by commas, of: ${KILL_POINTS.join(", ")}`);
+  }
+  return names as KillPoint[];
 }
 
 function parseCli(args: readonly string[]): Cli {
@@ -33,6 +44,7 @@ function parseCli(args: readonly string[]): Cli {
     hosts: 3,
     isWriting: false,
     retryTimeoutMs: undefined,
+    points: KILL_POINTS,
   };
   for (let index = 0; index < args.length; index++) {
     const arg = args[index]!;
@@ -40,10 +52,11 @@ function parseCli(args: readonly string[]): Cli {
     else if (arg === "--seed") cli.seed = positive(arg, args[++index]);
     else if (arg === "--hosts") cli.hosts = positive(arg, args[++index]);
     else if (arg === "--retry-timeout") cli.retryTimeoutMs = positive(arg, args[++index]);
+    else if (arg === "--points") cli.points = killPoints(args[++index]);
     else if (arg === "--write") cli.isWriting = true;
     else
       throw new Error(
-        `unknown argument ${arg} (flags: --runs N, --seed S, --hosts N, --retry-timeout MS, --write)`,
+        `unknown argument ${arg} (flags: --runs N, --seed S, --hosts N, --retry-timeout MS, --points a,b, --write)`,
       );
   }
   if (cli.hosts < 2) throw new Error("--hosts takes at least 2 (a failover needs another host)");
@@ -67,12 +80,20 @@ function section(report: SoakReport, date: Date): string {
     "## Failover soak",
     "",
     `\`npm run soak -- --runs ${report.runs} --seed ${report.seed} --write\`, ${date.toISOString().slice(0, 16).replace("T", " ")} UTC, Node ${process.version}, ${cpus()[0]?.model ?? "unknown CPU"} (${cpus().length} cores).`,
-    `${report.hosts} \`serve --history nats --lease-ttl ${report.leaseTtlMs}ms\` processes on one nats-server, the fake provider streaming slowly; each run kills the session's owner with SIGKILL at a random moment of its kill point, starts a replacement host and retries every unanswered id.`,
+    `${report.hosts} \`serve --history nats --lease-ttl ${report.leaseTtlMs}ms\` processes on one nats-server, the fake provider streaming slowly; each run kills the session's owner with SIGKILL at a random moment of its kill point, starts a replacement host and retries every unanswered id. In a hand-off run a fourth host joins while the session's chats run on a shard that moves to it; the old owner is killed while it drains the shard (handoff-old), or the joiner right after it took the shard, with requests waiting (handoff-new).`,
     "",
     "| figure | value |",
     "| --- | --- |",
     `| runs | ${report.runs} (${seconds(report.durationMs)}) |`,
-    `| kills: mid-stream / mid-tool / queued | ${report.kills["mid-stream"]} / ${report.kills["mid-tool"]} / ${report.kills.queued} (kill point missed: ${report.missedKills}) |`,
+    `| kills: ${KILL_POINTS.join(" / ")} | ${KILL_POINTS.map((point) => report.kills[point]).join(" / ")} (kill point missed: ${report.missedKills}) |`,
+    ...KILL_POINTS.map((point) => {
+      const sorted = [...report.failoverMsByPoint[point]].sort((a, b) => a - b);
+      const failover =
+        sorted.length === 0
+          ? "no failover"
+          : `${seconds(percentile(sorted, 50))} / ${seconds(sorted.at(-1)!)}`;
+      return `| ${point}: violations, failover p50 / max | ${report.violationsByPoint[point]}, ${failover} |`;
+    }),
     `| requests with an id / answered | ${report.requests} / ${report.answered} |`,
     `| replies / retries | ${report.replies} / ${report.retries} |`,
     `| no reply (timed out, then retried): first attempts / retries | ${report.unansweredFirstAttempts} / ${report.lostRetries} |`,
@@ -94,12 +115,15 @@ function section(report: SoakReport, date: Date): string {
 async function main(): Promise<void> {
   const cli = parseCli(process.argv.slice(2));
   const date = new Date();
-  console.log(`failover soak: ${cli.runs} runs, seed ${cli.seed}, ${cli.hosts} hosts`);
+  console.log(
+    `failover soak: ${cli.runs} runs, seed ${cli.seed}, ${cli.hosts} hosts, kill points ${cli.points.join(", ")}`,
+  );
   const report = await runFailoverSoak({
     runs: cli.runs,
     seed: cli.seed,
     hosts: cli.hosts,
     ...(cli.retryTimeoutMs === undefined ? {} : { retryTimeoutMs: cli.retryTimeoutMs }),
+    points: cli.points,
     log: (line) => console.log(line),
   });
   for (const line of summarise(report)) console.log(line);

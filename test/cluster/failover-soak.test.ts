@@ -7,7 +7,8 @@ import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 /**
  * The failover soak, short: three `serve --history nats --lease-ttl 2s` processes (dist/), the
  * session's owner killed with SIGKILL once at each kill point (mid-stream, mid-tool, with messages
- * queued), every id retried until answered. The long randomised run is `npm run soak`.
+ * queued; during a shard hand-off to a joining host, the old owner mid-drain and the joiner right
+ * after it took the shard), every id retried until answered. The long randomised run is `npm run soak`.
  */
 
 let server: NatsServer;
