@@ -25,7 +25,7 @@ const PREFIX = "scale";
 /** Sessions of the baseline the idle figures are compared with. */
 export const BASELINE_SESSIONS = 100;
 /** From the last chat of a level to its idle window: past the hosts' quiet collection (see measureIdle). */
-export const IDLE_SETTLE_MS = 25_000;
+export const IDLE_SETTLE_MS = 40_000;
 
 export interface ScaleOptions {
   /** Live sessions at each level, ascending (sessions are added, never closed, between levels). */
@@ -351,7 +351,8 @@ async function measureIdle(
 ): Promise<LevelFigures> {
   // Chats answered may still have writes behind them (journal compaction, history): let them land.
   // And a host that went quiet gives the burst's memory back with a few full collections, 10 s after
-  // its last request, up to 8 a second apart (`--quiet-gc`): once, seconds of CPU on a large heap.
+  // its last request, up to 8 a second apart (`--quiet-gc`), each a full collection of a large heap:
+  // once, several seconds of CPU.
   // Idle figures are what a host holding its sessions costs from then on, so they start after it.
   await sleep(IDLE_SETTLE_MS);
   context.check();
