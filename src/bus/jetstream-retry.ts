@@ -60,8 +60,23 @@ export function isClusterFormingError(error: unknown): boolean {
 }
 
 /**
+ * Two hosts creating the same stream or bucket at the same moment: nats-server may answer one of
+ * them "subjects overlap with an existing stream" (JSStreamSubjectOverlapErr) while the other's
+ * stream is being made, though both asked for the same thing. Asked again, the stream is there and
+ * the ensure opens it. A real overlap (an operator's stream on our subjects) answers the same for
+ * good, so this is worth only a few quick tries ({@link CREATION_RACE_TRIES}).
+ */
+export function isCreationRaceError(error: unknown): boolean {
+  return error instanceof JetStreamApiError && error.code === 10065;
+}
+
+/** How many times a start tries again after {@link isCreationRaceError}. */
+export const CREATION_RACE_TRIES = 5;
+
+/**
  * Creates (or opens) a stream or bucket while a host starts: again after a transient failure or a
- * cluster still forming (see {@link isClusterFormingError}), for up to `deadlineMs` (default 30 s).
+ * cluster still forming (see {@link isClusterFormingError}), for up to `deadlineMs` (default 30 s),
+ * and a few times after a creation race with another host ({@link isCreationRaceError}).
  * The operation must be safe to repeat (an "ensure": open it when it exists).
  */
 export function whileStarting<T>(
@@ -69,9 +84,13 @@ export function whileStarting<T>(
   operation: () => Promise<T>,
   options: RetryOptions = {},
 ): Promise<T> {
+  let races = 0;
   return retryTransient(what, operation, {
     ...options,
-    isRetried: (error) => isTransientNatsError(error) || isClusterFormingError(error),
+    isRetried: (error) =>
+      isTransientNatsError(error) ||
+      isClusterFormingError(error) ||
+      (isCreationRaceError(error) && ++races <= CREATION_RACE_TRIES),
   });
 }
 

@@ -3,7 +3,12 @@ import { jserrors } from "@nats-io/jetstream/internal";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { BusMessage } from "../bus/bus.js";
 import { errorReply } from "../bus/contract.js";
-import { isClusterFormingError, isTransientNatsError } from "../bus/jetstream-retry.js";
+import {
+  CREATION_RACE_TRIES,
+  isClusterFormingError,
+  isCreationRaceError,
+  isTransientNatsError,
+} from "../bus/jetstream-retry.js";
 import { NatsPermissionError, permissionDenialOf } from "../bus/nats-permission-error.js";
 import { NAME_PATTERN, type RequestVerb } from "../bus/subjects.js";
 import { describeError } from "../errors/describe-error.js";
@@ -210,6 +215,7 @@ export class SessionCluster {
     retry: { retryForMs?: number; delayMs?: number } = {},
   ): Promise<SessionCluster | { unavailable: string }> {
     const deadline = Date.now() + (retry.retryForMs ?? 30_000);
+    let races = 0;
     for (let attempt = 1; ; attempt++) {
       try {
         return await SessionCluster.start(options);
@@ -222,7 +228,12 @@ export class SessionCluster {
         // The server answered (JetStream is off, or refused the request): trying again will not help —
         // unless the answer is "not yet" (a cluster whose servers have not all joined, JetStream
         // restarting), which is waited out like silence.
-        const isNotYet = isClusterFormingError(error) || isTransientNatsError(error);
+        // So is another host creating the same buckets at this moment (a few tries only).
+        if (isCreationRaceError(error)) races++;
+        const isNotYet =
+          isClusterFormingError(error) ||
+          isTransientNatsError(error) ||
+          (isCreationRaceError(error) && races <= CREATION_RACE_TRIES);
         const answered =
           error instanceof jserrors.JetStreamNotEnabled || (error instanceof JetStreamApiError && !isNotYet);
         if (answered) return { unavailable: reason };

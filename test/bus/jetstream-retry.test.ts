@@ -1,6 +1,6 @@
 import { JetStreamApiError } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
-import { retryTransient, whileStarting } from "../../src/bus/jetstream-retry.js";
+import { CREATION_RACE_TRIES, retryTransient, whileStarting } from "../../src/bus/jetstream-retry.js";
 import { UnavailableError } from "../../src/errors/unavailable-error.js";
 
 const noPeers = () =>
@@ -27,6 +27,14 @@ function failing(...failures: Array<() => Error>): { run: () => Promise<string>;
 
 const instant = { sleep: async () => {} };
 
+/** What nats-server answers one of two hosts creating the same bucket at the same moment. */
+const overlap = () =>
+  new JetStreamApiError({
+    code: 400,
+    err_code: 10065,
+    description: "subjects overlap with an existing stream",
+  });
+
 describe("creating streams and buckets while a host starts", () => {
   it("waits out a JetStream cluster whose servers have not all joined yet", async () => {
     const operation = failing(noPeers, noPeers);
@@ -47,6 +55,20 @@ describe("creating streams and buckets while a host starts", () => {
     });
     await expect(attempt).rejects.toBeInstanceOf(UnavailableError);
     await expect(attempt).rejects.toThrow(/the history stream/);
+  });
+
+  it("asks again when another host created the same stream at the same moment", async () => {
+    const operation = failing(overlap, overlap);
+    await expect(whileStarting("the journal bucket", operation.run, instant)).resolves.toBe("made");
+    expect(operation.calls()).toBe(3);
+  });
+
+  it("gives a real subject overlap up after a few tries, with the server's words", async () => {
+    const operation = failing(...Array.from({ length: 20 }, () => overlap));
+    await expect(whileStarting("the journal bucket", operation.run, instant)).rejects.toThrow(
+      /subjects overlap/,
+    );
+    expect(operation.calls()).toBe(CREATION_RACE_TRIES + 1);
   });
 
   it("passes any other refusal on at once", async () => {

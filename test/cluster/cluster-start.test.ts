@@ -1,5 +1,8 @@
+import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CREATION_RACE_TRIES } from "../../src/bus/jetstream-retry.js";
+import { membersBucketName } from "../../src/cluster/membership.js";
 import { SessionCluster } from "../../src/cluster/session-cluster.js";
 import { leaseTiming } from "../../src/cluster/session-lease.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
@@ -81,6 +84,48 @@ describe("starting the session cluster", () => {
     silent.unsubscribe();
     expect(failure).toBeInstanceOf(Error);
     expect(String(failure)).toMatch(/timeout/i);
+  });
+
+  it("asks again when the members bucket's subjects were taken a moment before (another host creating it)", async () => {
+    const connection = await connectTo(withJetStream);
+    const settings = options(connection);
+    // What the server shows one of two hosts creating the same bucket at once: its subjects are
+    // already in a stream being made. Gone by the next try, as the other host's creation is done.
+    const manager = await jetstreamManager(connection);
+    const bucket = membersBucketName(settings.prefix);
+    await manager.streams.add({ name: `OTHER_${bucket}`, subjects: [`$KV.${bucket}.>`] });
+    const log: string[] = [];
+    const started = await SessionCluster.startOrExplain(
+      {
+        ...settings,
+        log: (line) => {
+          log.push(line);
+          void manager.streams.delete(`OTHER_${bucket}`);
+        },
+      },
+      { retryForMs: 60_000, delayMs: 200 },
+    );
+    expect(log[0]).toMatch(
+      /^session leases: attempt 1 failed \(subjects overlap with an existing stream\); trying again$/,
+    );
+    expect(started).toBeInstanceOf(SessionCluster);
+    await (started as SessionCluster).close();
+  });
+
+  it("gives a lasting subject overlap up after a few tries and says so", async () => {
+    const connection = await connectTo(withJetStream);
+    const settings = options(connection);
+    const manager = await jetstreamManager(connection);
+    const bucket = membersBucketName(settings.prefix);
+    await manager.streams.add({ name: `OTHER_${bucket}`, subjects: [`$KV.${bucket}.>`] });
+    const log: string[] = [];
+    const started = await SessionCluster.startOrExplain(
+      { ...settings, log: (line) => log.push(line) },
+      { retryForMs: 60_000, delayMs: 1 },
+    );
+    expect(started).toEqual({ unavailable: "subjects overlap with an existing stream" });
+    expect(log).toHaveLength(CREATION_RACE_TRIES);
+    await manager.streams.delete(`OTHER_${bucket}`);
   });
 
   it("refuses a host id that is not one subject token, without retrying", async () => {

@@ -27,7 +27,7 @@ import {
   type ServeProcess,
   startServeProcess,
   untilNoResponders,
-  waitUntilServing,
+  waitForHost,
 } from "../host/running-serve.js";
 import { danglingToolCalls } from "../support/agent-harness.js";
 import { waitFor } from "../support/cli.js";
@@ -85,22 +85,6 @@ function startHost(hostId: string, prefix: string, model: FakeProvider): ServePr
     model.env,
     300_000,
   );
-}
-
-/** Resolves once the host answers on its own subject (an empty request is a quick `bad_request`). */
-async function waitForHost(prefix: string, hostId: string, host: ServeProcess): Promise<void> {
-  await waitUntilServing(bus, prefix, host);
-  const subject = `${hostSubject(prefix, hostId)}.agents.assistant.chat`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    try {
-      await bus.request(subject, "{}", { timeoutMs: 10_000 });
-      return;
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  }
 }
 
 /** A request whose every reply is kept (a second reply to one request would show here). */
@@ -210,8 +194,8 @@ describe("retrying a chat id after its host was killed", () => {
       );
       const h1 = startHost("h1", prefix, model);
       const h2 = startHost("h2", prefix, model);
-      await waitForHost(prefix, "h1", h1);
-      await waitForHost(prefix, "h2", h2);
+      await waitForHost(bus, prefix, "h1", h1);
+      await waitForHost(bus, prefix, "h2", h2);
       // Sent before the hosts balanced, a request could land in a hand-over of its session's shard
       // (answered `unavailable` while the running chat holds the drain): this case is a kill.
       await untilShardsBalanced(bus, prefix, ["h1", "h2"]);
@@ -264,8 +248,8 @@ describe("retrying a chat id after its host was killed", () => {
       );
       const h1 = startHost("h1", prefix, model);
       const h2 = startHost("h2", prefix, model);
-      await waitForHost(prefix, "h1", h1);
-      await waitForHost(prefix, "h2", h2);
+      await waitForHost(bus, prefix, "h1", h1);
+      await waitForHost(bus, prefix, "h2", h2);
       // Sent before the hosts balanced, a request could land in a hand-over of its session's shard
       // (answered `unavailable` while the running chat holds the drain): this case is a kill.
       await untilShardsBalanced(bus, prefix, ["h1", "h2"]);

@@ -22,7 +22,7 @@ import {
   killServeProcesses,
   type ServeProcess,
   startServeProcess,
-  waitUntilServing,
+  waitForHost,
 } from "../host/running-serve.js";
 import { runBinary, runCli, waitFor } from "../support/cli.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
@@ -113,34 +113,6 @@ function startHost(
   );
 }
 
-/** Resolves once the host answers on its own subject (an empty request is a quick `bad_request`). */
-async function waitForHost(prefix: string, hostId: string, host: ServeProcess): Promise<void> {
-  await waitUntilServing(bus, prefix, host);
-  const subject = `${hostSubject(prefix, hostId)}.agents.assistant.chat`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    try {
-      await bus.request(subject, "{}", { timeoutMs: 10_000 });
-      return;
-    } catch (error) {
-      if (host.child.exitCode !== null || host.child.signalCode !== null) {
-        throw new Error(
-          `host ${hostId} exited (${host.child.exitCode ?? host.child.signalCode}): ${host.stderr()}`,
-        );
-      }
-      if (Date.now() > deadline) {
-        throw new Error(
-          `host ${hostId} did not answer on ${subject} within 60 s; its stderr: ${host.stderr()}`,
-          {
-            cause: error,
-          },
-        );
-      }
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  }
-}
-
 async function chat(subject: string, session: string, text: string, id?: string) {
   const reply = await bus.request(
     subject,
@@ -190,7 +162,7 @@ describe("several hosts on one NATS system", () => {
       const { provider, calls } = await loggingProvider();
       const ids = Array.from({ length: hostCount }, (_, index) => `h${index + 1}`);
       const hosts = ids.map((id) => startHost(id, prefix, db, provider));
-      for (const [index, id] of ids.entries()) await waitForHost(prefix, id, hosts[index]!);
+      for (const [index, id] of ids.entries()) await waitForHost(bus, prefix, id, hosts[index]!);
       await untilShardsBalanced(bus, prefix, ids);
       const sessions = Array.from({ length: 20 }, (_, index) => `s${index}`);
       // First messages straight to a host, so each owns sessions; the rest through the queue group.
@@ -260,8 +232,8 @@ describe("several hosts on one NATS system", () => {
       ]);
       const { calls, provider } = await loggingProvider({ slow });
       const hosts = [startHost("h1", prefix, db, provider), startHost("h2", prefix, db, provider)];
-      await waitForHost(prefix, "h1", hosts[0]!);
-      await waitForHost(prefix, "h2", hosts[1]!);
+      await waitForHost(bus, prefix, "h1", hosts[0]!);
+      await waitForHost(bus, prefix, "h2", hosts[1]!);
       // A hand-over of d1's shard while its first chat runs would hold the retries until it ends.
       await untilShardsBalanced(bus, prefix, ["h1", "h2"]);
       const subject = chatSubject(prefix, "assistant");
@@ -307,8 +279,8 @@ describe("several hosts on one NATS system", () => {
       const h1 = startHost("h1", prefix, db, provider, "5s");
       // Every host of a system runs on the same lease time (shards are placed by it).
       const h2 = startHost("h2", prefix, db, provider, "5s");
-      await waitForHost(prefix, "h1", h1);
-      await waitForHost(prefix, "h2", h2);
+      await waitForHost(bus, prefix, "h1", h1);
+      await waitForHost(bus, prefix, "h2", h2);
       await untilShardsBalanced(bus, prefix, ["h1", "h2"]);
 
       // h1 takes p1 and asks the model, which holds its answer.

@@ -2,6 +2,7 @@ import type { ChildProcess } from "node:child_process";
 import type { Bus } from "../../src/bus/bus.js";
 import { BusTimeoutError, NoRespondersError } from "../../src/bus/bus-errors.js";
 import { chatSubject } from "../../src/bus/subjects.js";
+import { hostSubject } from "../../src/cluster/session-cluster.js";
 import { type CliRun, runCli, startBinary } from "../support/cli.js";
 
 /** `agentloop serve` running in this process (for the CLI suites). */
@@ -112,5 +113,42 @@ export async function untilNoResponders(bus: Bus, subject: string, timeoutMs = 6
     }
     if (Date.now() > deadline) throw new Error(`${subject} still has a subscriber after ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/**
+ * {@link waitUntilServing}, then until the host `hostId` answers on its own subject (where other
+ * hosts forward to it): another host may have answered the shared subject first. Rejects with the
+ * host's stderr when it exits or stays silent for `timeoutMs`.
+ */
+export async function waitForHost(
+  bus: Bus,
+  prefix: string,
+  hostId: string,
+  host: ServeProcess,
+  timeoutMs = 60_000,
+): Promise<void> {
+  await waitUntilServing(bus, prefix, host, "assistant", timeoutMs);
+  const subject = `${hostSubject(prefix, hostId)}.agents.assistant.chat`;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await bus.request(subject, "{}", { timeoutMs: 10_000 });
+      return;
+    } catch (error) {
+      const { exitCode, signalCode } = host.child;
+      if (exitCode !== null || signalCode !== null) {
+        throw new Error(`host ${hostId} exited (${exitCode ?? signalCode}): ${host.stderr()}`);
+      }
+      if (Date.now() > deadline) {
+        throw new Error(
+          `host ${hostId} did not answer on ${subject} within ${timeoutMs} ms; its stderr: ${host.stderr()}`,
+          {
+            cause: error,
+          },
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
   }
 }

@@ -2,6 +2,7 @@ import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DEFAULT_EVENT_MAX_AGE_MS, eventStreamName, replayEvents } from "../../bus/event-log.js";
+import { whileStarting } from "../../bus/jetstream-retry.js";
 import { jetStreamName, sessionEventsPattern } from "../../bus/subjects.js";
 import { parseEventJson } from "../../events/parse-event.js";
 import type { AgentEvent } from "../../events/types.js";
@@ -36,10 +37,13 @@ export class TaskLog {
 
   /** Opens (creating when needed) the bucket; its records live as long as the events do. */
   static async open(connection: NatsConnection, prefix: string): Promise<TaskLog> {
-    const kv = await new Kvm(connection).create(taskBucketName(prefix), {
-      history: 1,
-      ttl: DEFAULT_EVENT_MAX_AGE_MS,
-    });
+    // Hosts starting together create it together (see whileStarting).
+    const kv = await whileStarting("the A2A task bucket", () =>
+      new Kvm(connection).create(taskBucketName(prefix), {
+        history: 1,
+        ttl: DEFAULT_EVENT_MAX_AGE_MS,
+      }),
+    );
     return new TaskLog(connection, prefix, kv);
   }
 
