@@ -18,6 +18,7 @@ import type { PendingApproval } from "../context/pending-approval.js";
 import type { ChatLineage } from "../contract/chat-lineage.js";
 import { describeError } from "../errors/describe-error.js";
 import { errorInfo, toErrorInfo } from "../errors/error-info.js";
+import { UnavailableError } from "../errors/unavailable-error.js";
 import type { EventEmitter } from "../events/event-emitter.js";
 import type { AgentEvent, EventBody } from "../events/types.js";
 import { type ResumedChat, settleUnfinishedChat } from "../journal/resume-chat.js";
@@ -27,7 +28,7 @@ import { emptyUsage, type LlmOptions, type Message, type ToolCall } from "../llm
 import { toWellFormed } from "../llm/well-formed-message.js";
 import type { SecretRedactor } from "../text/secret-redactor.js";
 import type { AskedChatRef, HeldApproval, ToolContext, ToolSet } from "../tools/tool-set.js";
-import type { Agent, ChatOptions, ChatResult, ResumeChatOptions } from "./agent-types.js";
+import type { Agent, ChatOptions, ChatResult, ResumeChatOptions, ResumedChatOutcome } from "./agent-types.js";
 import { boundMachines } from "./bound-machines.js";
 import { chatCancelEvent, isPassedOn } from "./chat-cancel.js";
 import { ChatCancelledError, ChatFailedError } from "./chat-errors.js";
@@ -236,6 +237,14 @@ export class AgentSession implements Agent {
    */
   #delegated: Map<string, { agent: string; session: string }> | undefined;
   #queue: Promise<unknown> | undefined;
+  /** Where the parked chat's end goes, once asked for (see {@link parkedChat}); settled once. */
+  #parkedAnswer:
+    | {
+        requestId: string;
+        outcome: Promise<ResumedChatOutcome | undefined>;
+        settle(outcome: ResumedChatOutcome | undefined): void;
+      }
+    | undefined;
   /** Built at the session's first tool call (an idle session pays nothing for it). */
   #toolCallLimit: ToolCallLimit | undefined;
   /** The running chat's {@link #approvalChain}, listed at its first tool call (not at every call). */
@@ -455,7 +464,26 @@ export class AgentSession implements Agent {
   }
 
   parkPendingApproval(): Promise<boolean> {
-    return this.#approvals?.park() ?? Promise.resolve(false);
+    const parking = this.#approvals?.park() ?? Promise.resolve(false);
+    if (this.#parkedAnswer === undefined) return parking;
+    return parking.finally(() => {
+      // Never brought back here: its record stays for the next host, which answers the id.
+      const isStillParked = this.#approvals === undefined || this.#approvals.parked !== undefined;
+      if (isStillParked) this.#parkedAnswer?.settle(stillPending());
+    });
+  }
+
+  parkedChat(): { requestId: string; outcome: Promise<ResumedChatOutcome | undefined> } | undefined {
+    const requestId = this.#parked?.requestId;
+    if (requestId === undefined) return undefined;
+    if (this.#parkedAnswer === undefined) {
+      let settle!: (outcome: ResumedChatOutcome | undefined) => void;
+      const outcome = new Promise<ResumedChatOutcome | undefined>((resolve) => {
+        settle = resolve;
+      });
+      this.#parkedAnswer = { requestId, outcome, settle };
+    }
+    return { requestId, outcome: this.#parkedAnswer.outcome };
   }
 
   get hasPendingApproval(): boolean {
@@ -678,7 +706,7 @@ export class AgentSession implements Agent {
       let output: ChatOutput | undefined;
       let isParked: boolean;
       const approvals = this.#toolApprovals();
-      approvals.attach(actor);
+      approvals.attach(actor, undefined, options.requestId);
       try {
         actor.start();
         // Cancelled while the journal stored the chat's start (before the listener was there).
@@ -729,6 +757,18 @@ export class AgentSession implements Agent {
     }
   }
 
+  /** How a chat brought back from its approval record ended, as its request's answer. */
+  #resumedOutcome(output: ChatOutput | undefined): ResumedChatOutcome | undefined {
+    if (output === undefined) return undefined;
+    if (output.status === "done") {
+      const result = this.#redactor.redact(output.result);
+      return { ok: true, result: { result, usage: output.usage, chatId: this.#events.chatId } };
+    }
+    if (output.status === "cancelled") return { ok: false, error: new ChatCancelledError(output.usage) };
+    const error = output.error ?? errorInfo("internal", "the chat failed", { name: "Error" });
+    return { ok: false, error: new ChatFailedError(this.#redactor.redactValue(error), output.usage) };
+  }
+
   /** The context becomes what the chat ended with. */
   async #adopt(output: ChatOutput): Promise<void> {
     const context = this.#manager.context;
@@ -743,7 +783,8 @@ export class AgentSession implements Agent {
 
   /**
    * A chat parked awaiting approval comes back from its persisted snapshot, first in the queue.
-   * Nobody waits for its answer (its requester is gone): it ends in the history and the events.
+   * Its requester is gone: it ends in the history and the events, and its answer goes to a retry of
+   * its request id (see {@link parkedChat}).
    */
   #resumeChat(pending: PendingApproval): Promise<void> {
     const approvals = this.#toolApprovals();
@@ -763,24 +804,47 @@ export class AgentSession implements Agent {
           } catch (error) {
             // A snapshot this code cannot restore: the approval is spent.
             await this.#history?.takePendingApproval?.().catch(() => false);
-            fail(
-              new HistoryError(`the pending approval cannot be restored: ${describeError(error)}`, {
+            const failure = new HistoryError(
+              `the pending approval cannot be restored: ${describeError(error)}`,
+              {
                 cause: error,
-              }),
+              },
             );
+            this.#parkedAnswer?.settle({ ok: false, error: failure });
+            fail(failure);
             return;
           }
           attached();
           let output: ChatOutput | undefined;
+          let isParked = false;
           try {
             output = await toPromise(actor);
+          } catch (error) {
+            this.#parkedAnswer?.settle({ ok: false, error });
+            throw error;
           } finally {
-            await approvals.detach(actor);
+            isParked = await approvals.detach(actor);
           }
+          // Parked again (this host stops): the next host answers the request id.
+          this.#parkedAnswer?.settle(isParked ? stillPending() : this.#resumedOutcome(output));
           if (output !== undefined) await this.#adopt(output);
         },
         { outOfBand: true },
       ).catch(() => {});
     });
   }
+}
+
+/**
+ * The answer for a retry that waited on a chat parked awaiting approval when this host stops
+ * before the decision: `unavailable` (retryable), since the approval stays pending and the
+ * session's next host takes the retry's id up again.
+ */
+function stillPending(): ResumedChatOutcome {
+  return {
+    ok: false,
+    error: new UnavailableError(
+      "the host stopped while a tool call awaited approval; the approval stays pending, and a retry of this id on the session's next host waits for it",
+    ),
+  };
 }

@@ -205,6 +205,13 @@ export interface Agent {
    * the session's calls to them need approval too (for the life of the session; never fewer).
    */
   inheritApprovals?(toolNames: readonly string[]): void;
+  /**
+   * The chat its last host left awaiting a tool approval, when its request carried a client id:
+   * that id, and how the chat ends once the approval is decided (`outcome`; an UnavailableError
+   * if this host stops first, the approval still pending: the next host answers the id).
+   * Undefined when there is no such chat. Asked once, when the session opens.
+   */
+  parkedChat?(): { requestId: string; outcome: Promise<ResumedChatOutcome | undefined> } | undefined;
   /** A chat of this session waits for a tool approval (so the session is not idle). */
   readonly hasPendingApproval?: boolean;
   /** The session's journal (its queued chats are journaled by the session's mailbox). */

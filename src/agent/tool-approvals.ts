@@ -26,8 +26,10 @@ interface LiveChat {
   saving: Promise<void>;
   /** Stopped on shutdown with its approval kept for the next host. */
   isParked: boolean;
-  /** Restored from a parked approval (nobody waits for its answer). */
+  /** Restored from a parked approval (its answer goes to a retry of its request id, if any). */
   isResumed: boolean;
+  /** The client's request id of the chat, kept with its approval record. */
+  requestId: string | undefined;
   /** Resolves when the chat has let go (see {@link ToolApprovals.detach}). */
   detached: Promise<void>;
   markDetached(): void;
@@ -83,8 +85,16 @@ export class ToolApprovals {
     return this.#parked !== undefined || this.#live?.pending !== undefined;
   }
 
-  /** A chat actor starts (`pending`: a parked chat coming back). */
-  attach(actor: AnyActorRef, pending?: PendingApproval): void {
+  /** The approval record the session was built with, while its chat has not been brought back. */
+  get parked(): PendingApproval | undefined {
+    return this.#parked;
+  }
+
+  /**
+   * A chat actor starts (`pending`: a parked chat coming back; `requestId`: the client's id of a
+   * new chat's request).
+   */
+  attach(actor: AnyActorRef, pending?: PendingApproval, requestId?: string): void {
     let markDetached!: () => void;
     const detached = new Promise<void>((resolve) => {
       markDetached = resolve;
@@ -95,6 +105,7 @@ export class ToolApprovals {
       saving: Promise.resolve(),
       isParked: false,
       isResumed: pending !== undefined,
+      requestId: pending === undefined ? requestId : pending.requestId,
       detached,
       markDetached,
     };
@@ -137,6 +148,7 @@ export class ToolApprovals {
       iteration,
       calls: requests.map((request) => ({ ...request })),
       snapshot: {},
+      ...(live.requestId === undefined ? {} : { requestId: live.requestId }),
       // A parked chat restored on another host keeps asking for what its callers need approved.
       ...(inherited.length === 0 ? {} : { approvalRequired: [...inherited] }),
     };

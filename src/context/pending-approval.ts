@@ -24,6 +24,11 @@ export const PendingApproval = z.object({
   iteration: z.number().int().nonnegative(),
   calls: z.array(HeldToolCall).min(1),
   snapshot: z.record(z.string(), z.unknown()),
+  /**
+   * The client's request id of the chat (`id` of its chat request), when it had one: a retry of
+   * that id, after the host died, waits for this chat's answer instead of being refused.
+   */
+  requestId: z.string().optional(),
   /** Tools the session's callers need approval for (see `ToolContext.approvalRequired`). */
   approvalRequired: z.array(z.string()).optional(),
 });

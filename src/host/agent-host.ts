@@ -738,6 +738,8 @@ export class AgentHost {
   async #place(message: BusMessage, request: CheckedRequest): Promise<Placed> {
     const { agent, session, verb } = request;
     const cluster = this.#cluster;
+    // A chat's refusals echo its `id`, as its answer would.
+    const echo = request.verb === "chat" && request.chat.id !== undefined ? { id: request.chat.id } : {};
     for (let attempt = 0; ; attempt++) {
       let done = () => {};
       if (cluster !== undefined) {
@@ -746,17 +748,18 @@ export class AgentHost {
           location = await cluster.locate(agent, session, forwardHopsOf(message));
         } catch (error) {
           const reason = describeFailure(error).message;
-          const reply = errorReply("unavailable", `cannot place the session: ${reason}`);
+          const reply = { ...errorReply("unavailable", `cannot place the session: ${reason}`), ...echo };
           return { where: "sent", reply: this.#reply(message, reply) };
         }
         if (location.where === "unavailable") {
-          return { where: "sent", reply: this.#reply(message, errorReply("unavailable", location.reason)) };
+          const reply = { ...errorReply("unavailable", location.reason), ...echo };
+          return { where: "sent", reply: this.#reply(message, reply) };
         }
         if (location.where === "forward") {
           const refused = cluster.forward(location.subject, agent, verb, message);
           return {
             where: "sent",
-            reply: refused === undefined ? { ok: true } : this.#reply(message, refused),
+            reply: refused === undefined ? { ok: true } : this.#reply(message, { ...refused, ...echo }),
           };
         }
         done = this.holdShard(location.shard);
@@ -764,7 +767,7 @@ export class AgentHost {
       const shed = this.#shed(request);
       if (shed !== undefined) {
         done();
-        return { where: "sent", reply: this.#reply(message, shed) };
+        return { where: "sent", reply: this.#reply(message, { ...shed, ...echo }) };
       }
       if (verb === "chat") done = this.#countChat(done);
       if (

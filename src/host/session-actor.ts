@@ -453,22 +453,32 @@ export class SessionActor {
    * Finishes what the session's last host left unfinished — the chat it was running
    * (first), then the chats that were queued, in order, as new messages of this mailbox. Nobody
    * waits for their answers here; those that carry a client request id are handed to `onResumed`
-   * (before this returns), so retries of that id can join them. `stop` and shutdown cancel the
-   * resumed chat like a running one.
+   * (before this returns), so retries of that id can join them. So is a chat the last host left
+   * awaiting a tool approval: its id's retries wait until it is decided and the chat ends. `stop`
+   * and shutdown cancel the resumed chat like a running one.
    */
   resumeUnfinished(options: { onResumed?: ResumedRequestHandler } = {}): Promise<void> {
     const { agent } = this;
     const { onResumed } = options;
-    if (agent.journal === undefined || agent.resumeUnfinishedChat === undefined || this.isStopped) {
-      return Promise.resolve();
+    if (this.isStopped) return Promise.resolve();
+    // A chat left awaiting a tool approval: retries of its id wait for it to be decided and end.
+    const parked = onResumed === undefined ? undefined : agent.parkedChat?.();
+    if (parked !== undefined) {
+      onResumed?.(
+        parked.requestId,
+        parked.outcome.then((outcome) => (outcome === undefined ? undefined : chatOutcomeOf(outcome))),
+      );
     }
+    if (agent.journal === undefined || agent.resumeUnfinishedChat === undefined) return Promise.resolve();
     // Answers the last host had not stored under their request ids yet.
     for (const answered of agent.journal.answered) {
       const { requestId, result, usage, chatId } = answered;
       if (onResumed === undefined) agent.journal.forgetAnswer(requestId);
       else onResumed(requestId, Promise.resolve({ ok: true, result, usage, chatId }));
     }
-    const requestId = agent.journal.unfinishedChat?.requestId;
+    // The journal shows that same chat as unfinished: its record above is the one to go on from.
+    const unfinishedId = agent.journal.unfinishedChat?.requestId;
+    const requestId = unfinishedId === parked?.requestId ? undefined : unfinishedId;
     let answered: (outcome: ChatOutcome | undefined) => void = () => {};
     if (requestId !== undefined && onResumed !== undefined) {
       onResumed(

@@ -4,7 +4,12 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Subscription } from "../../src/bus/bus.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
-import { chatSubject, controlSubject, sessionEventsPattern } from "../../src/bus/subjects.js";
+import {
+  chatSubject,
+  controlSubject,
+  sessionEventsPattern,
+  sessionHeartbeatSubject,
+} from "../../src/bus/subjects.js";
 import type { AgentEvent } from "../../src/events/types.js";
 import { turn } from "../../src/testing/index.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
@@ -105,9 +110,10 @@ async function control(prefix: string, payload: Record<string, unknown>): Promis
   return JSON.parse(reply.data);
 }
 
-function chat(prefix: string, session: string, text: string): Promise<unknown> {
+function chat(prefix: string, session: string, text: string, id?: string): Promise<unknown> {
+  const body = { session, text, ...(id === undefined ? {} : { id }) };
   return bus
-    .request(chatSubject(prefix, "assistant"), JSON.stringify({ session, text }), { timeoutMs: 60_000 })
+    .request(chatSubject(prefix, "assistant"), JSON.stringify(body), { timeoutMs: 60_000 })
     .then((reply) => JSON.parse(reply.data));
 }
 
@@ -220,6 +226,100 @@ describe("tool approval over NATS", () => {
       const roles = (next.bodies()[0]?.messages as Array<{ role: string }>).map((message) => message.role);
       expect(roles).toEqual(["system", "user", "assistant", "tool", "assistant", "user"]);
       expect((await third.stop()).code).toBe(0);
+    },
+  );
+
+  it.each([
+    ["a SQLite file", (prefix: string) => ["--db", join(directory, `${prefix}.db`)]],
+    ["JetStream", () => ["--history", "nats"]],
+  ])(
+    "a retry of a chat whose hosts were killed while it awaited approval waits for the decision and gets the answer (history in %s)",
+    { timeout: 180_000 },
+    async (_where, storage) => {
+      const prefix = uniqueRoot();
+      const common = ["--nats", server.url, "--prefix", prefix, "--agents", agentsFile, ...storage(prefix)];
+      const asking = await provider("openai-chat", [timeCall]);
+      const first = startServeProcess([...common, ...asking.flags], asking.env);
+      await waitUntilServing(bus, prefix, first);
+      const events = collectEvents(prefix, "s5");
+      await bus.flush();
+
+      // The requester's connection goes away with the host; it asks again with the same id.
+      void chat(prefix, "s5", "what time is it?", "req-held").catch(() => {});
+      await waitFor(() => kinds(events, "ToolApprovalRequested").length === 1, 60_000);
+      first.child.kill("SIGKILL");
+      await first.run;
+
+      // The next host is killed too, with a retry waiting on it: the wait outlives it.
+      const idle = await provider("openai-chat", []);
+      const second = startServeProcess([...common, ...idle.flags], idle.env);
+      await waitUntilServing(bus, prefix, second);
+      // Answered once the session is up on the host (after the dead host's lease ran out): a
+      // decision refused for other arguments than the ones asked.
+      const bringUp = async () =>
+        expect(
+          await control(prefix, {
+            session: "s5",
+            command: "deny",
+            toolCallId: "call_1",
+            arguments: '{"x":1}',
+          }),
+        ).toMatchObject({ ok: false, error: { code: "bad_request" } });
+      await bringUp();
+      let beats = 0;
+      subscriptions.push(
+        bus.subscribe(sessionHeartbeatSubject(prefix, "assistant", "s5"), () => {
+          beats += 1;
+        }),
+      );
+      await bus.flush();
+      // Its answer is lost with the host (the request times out later, unheard).
+      void chat(prefix, "s5", "what time is it?", "req-held").catch(() => {});
+      // A beat when the host took the request, the next one an interval later: it is still waiting.
+      await waitFor(() => beats >= 2, 60_000);
+      second.child.kill("SIGKILL");
+      await second.run;
+      expect(idle.bodies()).toEqual([]);
+
+      // A host stopped gracefully with a retry waiting answers it `unavailable` (ask again): the
+      // approval stays pending for the next host.
+      const stopping = serveHere([...common, ...idle.flags], idle.env);
+      await waitUntilServing(bus, prefix, stopping);
+      await bringUp();
+      beats = 0;
+      const interrupted = chat(prefix, "s5", "what time is it?", "req-held");
+      await waitFor(() => beats >= 2, 60_000);
+      expect((await stopping.stop()).code).toBe(0);
+      expect(await interrupted).toMatchObject({
+        ok: false,
+        error: { code: "unavailable", message: expect.stringMatching(/the approval stays pending/) },
+        id: "req-held",
+      });
+      expect(idle.bodies()).toEqual([]);
+
+      const answering = await provider("openai-chat", [textTurn("It is noon, after the restart.")]);
+      const third = serveHere([...common, ...answering.flags], answering.env);
+      await waitUntilServing(bus, prefix, third);
+      const retried = chat(prefix, "s5", "what time is it?", "req-held");
+      await bus.flush();
+      expect(await control(prefix, { session: "s5", command: "approve", toolCallId: "call_1" })).toEqual({
+        ok: true,
+      });
+      const reply = await retried;
+      expect(reply).toMatchObject({
+        ok: true,
+        session: "s5",
+        result: "It is noon, after the restart.",
+        id: "req-held",
+      });
+      // One chat, run once: the retries did not start chats of their own.
+      expect(kinds(events, "ChatStarted")).toHaveLength(1);
+      expect(kinds(events, "ChatCompleted")).toHaveLength(1);
+      expect(kinds(events, "ToolCallCompleted")).toHaveLength(1);
+      expect(answering.bodies()).toHaveLength(1);
+      // A later retry gets the stored reply.
+      expect(await chat(prefix, "s5", "what time is it?", "req-held")).toEqual(reply);
+      expect(answering.bodies()).toHaveLength(1);
     },
   );
 
