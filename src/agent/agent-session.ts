@@ -486,6 +486,10 @@ export class AgentSession implements Agent {
     return { requestId, outcome: this.#parkedAnswer.outcome };
   }
 
+  get parkedRequestId(): string | undefined {
+    return this.#approvals?.parked?.requestId;
+  }
+
   get hasPendingApproval(): boolean {
     return this.#approvals?.isPending ?? false;
   }
@@ -794,6 +798,8 @@ export class AgentSession implements Agent {
           let actor: Actor<typeof boundMachines.chat>;
           try {
             this.#events.chatId = pending.chatId;
+            // Listed again for this chat, as for any chat: its tool sets may have changed since.
+            this.#chatApprovalChain = undefined;
             actor = this.#startActor(
               boundMachines.chat,
               undefined as never,

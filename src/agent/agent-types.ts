@@ -212,6 +212,11 @@ export interface Agent {
    * Undefined when there is no such chat. Asked once, when the session opens.
    */
   parkedChat?(): { requestId: string; outcome: Promise<ResumedChatOutcome | undefined> } | undefined;
+  /**
+   * The client request id of the chat stopped here (shutdown, hand-off) while it awaited a tool
+   * approval, its record kept for the session's next host; undefined when there is none.
+   */
+  readonly parkedRequestId?: string | undefined;
   /** A chat of this session waits for a tool approval (so the session is not idle). */
   readonly hasPendingApproval?: boolean;
   /** The session's journal (its queued chats are journaled by the session's mailbox). */

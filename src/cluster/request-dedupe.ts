@@ -200,13 +200,19 @@ export class RequestDedupe {
    * The last step of a run {@link begin} handed out: stores its reply (a chat that did not run at
    * all, `ran: false` — the session could not start — leaves no record, so a retry runs it; a chat
    * cut off by a lost or handed-over lease keeps its `running` mark for the next owner, see
-   * {@link isCutOff}) and answers the retries that joined it. Resolves once stored.
+   * {@link isCutOff}; so does one `parked`: stopped by a shutdown or hand-off while it awaited a
+   * tool approval, it continues on the session's next host, which answers the id) and answers the
+   * retries that joined it. Resolves once stored.
    */
-  async finish(run: DedupeRun, reply: ChatReply, options: { ran?: boolean } = {}): Promise<void> {
+  async finish(
+    run: DedupeRun,
+    reply: ChatReply,
+    options: { ran?: boolean; parked?: boolean } = {},
+  ): Promise<void> {
     try {
       if (options.ran === false) {
         if (run.isClaimed) await this.#forget(run.key, run.revision);
-      } else if (!isCutOff(reply)) await this.#store(run.key, reply, run.revision);
+      } else if (!isCutOff(reply) && options.parked !== true) await this.#store(run.key, reply, run.revision);
     } finally {
       run.settle(reply);
     }

@@ -586,9 +586,11 @@ export class AgentHost {
           reply = step.reply;
         } else {
           let failure = placed.where === "failed" ? placed.error : undefined;
+          // Stopped here awaiting a tool approval: the chat goes on on the session's next host.
+          let isParked = false;
           if (placed.where === "here" && placed.actor !== undefined) {
+            let actor = placed.actor;
             try {
-              let actor = placed.actor;
               // Stopped (passivated) while the dedupe was read: a fresh one, checked in the same tick as the chat is queued.
               while (actor.isStopped) actor = await this.sessions.open(agent, session, { isChat: true });
               // The asking agent's approvals hold here too, before this chat is even queued.
@@ -632,13 +634,17 @@ export class AgentHost {
             } catch (error) {
               failure = error;
             }
+            isParked =
+              outcome?.ok === false && chat.id !== undefined && actor.agent.parkedRequestId === chat.id;
           }
           reply =
             outcome === undefined
               ? { ok: false, error: sessionStartError(failure), ...echo }
               : chatReplyOf(session, outcome, echo);
           // Nothing ran when the session could not start: no record, so a retry runs it.
-          if (step !== undefined) await dedupe?.finish(step.run, reply, { ran: outcome !== undefined });
+          if (step !== undefined) {
+            await dedupe?.finish(step.run, reply, { ran: outcome !== undefined, parked: isParked });
+          }
         }
         // Stored under the id: the journal need not keep the chat's answer any more.
         if (step !== undefined && chat.id !== undefined) {

@@ -371,6 +371,41 @@ describe("tool approval over NATS", () => {
   );
 
   it(
+    "a retry of a chat parked by SIGTERM while it awaited approval waits on the next host for the decision",
+    { timeout: 120_000 },
+    async () => {
+      const prefix = uniqueRoot();
+      const db = join(directory, "parked-retry.db");
+      const common = ["--nats", server.url, "--prefix", prefix, "--agents", agentsFile, "--db", db];
+      const asking = await provider("openai-chat", [timeCall]);
+      const serve = startServeProcess([...common, ...asking.flags], asking.env);
+      await waitUntilServing(bus, prefix, serve);
+      const events = collectEvents(prefix, "s6");
+      await bus.flush();
+
+      const parked = chat(prefix, "s6", "what time is it?", "req-parked");
+      await waitFor(() => kinds(events, "ToolApprovalRequested").length === 1, 60_000);
+      serve.child.kill("SIGTERM");
+      expect(await parked).toMatchObject({ ok: false, error: { code: "cancelled" }, id: "req-parked" });
+      expect((await serve.run).code).toBe(0);
+
+      // That `cancelled` is not the id's last word: the chat goes on on the next host.
+      const answering = await provider("openai-chat", [textTurn("Noon.")]);
+      const again = serveHere([...common, ...answering.flags], answering.env);
+      await waitUntilServing(bus, prefix, again);
+      const retried = chat(prefix, "s6", "what time is it?", "req-parked");
+      await bus.flush();
+      expect(await control(prefix, { session: "s6", command: "approve", toolCallId: "call_1" })).toEqual({
+        ok: true,
+      });
+      expect(await retried).toMatchObject({ ok: true, session: "s6", result: "Noon.", id: "req-parked" });
+      expect(kinds(events, "ChatStarted")).toHaveLength(1);
+      expect(kinds(events, "ChatCompleted")).toHaveLength(1);
+      expect(answering.bodies()).toHaveLength(1);
+    },
+  );
+
+  it(
     "a host stopped with SIGTERM parks the approval (its requester answered cancelled); stop cancels it",
     { timeout: 120_000 },
     async () => {
