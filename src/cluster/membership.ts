@@ -150,7 +150,7 @@ export class Membership {
 
   /** The record of `host`, if it is live. */
   liveMember(host: string): MemberRecord | undefined {
-    const record = this.#members.get(host)?.value;
+    const record = this.#members.valueOf(host);
     return record !== undefined && record.leaving !== true && this.#now() <= record.expiresAt
       ? record
       : undefined;

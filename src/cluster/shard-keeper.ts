@@ -33,6 +33,8 @@ function shardKeyAgent(agents: readonly string[] | undefined): string {
 
 /** Each host's lease is `host.<id>`: the lease store's `<agent>.<session>` with agent `host`. */
 const HOST_AGENT = "host";
+/** What every host lease's key in the table starts with. */
+const HOST_KEY_PREFIX = `${HOST_AGENT}.`;
 
 /** How many shards one host acquires or hands over at once. */
 const PARALLEL_MOVES = 32;
@@ -146,6 +148,12 @@ export class ShardKeeper {
   readonly #store: SessionLeaseStore;
   readonly #kv: KV;
   readonly #table: WatchedBucket<LeaseRecord>;
+  /**
+   * Each shard's key in the table, and each host's: made once, since the balancer looks at every
+   * shard every second and an idle host should make no garbage doing so.
+   */
+  readonly #shardKeys: readonly string[];
+  readonly #hostKeys = new Map<string, string>();
   readonly #held = new Map<number, HeldShard>();
   readonly #draining = new Map<number, Promise<void>>();
   readonly #acquiring = new Map<number, Promise<LeaseFence>>();
@@ -173,6 +181,10 @@ export class ShardKeeper {
     this.#options = options;
     this.#shardAgent = shardKeyAgent(options.agents);
     this.shardCount = options.shardCount;
+    this.#shardKeys = Array.from(
+      { length: options.shardCount },
+      (_, shard) => `${this.#shardAgent}.${shard}`,
+    );
     this.hostId = options.hostId;
     this.#store = store;
     this.#kv = kv;
@@ -191,9 +203,22 @@ export class ShardKeeper {
           return;
         }
         for (const shard of [...this.#waiters.keys()]) this.#wake(shard);
-        if (key.startsWith(`${HOST_AGENT}.`)) this.#followHostLeases();
+        if (key.startsWith(HOST_KEY_PREFIX)) {
+          this.#hostKeys.set(key.slice(HOST_KEY_PREFIX.length), key);
+          this.#followHostLeases();
+        }
       },
     );
+  }
+
+  /** The table key of a host's lease. */
+  #hostKey(host: string): string {
+    let key = this.#hostKeys.get(host);
+    if (key === undefined) {
+      key = `${HOST_KEY_PREFIX}${host}`;
+      this.#hostKeys.set(host, key);
+    }
+    return key;
   }
 
   /** Opens the shard bucket and its watch and takes this host's lease; balancing starts with {@link start}. */
@@ -237,7 +262,7 @@ export class ShardKeeper {
   #isLive(host: string): boolean {
     if (this.#options.membership.liveMember(host) === undefined) return false;
     if (host === this.hostId) return true;
-    const lease = this.#table.get(`${HOST_AGENT}.${host}`)?.value;
+    const lease = this.#table.valueOf(this.#hostKey(host));
     if (lease === undefined) return true;
     return lease.host === host && !isLeaseFree(lease, "", this.#now(), this.#options.timing);
   }
@@ -269,10 +294,11 @@ export class ShardKeeper {
     const now = this.#now();
     let next = Number.POSITIVE_INFINITY;
     let hasLapsed = false;
-    for (const [key, { value }] of this.#table.entries()) {
-      if (!key.startsWith(`${HOST_AGENT}.`) || value.host === this.hostId || value.released === true)
-        continue;
-      if (key !== `${HOST_AGENT}.${value.host}`) continue;
+    // Only the hosts' leases: the shards' would be a thousand entries looked at on every renewal.
+    for (const [host, key] of this.#hostKeys) {
+      const value = this.#table.valueOf(key);
+      if (value === undefined || host === this.hostId || value.released === true) continue;
+      if (value.host !== host) continue;
       const freeAt = value.expiresAt + this.#options.timing.skewMs;
       if (freeAt < now) hasLapsed = true;
       else next = Math.min(next, freeAt);
@@ -317,13 +343,24 @@ export class ShardKeeper {
    * `expiresAt` that of its host's lease; undefined when nobody holds it now.
    */
   leaseOf(shard: number): LeaseRecord | undefined {
-    const record = this.#table.get(`${this.#shardAgent}.${shard}`)?.value;
+    const host = this.#liveLeaseHost(shard);
+    if (host === undefined) return undefined;
+    const record = this.#table.valueOf(this.#shardKeys[shard] ?? "") as LeaseRecord;
+    return { ...record, expiresAt: host.expiresAt, renewedAt: host.renewedAt };
+  }
+
+  /**
+   * The lease of the host holding the shard, when the shard's lease is live (see {@link leaseOf});
+   * allocates nothing.
+   */
+  #liveLeaseHost(shard: number): LeaseRecord | undefined {
+    const record = this.#table.valueOf(this.#shardKeys[shard] ?? `${this.#shardAgent}.${shard}`);
     if (record === undefined || record.released === true) return undefined;
     if (record.host === this.hostId && record.epoch <= (this.#released.get(shard) ?? -1)) return undefined;
-    const host = this.#table.get(`${HOST_AGENT}.${record.host}`)?.value;
+    const host = this.#table.valueOf(this.#hostKey(record.host));
     if (host === undefined || host.host !== record.host || host.epoch !== record.hostEpoch) return undefined;
     if (isLeaseFree(host, "", this.#now(), this.#options.timing)) return undefined;
-    return { ...record, expiresAt: host.expiresAt, renewedAt: host.renewedAt };
+    return host;
   }
 
   /** Whether this host may take the free shard now (it prefers this host, or its preferred one is gone). */
@@ -468,7 +505,7 @@ export class ShardKeeper {
       throw new LeaseLostError(`this host is handing shard ${shard} over`, 0);
     }
     const hostFence = this.#hostFence() ?? (await this.#join());
-    const hostRecord = this.#table.get(`${HOST_AGENT}.${this.hostId}`)?.value;
+    const hostRecord = this.#table.valueOf(this.#hostKey(this.hostId));
     const hostEpoch = hostFence.epoch ?? hostRecord?.epoch;
     const key = `${this.#shardAgent}.${shard}`;
     for (let attempt = 0; attempt < 5; attempt++) {
@@ -642,7 +679,7 @@ export class ShardKeeper {
         const isPreferredElsewhere =
           preferred !== undefined && preferred !== this.hostId && this.#isLive(preferred);
         if (isPreferredElsewhere) toHand.push(shard);
-      } else if (this.leaseOf(shard) === undefined && this.mayTake(shard)) {
+      } else if (this.#liveLeaseHost(shard) === undefined && this.mayTake(shard)) {
         toTake.push(shard);
       }
     }

@@ -43,6 +43,11 @@ export class WatchedBucket<T> {
     return known?.value === undefined ? undefined : { value: known.value, revision: known.revision };
   }
 
+  /** The value of `key` as last seen, without its revision (nothing is allocated: asked often). */
+  valueOf(key: string): T | undefined {
+    return this.#values.get(key)?.value;
+  }
+
   /** Every key with a value. */
   *entries(): Generator<[string, { value: T; revision: number }]> {
     for (const [key, known] of this.#values) {

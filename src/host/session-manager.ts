@@ -494,8 +494,13 @@ export class SessionManager {
   }
 
   async #sweep(): Promise<number> {
+    // Runs every minute over every live session: an idle host's pass makes no copy of them all.
+    const candidates: Array<[string, SessionActor]> = [];
+    this.#live.forEach((actor, key) => {
+      if (this.#isPassivatable(actor)) candidates.push([key, actor]);
+    });
+    if (candidates.length === 0) return 0;
     const limit = pLimit(PASSIVATION_CONCURRENCY);
-    const candidates = [...this.#live.entries()].filter(([, actor]) => this.#isPassivatable(actor));
     const results = await Promise.all(
       candidates.map(([key, actor]) => limit(() => this.#passivate(key, actor))),
     );
