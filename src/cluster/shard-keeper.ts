@@ -350,30 +350,44 @@ export class ShardKeeper {
   }
 
   /**
-   * The lease of the host holding the shard, when the shard's lease is live (see {@link leaseOf});
-   * allocates nothing.
+   * The lease of the host holding the shard, when the shard's lease is live (see {@link leaseOf}).
+   * `hostLease`: a host's lease when it is live (default: read now; the balancer passes one that
+   * reads each host once per pass, not once per shard).
    */
-  #liveLeaseHost(shard: number): LeaseRecord | undefined {
+  #liveLeaseHost(
+    shard: number,
+    hostLease: (host: string) => LeaseRecord | undefined = (host) => this.#liveHostLease(host, this.#now()),
+  ): LeaseRecord | undefined {
     const record = this.#table.valueOf(this.#shardKeys[shard] ?? `${this.#shardAgent}.${shard}`);
     if (record === undefined || record.released === true) return undefined;
     if (record.host === this.hostId && record.epoch <= (this.#released.get(shard) ?? -1)) return undefined;
-    const host = this.#table.valueOf(this.#hostKey(record.host));
-    if (host === undefined || host.host !== record.host || host.epoch !== record.hostEpoch) return undefined;
-    if (isLeaseFree(host, "", this.#now(), this.#options.timing)) return undefined;
-    return host;
+    const host = hostLease(record.host);
+    return host !== undefined && host.epoch === record.hostEpoch ? host : undefined;
+  }
+
+  /** The lease of `host` when it is live at `now`. */
+  #liveHostLease(host: string, now: number): LeaseRecord | undefined {
+    const lease = this.#table.valueOf(this.#hostKey(host));
+    if (lease === undefined || lease.host !== host) return undefined;
+    return isLeaseFree(lease, "", now, this.#options.timing) ? undefined : lease;
   }
 
   /** Whether this host may take the free shard now (it prefers this host, or its preferred one is gone). */
   mayTake(shard: number, options: { isForwarded?: boolean } = {}): boolean {
+    if (options.isForwarded === true) return !this.#isLeaving;
+    return this.#mayTake(shard, (host) => this.#isLive(host));
+  }
+
+  /** {@link mayTake} of a request that was not forwarded, with `isLive` telling which hosts are. */
+  #mayTake(shard: number, isLive: (host: string) => boolean): boolean {
     if (this.#isLeaving) return false;
-    if (options.isForwarded === true) return true;
     let preferred = this.#assignment[shard];
-    if (preferred !== undefined && preferred !== this.hostId && !this.#isLive(preferred)) {
+    if (preferred !== undefined && preferred !== this.hostId && !isLive(preferred)) {
       // The preferred host just died: the live hosts' preference decides, not whoever asks first.
       this.#refreshAssignment();
       preferred = this.#assignment[shard];
     }
-    return preferred === undefined || preferred === this.hostId || !this.#isLive(preferred);
+    return preferred === undefined || preferred === this.hostId || !isLive(preferred);
   }
 
   /** Where requests for `shard` go now, without I/O. */
@@ -473,13 +487,7 @@ export class ShardKeeper {
 
   #holds(shard: number): boolean {
     const held = this.#held.get(shard);
-    if (held === undefined || held.lostReason !== undefined) return false;
-    try {
-      held.assertHeld();
-      return true;
-    } catch {
-      return false;
-    }
+    return held !== undefined && isHeld(held);
   }
 
   /** Takes (again) this host's lease: a new epoch, under which shards are taken. */
@@ -672,14 +680,43 @@ export class ShardKeeper {
     if (this.#hostFence() === undefined) await this.#join();
     const toTake: number[] = [];
     const toHand: number[] = [];
+    // A pass looks at every shard, but only a few hosts: each host is judged once per pass (an idle
+    // host then makes no garbage per shard: no clock reading, no record).
+    const now = this.#now();
+    const leases = new Map<string, LeaseRecord | undefined>();
+    const hostLease = (host: string): LeaseRecord | undefined => {
+      if (!leases.has(host)) leases.set(host, this.#liveHostLease(host, now));
+      return leases.get(host);
+    };
+    const live = new Map<string, boolean>();
+    const isLive = (host: string): boolean => {
+      let answer = live.get(host);
+      if (answer === undefined) {
+        answer = this.#isLive(host);
+        live.set(host, answer);
+      }
+      return answer;
+    };
+    // Held shards share their host's fence: its clock check, once per pass.
+    const fences = new Map<LeaseFence, boolean>();
+    const holds = (shard: number): boolean => {
+      const held = this.#held.get(shard);
+      if (held === undefined || held.lostReason !== undefined) return false;
+      let answer = fences.get(held.host);
+      if (answer === undefined) {
+        answer = isHeld(held.host);
+        fences.set(held.host, answer);
+      }
+      return answer;
+    };
     for (let shard = 0; shard < this.shardCount; shard++) {
       if (this.#draining.has(shard) || this.#acquiring.has(shard)) continue;
       const preferred = this.#assignment[shard];
-      if (this.#holds(shard)) {
+      if (holds(shard)) {
         const isPreferredElsewhere =
-          preferred !== undefined && preferred !== this.hostId && this.#isLive(preferred);
+          preferred !== undefined && preferred !== this.hostId && isLive(preferred);
         if (isPreferredElsewhere) toHand.push(shard);
-      } else if (this.#liveLeaseHost(shard) === undefined && this.mayTake(shard)) {
+      } else if (this.#liveLeaseHost(shard, hostLease) === undefined && this.#mayTake(shard, isLive)) {
         toTake.push(shard);
       }
     }
@@ -781,5 +818,15 @@ async function inBatches<T>(
 ): Promise<void> {
   for (let start = 0; start < items.length; start += size) {
     await Promise.all(items.slice(start, start + size).map(run));
+  }
+}
+
+/** Whether the fence holds (its `assertHeld` does not throw). */
+function isHeld(fence: LeaseFence): boolean {
+  try {
+    fence.assertHeld();
+    return true;
+  } catch {
+    return false;
   }
 }
