@@ -45,6 +45,19 @@ function options(connection: NatsConnection, log: string[] = []) {
   };
 }
 
+/**
+ * A start's settings on the server with JetStream, and another stream already holding the subjects
+ * of the members bucket the start creates first; `removeOther` deletes that stream.
+ */
+async function membersSubjectsTaken() {
+  const connection = await connectTo(withJetStream);
+  const settings = options(connection);
+  const manager = await jetstreamManager(connection);
+  const bucket = membersBucketName(settings.prefix);
+  await manager.streams.add({ name: `OTHER_${bucket}`, subjects: [`$KV.${bucket}.>`] });
+  return { settings, removeOther: () => manager.streams.delete(`OTHER_${bucket}`) };
+}
+
 describe("starting the session cluster", () => {
   it("opens the buckets on a server with JetStream", async () => {
     const started = await SessionCluster.startOrExplain(options(await connectTo(withJetStream)));
@@ -87,20 +100,16 @@ describe("starting the session cluster", () => {
   });
 
   it("asks again when the members bucket's subjects were taken a moment before (another host creating it)", async () => {
-    const connection = await connectTo(withJetStream);
-    const settings = options(connection);
     // What the server shows one of two hosts creating the same bucket at once: its subjects are
     // already in a stream being made. Gone by the next try, as the other host's creation is done.
-    const manager = await jetstreamManager(connection);
-    const bucket = membersBucketName(settings.prefix);
-    await manager.streams.add({ name: `OTHER_${bucket}`, subjects: [`$KV.${bucket}.>`] });
+    const { settings, removeOther } = await membersSubjectsTaken();
     const log: string[] = [];
     const started = await SessionCluster.startOrExplain(
       {
         ...settings,
         log: (line) => {
           log.push(line);
-          void manager.streams.delete(`OTHER_${bucket}`);
+          void removeOther();
         },
       },
       { retryForMs: 60_000, delayMs: 200 },
@@ -113,11 +122,7 @@ describe("starting the session cluster", () => {
   });
 
   it("gives a lasting subject overlap up after a few tries and says so", async () => {
-    const connection = await connectTo(withJetStream);
-    const settings = options(connection);
-    const manager = await jetstreamManager(connection);
-    const bucket = membersBucketName(settings.prefix);
-    await manager.streams.add({ name: `OTHER_${bucket}`, subjects: [`$KV.${bucket}.>`] });
+    const { settings, removeOther } = await membersSubjectsTaken();
     const log: string[] = [];
     const started = await SessionCluster.startOrExplain(
       { ...settings, log: (line) => log.push(line) },
@@ -125,7 +130,7 @@ describe("starting the session cluster", () => {
     );
     expect(started).toEqual({ unavailable: "subjects overlap with an existing stream" });
     expect(log).toHaveLength(CREATION_RACE_TRIES);
-    await manager.streams.delete(`OTHER_${bucket}`);
+    await removeOther();
   });
 
   it("refuses a host id that is not one subject token, without retrying", async () => {
