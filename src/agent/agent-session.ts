@@ -740,17 +740,9 @@ export class AgentSession implements Agent {
         );
       }
       await this.#adopt(output);
-      // The answer leaves the process (a reply, stdout) as the events do: without secrets.
-      if (output.status === "done")
-        return {
-          result: this.#redactor.redact(output.result),
-          usage: output.usage,
-          chatId: events.chatId,
-        };
-      if (output.status === "cancelled") throw new ChatCancelledError(output.usage);
-      const error = output.error ?? errorInfo("internal", "the chat failed", { name: "Error" });
-      // A provider's error may quote the key it was sent; this message reaches replies and logs.
-      throw new ChatFailedError(this.#redactor.redactValue(error), output.usage);
+      const outcome = this.#outcomeOf(output);
+      if (outcome.ok) return outcome.result;
+      throw outcome.error;
     } finally {
       if (onEvent !== undefined) listeners.splice(listeners.indexOf(onEvent), 1);
       this.#events.lineage = undefined;
@@ -761,9 +753,12 @@ export class AgentSession implements Agent {
     }
   }
 
-  /** How a chat brought back from its approval record ended, as its request's answer. */
-  #resumedOutcome(output: ChatOutput | undefined): ResumedChatOutcome | undefined {
-    if (output === undefined) return undefined;
+  /**
+   * How a chat ended, as its request's answer: the result, or the error its caller gets. It leaves
+   * the process (a reply, stdout) as the events do: without secrets (a provider's error may quote
+   * the key it was sent).
+   */
+  #outcomeOf(output: ChatOutput): ResumedChatOutcome {
     if (output.status === "done") {
       const result = this.#redactor.redact(output.result);
       return { ok: true, result: { result, usage: output.usage, chatId: this.#events.chatId } };
@@ -832,7 +827,9 @@ export class AgentSession implements Agent {
             isParked = await approvals.detach(actor);
           }
           // Parked again (this host stops): the next host answers the request id.
-          this.#parkedAnswer?.settle(isParked ? stillPending() : this.#resumedOutcome(output));
+          this.#parkedAnswer?.settle(
+            isParked ? stillPending() : output === undefined ? undefined : this.#outcomeOf(output),
+          );
           if (output !== undefined) await this.#adopt(output);
         },
         { outOfBand: true },
