@@ -32,6 +32,21 @@ function runTool() {
 
 const call = (step: string) => ({ id: `call-${step}`, name: "run", arguments: { step } });
 
+/** A tool that notes the approvals its chain asks for (`seen`, one entry per call). */
+function approvalsProbe() {
+  const seen: (readonly string[] | undefined)[] = [];
+  const probe = defineTool({
+    name: "probe",
+    description: "Reports the chain's approvals.",
+    parameters: z.object({}),
+    execute: (_args, context) => {
+      seen.push(context.approvalRequired);
+      return "ok";
+    },
+  });
+  return { seen, probe };
+}
+
 describe("inherited approvals", () => {
   it("make calls to an approval-free tool wait; a parked chat restored elsewhere keeps them", async () => {
     const first = runTool();
@@ -70,16 +85,7 @@ describe("inherited approvals", () => {
   });
 
   it("pass on to the agents the session asks: its own list, tools that may ask, and what it inherited", async () => {
-    const seen: (readonly string[] | undefined)[] = [];
-    const probe = defineTool({
-      name: "probe",
-      description: "Reports the chain's approvals.",
-      parameters: z.object({}),
-      execute: (_args, context) => {
-        seen.push(context.approvalRequired);
-        return "ok";
-      },
-    });
+    const { seen, probe } = approvalsProbe();
     const guarded = defineTool({
       name: "guarded",
       description: "Asks first.",
@@ -98,16 +104,7 @@ describe("inherited approvals", () => {
   });
 
   it("pass on what the session inherited since its last chat", async () => {
-    const seen: (readonly string[] | undefined)[] = [];
-    const probe = defineTool({
-      name: "probe",
-      description: "Reports the chain's approvals.",
-      parameters: z.object({}),
-      execute: (_args, context) => {
-        seen.push(context.approvalRequired);
-        return "ok";
-      },
-    });
+    const { seen, probe } = approvalsProbe();
     const probeCall = (id: string) => ({ toolCalls: [{ id, name: "probe", arguments: {} }] });
     const { agent } = await createTestAgent({
       script: [probeCall("p1"), probeCall("p2"), { text: "first" }, probeCall("p3"), { text: "second" }],

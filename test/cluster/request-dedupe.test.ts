@@ -8,6 +8,7 @@ import type { ChatReply } from "../../src/bus/contract.js";
 import { NatsBus } from "../../src/bus/nats-bus.js";
 import { RequestDedupe, replyBucketName, replyKey } from "../../src/cluster/request-dedupe.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
+import { countRequests } from "../support/counted-requests.js";
 import {
   type NatsServer,
   startNatsServer,
@@ -187,17 +188,12 @@ describe("RequestDedupe's steps: begin, then finish", () => {
   it("marks a new id running with one write, and still reads the record of an id it has seen", async () => {
     const connection = await connect({ servers: server.url, name: "request-dedupe-count-test" });
     try {
-      let requests = 0;
-      const request = connection.request.bind(connection);
-      connection.request = (...args: Parameters<typeof connection.request>) => {
-        requests++;
-        return request(...args);
-      };
+      const requests = countRequests(connection);
       const prefix = uniqueRoot();
       const a = await RequestDedupe.open(connection, { prefix, hostId: "a" });
-      const before = requests;
+      const before = requests();
       const step = await a.begin("assistant", "s1", "r1");
-      expect(requests - before).toBe(1);
+      expect(requests() - before).toBe(1);
       if (!("run" in step)) throw new Error("a new id must be run");
       expect(step.run.revision).toBeGreaterThan(0);
       // Host b finds a's mark where it would write its own, and refuses the id as a reply.

@@ -11,6 +11,7 @@ import {
   type NatsHistoryStoreOptions,
 } from "../../src/context/nats-history-store.js";
 import { uniqueRoot } from "../bus/bus-helpers.js";
+import { countRequests } from "../support/counted-requests.js";
 import { type NatsServer, workerNatsServer } from "../support/nats-server.js";
 import { describeHistoryContract, type HistoryBackend } from "./history-contract.js";
 import { conversation } from "./history-fixtures.js";
@@ -272,17 +273,12 @@ describe("a session's opening reads on JetStream", () => {
   /** A connection of its own, counting the requests sent on it (message gets and publishes). */
   async function countingStore() {
     const connection = await connect({ servers: server.url, name: "nats-history-opening-test" });
-    let requests = 0;
-    const request = connection.request.bind(connection);
-    connection.request = (...args: Parameters<typeof connection.request>) => {
-      requests++;
-      return request(...args);
-    };
+    const requests = countRequests(connection);
     const prefix = uniqueRoot();
     const store = await NatsHistoryStore.open(connection, { prefix });
     return {
       store,
-      requests: () => requests,
+      requests,
       close: async () => {
         const manager = await jetstreamManager(connection);
         await manager.streams.delete(store.stream);
